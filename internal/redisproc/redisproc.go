@@ -1,0 +1,311 @@
+// Package redisproc starts and controls local redis-server processes on free
+// 127.0.0.1 ports, each in its own temporary directory. Tests and the process
+// backend of package faultinject use it; it is internal to the module.
+package redisproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config describes one redis-server process.
+type Config struct {
+	// Binary is the redis-server executable. Default: "redis-server" from PATH.
+	Binary string
+	// Port to listen on; 0 picks a free port.
+	Port int
+	// Dir is the working directory (AOF and RDB files). Default: a new
+	// temporary directory, removed by Stop.
+	Dir string
+	// AppendOnly enables AOF with appendfsync always, so keys and their TTLs
+	// survive a kill -9.
+	AppendOnly bool
+	// Env is added to the process environment (for example LD_PRELOAD and
+	// FAKETIME_* variables for clock faults).
+	Env []string
+	// Args are extra redis-server arguments ("--name value" pairs).
+	Args []string
+	// StartTimeout bounds the wait for the first PONG. Default: 10s.
+	StartTimeout time.Duration
+}
+
+// Server is one running (or stopped) redis-server process. Its methods are
+// safe for concurrent use.
+type Server struct {
+	cfg     Config
+	addr    string
+	ownsDir bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// ErrNoBinary is returned when redis-server is not installed.
+var ErrNoBinary = errors.New("redisproc: redis-server not found in PATH (install it: apt-get install -y redis-server)")
+
+// LookPath returns the redis-server binary path or ErrNoBinary.
+func LookPath() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", ErrNoBinary
+	}
+	return p, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches redis-server and waits until it answers PING.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Binary == "" {
+		p, err := LookPath()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = p
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	s := &Server{cfg: cfg}
+	if s.cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "quorumlock-redis-")
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.Dir, s.ownsDir = dir, true
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port := cfg.Port
+		if port == 0 {
+			p, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			port = p
+		}
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+		if cfg.Port != 0 {
+			break
+		}
+	}
+	s.cleanupDir()
+	return nil, lastErr
+}
+
+// StartT starts a server for a test and stops it in t.Cleanup. When
+// redis-server is missing it fails the test if the CI environment variable is
+// "true", and skips it otherwise.
+func StartT(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	Require(t)
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+// Require fails (CI=true) or skips the test when redis-server is missing.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := LookPath(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v; CI=true, so this is a failure", err)
+		}
+		t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
+	}
+}
+
+func (s *Server) args() []string {
+	port := s.addr[len("127.0.0.1:"):]
+	a := []string{
+		"--port", port,
+		"--bind", "127.0.0.1",
+		"--dir", s.cfg.Dir,
+		"--save", "",
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--logfile", filepath.Join(s.cfg.Dir, "redis.log"),
+	}
+	if s.cfg.AppendOnly {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--appendonly", "no")
+	}
+	return append(a, s.cfg.Args...)
+}
+
+func (s *Server) start() error {
+	cmd := exec.Command(s.cfg.Binary, s.args()...)
+	cmd.Dir = s.cfg.Dir
+	cmd.Env = append(os.Environ(), s.cfg.Env...)
+	// Own process group, so a Ctrl-C on the test does not reach it first and
+	// signals target only this server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisproc: starting %s: %w", s.cfg.Binary, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	if err := s.waitReady(exited); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		log, _ := os.ReadFile(filepath.Join(s.cfg.Dir, "redis.log"))
+		return fmt.Errorf("redisproc: %s on %s not ready: %w\n%s", s.cfg.Binary, s.addr, err, tail(log, 2000))
+	}
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func (s *Server) waitReady(exited chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, DisableIdentity: true, Protocol: 2})
+	defer c.Close()
+	deadline := time.Now().Add(s.cfg.StartTimeout)
+	for {
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Dir returns the working directory.
+func (s *Server) Dir() string { return s.cfg.Dir }
+
+// PID returns the process id, or 0 when not running.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("redisproc: %s is not running", s.addr)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Pause stops the process with SIGSTOP: connections are still accepted by the
+// kernel, nothing answers.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+// Kill sends SIGKILL and waits for the process to exit. Data not persisted
+// is lost.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-exited
+	return nil
+}
+
+// Restart starts the process again on the same port and directory (after Kill).
+// With AppendOnly the AOF is replayed.
+func (s *Server) Restart() error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond) // the port may linger briefly after a kill
+	}
+	return err
+}
+
+// Running reports whether the process is alive (it may be paused).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop kills the process and removes the directory if Start created it.
+// It is idempotent.
+func (s *Server) Stop() error {
+	err := s.Kill()
+	s.cleanupDir()
+	return err
+}
+
+func (s *Server) cleanupDir() {
+	if s.ownsDir {
+		_ = os.RemoveAll(s.cfg.Dir)
+		s.ownsDir = false
+	}
+}

@@ -1,0 +1,20 @@
+-- acquire.lua: take a lock key if it is free (SET NX PX), unless a release for
+-- this very value already ran on this node (a release guard exists).
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the release-guard key for this value (see release.lua)
+-- ARGV[1]  the value to store: token plus owner metadata
+-- ARGV[2]  TTL in milliseconds (positive integer)
+--
+-- Returns:
+--   1   the key was set to ARGV[1] with a TTL of ARGV[2] ms
+--   0   the key exists (held by someone, possibly by ARGV[1] itself)
+--  -1   refused: a release for ARGV[1] reached this node first, so this
+--       acquire is a late straggler and must not create an orphan key
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return -1
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+return 0
