@@ -143,6 +143,9 @@ func Require(t testing.TB) {
 }
 
 func (s *Server) args() []string {
+	s.mu.Lock()
+	appendOnly := s.cfg.AppendOnly
+	s.mu.Unlock()
 	port := s.addr[len("127.0.0.1:"):]
 	a := []string{
 		"--port", port,
@@ -153,7 +156,7 @@ func (s *Server) args() []string {
 		"--protected-mode", "no",
 		"--logfile", filepath.Join(s.cfg.Dir, "redis.log"),
 	}
-	if s.cfg.AppendOnly {
+	if appendOnly {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		a = append(a, "--appendonly", "no")
@@ -278,6 +281,34 @@ func (s *Server) Restart() error {
 		time.Sleep(50 * time.Millisecond) // the port may linger briefly after a kill
 	}
 	return err
+}
+
+// Relaunch kills the process if it runs and starts it again on the same port
+// and directory, with AOF (appendfsync always) on or off as appendOnly says;
+// the setting sticks for later restarts. An existing AOF in the directory is
+// replayed when appendOnly is true: remove it first to start empty. While the
+// port is still held by the old process, Relaunch retries every 50ms until
+// ctx ends; the error then names the address and wraps ctx.Err().
+func (s *Server) Relaunch(ctx context.Context, appendOnly bool) error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cfg.AppendOnly = appendOnly
+	s.mu.Unlock()
+	for {
+		err := s.start()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("redisproc: relaunching %s: %w (last error: %v)", s.addr, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 // Running reports whether the process is alive (it may be paused).

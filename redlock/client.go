@@ -1,0 +1,431 @@
+// Package redlock implements the RedLock algorithm: a lock held on a quorum
+// of N independent Redis masters, with validity measured on a monotonic clock.
+//
+// A Client fans every operation out to all nodes concurrently, gives each
+// node call its own deadline, and decides as soon as a quorum has answered
+// yes, or as soon as a quorum can no longer be reached; it never waits for a
+// straggler it does not need. A failed acquisition is rolled back on every
+// node that may hold the key, on a context detached from the caller's, and a
+// release is sequenced after the same node's in-flight acquire, backed by a
+// server-side release guard, so that a late acquire cannot leave an orphan
+// key. See docs/algorithm.md for the algorithm and its safety argument.
+//
+// Client, Mutex and Lease are safe for concurrent use by multiple goroutines.
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/quorumlock/node"
+)
+
+// Client coordinates locks over a fixed set of nodes. Create it with New;
+// call Close to wait for background cleanup before exiting.
+type Client struct {
+	cfg     Config
+	members []*member
+	host    string
+	pid     int
+	wg      sync.WaitGroup
+}
+
+type member struct {
+	node     node.Node
+	addr     string
+	inflight atomic.Int32
+
+	mu       sync.Mutex
+	backlog  []pendingRelease
+	draining bool
+	dropped  int
+}
+
+// pendingRelease is a release that timed out on a live but slow or paused
+// node, kept to be retried once the node answers again.
+type pendingRelease struct {
+	key, value string
+	guard      time.Duration
+	until      time.Time // real time after which the retry is abandoned
+}
+
+func (m *member) tryTake(limit int) bool {
+	if m.inflight.Add(1) > int32(limit) {
+		m.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (m *member) give() { m.inflight.Add(-1) }
+
+// New returns a Client over nodes. The options set the defaults of every
+// Mutex made from it. It does not contact the nodes.
+//
+// Errors wrap ErrInvalidConfig and name the bad value: no nodes, a nil node,
+// duplicate addresses, or any field rejected by Config.Validate. An even
+// number of nodes works, but tolerates no more failures than the odd number
+// below it (4 nodes need 3, tolerating 1 failure, like 3 nodes) while adding
+// a node that can fail: prefer odd N.
+func New(nodes []node.Node, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.Validate(len(nodes)); err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	c := &Client{cfg: cfg, pid: os.Getpid()}
+	c.host, _ = os.Hostname()
+	for i, n := range nodes {
+		if n == nil {
+			return nil, configError("node %d is nil", i)
+		}
+		addr := n.Addr()
+		if j, dup := seen[addr]; dup {
+			return nil, configError("duplicate node address %q (nodes %d and %d)", addr, j, i)
+		}
+		seen[addr] = i
+		c.members = append(c.members, &member{node: n, addr: addr})
+	}
+	return c, nil
+}
+
+// Nodes returns the addresses of the client's nodes, in order.
+func (c *Client) Nodes() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.addr
+	}
+	return out
+}
+
+// Quorum returns the number of nodes an operation needs.
+func (c *Client) Quorum() int { return c.cfg.QuorumFor(len(c.members)) }
+
+// InFlight returns, per node, how many of this client's calls are
+// outstanding (for monitoring and tests).
+func (c *Client) InFlight() []int {
+	out := make([]int, len(c.members))
+	for i, m := range c.members {
+		out[i] = int(m.inflight.Load())
+	}
+	return out
+}
+
+// Close waits until the client's background work (calls to stragglers,
+// rollbacks, releases) has finished, or ctx ends. Every such call is bounded
+// by its own deadline, so this takes at most about NodeTimeout +
+// ReleaseTimeout. It does not close the nodes. The client stays usable.
+func (c *Client) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redlock: close: %w", ctx.Err())
+	}
+}
+
+// NewMutex returns a mutex for the lock called name (the Redis key). opts
+// override the client's options for this mutex. Errors wrap
+// ErrInvalidConfig: an empty name or an invalid combination of options.
+func (c *Client) NewMutex(name string, opts ...Option) (*Mutex, error) {
+	if name == "" {
+		return nil, configError("empty lock name")
+	}
+	cfg := c.cfg
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.Validate(len(c.members)); err != nil {
+		return nil, err
+	}
+	return &Mutex{c: c, name: name, cfg: cfg, quorum: cfg.QuorumFor(len(c.members))}, nil
+}
+
+// call is one operation on one node; out and acq are final once done is
+// closed.
+type call struct {
+	done chan struct{}
+	out  NodeOutcome
+	acq  node.AcquireResult
+	sent bool // a request may have reached the node
+}
+
+// round is one operation fanned out to every node.
+type round struct {
+	c       *Client
+	start   time.Time
+	timeout time.Duration
+	calls   []*call
+	replies chan int
+}
+
+// nodeFunc performs one node's part of an operation. It returns Succeeded,
+// Rejected (with a per-node sentinel) or Failed (with the cause).
+type nodeFunc func(ctx context.Context, i int, m *member, cl *call) (Result, error)
+
+// fanout starts fn on every node concurrently, each bounded by timeout and
+// by ctx. A node already at the in-flight cap fails at once with ErrNodeBusy.
+// before, when not nil, gives for each node a call that must finish first.
+func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*call, fn nodeFunc) *round {
+	r := &round{
+		c:       c,
+		start:   c.cfg.Clock.Now(),
+		timeout: timeout,
+		calls:   make([]*call, len(c.members)),
+		replies: make(chan int, len(c.members)),
+	}
+	for i, m := range c.members {
+		cl := &call{done: make(chan struct{}), out: NodeOutcome{Node: m.addr}}
+		cl.out.Result = Pending
+		r.calls[i] = cl
+		var prior *call
+		if before != nil {
+			prior = before[i]
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if prior != nil {
+				<-prior.done // bounded by the prior call's own deadline
+			}
+			res, err := Failed, error(ErrNodeBusy)
+			if m.tryTake(c.cfg.MaxInFlight) {
+				cctx, cancel := context.WithTimeout(ctx, timeout)
+				cl.sent = true
+				res, err = fn(cctx, i, m, cl)
+				cancel()
+				m.give()
+			}
+			cl.out.Result = res
+			cl.out.Latency = c.cfg.Clock.Since(r.start)
+			if err != nil {
+				cl.out.Err = &NodeError{Node: m.addr, Err: err}
+			}
+			close(cl.done)
+			r.replies <- i
+		}()
+	}
+	return r
+}
+
+// decision is what a round had when it was decided.
+type decision struct {
+	yes, no int
+	// at is the clock reading when the quorum-th yes arrived (zero if never).
+	at time.Time
+	// answered[i] says node i had replied by then.
+	answered []bool
+	outcomes []NodeOutcome
+}
+
+// wait collects replies until need nodes said yes, or until so many said no
+// or failed that need can no longer be reached, or every call's deadline
+// (plus a grace period for nodes that ignore their context) has passed. ctx
+// only ends the wait early; the calls carry their own deadlines.
+func (r *round) wait(ctx context.Context, need int, extra time.Duration) decision {
+	n := len(r.calls)
+	d := decision{answered: make([]bool, n)}
+	grace := time.NewTimer(r.timeout + extra + 20*time.Millisecond)
+	defer grace.Stop()
+loop:
+	for d.yes < need && d.no <= n-need {
+		select {
+		case i := <-r.replies:
+			d.answered[i] = true
+			if r.calls[i].out.Result == Succeeded {
+				d.yes++
+				if d.yes == need {
+					d.at = r.c.cfg.Clock.Now()
+				}
+			} else {
+				d.no++
+			}
+		case <-grace.C:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	d.outcomes = make([]NodeOutcome, n)
+	for i, cl := range r.calls {
+		if d.answered[i] {
+			d.outcomes[i] = cl.out
+			continue
+		}
+		d.outcomes[i] = NodeOutcome{Node: cl.out.Node, Result: Pending, Err: &NodeError{Node: cl.out.Node, Err: ErrNoReply}}
+	}
+	return d
+}
+
+// release deletes key=value on every node that may hold it: nodes whose
+// acquire succeeded, failed or has not answered. On each node it waits for
+// that node's acquire call to finish first; where the acquire's effect is
+// unknown (it failed or timed out, so the server may still apply it later)
+// it leaves a release guard for the TTL so that a late acquire is refused.
+// Nodes whose acquire answered "taken" or "refused", or was never sent, are
+// skipped: they cannot hold our value.
+func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq []*call) *round {
+	detached := context.WithoutCancel(ctx)
+	return c.fanout(detached, cfg.ReleaseTimeout, acq, func(ctx context.Context, i int, m *member, cl *call) (Result, error) {
+		prior := acq[i]
+		if !prior.sent || prior.out.Result == Rejected {
+			return Rejected, ErrNodeNotHeld
+		}
+		var guard time.Duration
+		if prior.out.Result != Succeeded {
+			guard = cfg.TTL
+		}
+		ok, err := m.node.Release(ctx, key, value, guard)
+		switch {
+		case err != nil:
+			if mayBeQueued(err) {
+				c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
+			}
+			return Failed, err
+		case !ok:
+			return Rejected, ErrNodeNotHeld
+		}
+		return Succeeded, nil
+	})
+}
+
+// MaxBacklog caps the releases kept for retry per node; beyond it, new ones
+// are dropped (their keys, if any, expire with their TTL).
+const MaxBacklog = 1024
+
+// mayBeQueued reports whether a failed call may still be executed by the
+// server later: it timed out or was cancelled after it may have been written
+// (a paused or slow server), as opposed to a refused connection.
+func mayBeQueued(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// retryRelease queues a release that timed out. A go-redis connection opened
+// while a server is paused cannot even say HELLO, so a release sent then may
+// never reach the server, while an acquire written earlier on an established
+// connection is executed when the server resumes: without a retry that
+// acquire would leave an orphan key for a whole TTL. One goroutine per node
+// drains the queue with backoff, for at most the TTL per entry.
+func (c *Client) retryRelease(m *member, p pendingRelease) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.backlog) >= MaxBacklog {
+		m.dropped++
+		return
+	}
+	m.backlog = append(m.backlog, p)
+	if !m.draining {
+		m.draining = true
+		c.wg.Add(1)
+		go c.drain(m)
+	}
+}
+
+func (c *Client) drain(m *member) {
+	defer c.wg.Done()
+	delay := c.cfg.NodeTimeout
+	for {
+		m.mu.Lock()
+		now := time.Now()
+		kept := m.backlog[:0]
+		for _, p := range m.backlog {
+			if now.Before(p.until) {
+				kept = append(kept, p)
+			}
+		}
+		m.backlog = kept
+		if len(m.backlog) == 0 {
+			m.draining = false
+			m.mu.Unlock()
+			return
+		}
+		p := m.backlog[0]
+		m.mu.Unlock()
+
+		var err error = ErrNodeBusy
+		if m.tryTake(c.cfg.MaxInFlight) {
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
+			_, err = m.node.Release(ctx, p.key, p.value, p.guard)
+			cancel()
+			m.give()
+		}
+		if err == nil || !mayBeQueued(err) && !errors.Is(err, ErrNodeBusy) {
+			m.mu.Lock()
+			if len(m.backlog) > 0 && m.backlog[0] == p {
+				m.backlog = m.backlog[1:]
+			}
+			m.mu.Unlock()
+			delay = c.cfg.NodeTimeout
+			continue
+		}
+		time.Sleep(delay) // real time: this waits for a server, not for the lock's clock
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// Backlog returns, per node, how many releases wait for a retry.
+func (c *Client) Backlog() []int {
+	out := make([]int, len(c.members))
+	for i, m := range c.members {
+		m.mu.Lock()
+		out[i] = len(m.backlog)
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// NodeHolder is one node's view of a lock, as read by Inspect.
+type NodeHolder struct {
+	Node string
+	// Holder is the raw value and TTL; Holder.Exists is false when free.
+	Holder node.Holder
+	// Owner is the parsed value (zero when free).
+	Owner Owner
+	// Err is set when the node could not be read (a *NodeError).
+	Err error
+}
+
+// Inspect reads the holder and remaining TTL of the lock called name from
+// every node, each call bounded by the node timeout and ctx. It waits for all
+// nodes. Per-node failures are reported in NodeHolder.Err; the error is
+// non-nil only when ctx ended (it wraps ctx.Err()).
+func (c *Client) Inspect(ctx context.Context, name string) ([]NodeHolder, error) {
+	out := make([]NodeHolder, len(c.members))
+	r := c.fanout(ctx, c.cfg.NodeTimeout, nil, func(ctx context.Context, i int, m *member, _ *call) (Result, error) {
+		h, err := m.node.Inspect(ctx, name)
+		if err != nil {
+			return Failed, err
+		}
+		out[i] = NodeHolder{Node: m.addr, Holder: h}
+		if h.Exists {
+			out[i].Owner = ParseOwner(h.Value)
+		}
+		return Succeeded, nil
+	})
+	for _, cl := range r.calls {
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redlock: inspect %q: %w", name, ctx.Err())
+		}
+	}
+	for i, cl := range r.calls {
+		if cl.out.Err != nil {
+			out[i] = NodeHolder{Node: c.members[i].addr, Err: cl.out.Err}
+		}
+	}
+	return out, nil
+}
