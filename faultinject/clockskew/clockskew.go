@@ -372,6 +372,21 @@ func (c *Clock) setLocked(now time.Time, offset time.Duration, rate float64) err
 	return nil
 }
 
+// Restarted tells the Clock that its process was started again at start
+// (the real time just before the new process was started; libfaketime starts
+// anew in it) and rewrites the file so that the clock keeps the offset it has
+// now and the rate last set: a skew survives a restart. Call it before
+// starting the new process, and again with a better start time if one is
+// known afterwards. Errors come from writing the file.
+func (c *Clock) Restarted(start time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	offset := c.offsetAtLocked(now)
+	c.start = start
+	return c.setLocked(now, offset, c.rate)
+}
+
 // Offset returns how far the process's wall clock is ahead of real time at
 // real time t (negative: behind), as last set.
 func (c *Clock) Offset(t time.Time) time.Duration {

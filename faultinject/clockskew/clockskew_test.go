@@ -307,3 +307,26 @@ func TestRawRateChangeJumps(t *testing.T) {
 		t.Errorf("jump %v, want ~9 * %v", d, age)
 	}
 }
+
+func TestRedisSkewSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	kit := requireKit(t)
+	s := startSkewed(t, kit)
+	if err := s.clock.Set(30*time.Second, 2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := s.srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.clock.Restarted(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	want := s.clock.Offset(time.Now())
+	if d := skewOf(t, s.rdb); !near(d, want, 50*time.Millisecond) || want < 30200*time.Millisecond {
+		t.Errorf("skew after restart: %v, want %v (+30s, then 1s gained per real second at x2)", d, want)
+	}
+}
