@@ -268,6 +268,37 @@ loop:
 	return d
 }
 
+// settle keeps collecting replies after a decision for up to twice the time
+// the decision took (at least a millisecond): nodes that are merely a little
+// behind the quorum are included, a straggler is not waited for. Unlock uses
+// it so that a lock taken again right after Unlock does not find this lease's
+// keys still in place on healthy nodes.
+func (r *round) settle(d *decision, took time.Duration) {
+	timer := time.NewTimer(max(2*took, time.Millisecond))
+	defer timer.Stop()
+	for {
+		pending := false
+		for _, a := range d.answered {
+			pending = pending || !a
+		}
+		if !pending {
+			return
+		}
+		select {
+		case i := <-r.replies:
+			d.answered[i] = true
+			d.outcomes[i] = r.calls[i].out
+			if r.calls[i].out.Result == Succeeded {
+				d.yes++
+			} else {
+				d.no++
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 // release deletes key=value on every node that may hold it: nodes whose
 // acquire succeeded, failed or has not answered. On each node it waits for
 // that node's acquire call to finish first; where the acquire's effect is

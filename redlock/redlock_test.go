@@ -451,6 +451,7 @@ func TestInspectShowsOwner(t *testing.T) {
 		assert.Greater(t, h.Holder.TTL, 9*time.Second)
 	}
 	require.NoError(t, lease.Unlock(ctx))
+	require.NoError(t, c.Close(ctx)) // Unlock returns at quorum; let the last release land
 	holders, err = c.Inspect(ctx, lockName)
 	require.NoError(t, err)
 	for _, h := range holders {
