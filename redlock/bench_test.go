@@ -12,7 +12,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// BenchmarkLockUnlock measures one TryLock+Unlock cycle over N real
+// BenchmarkLockUnlock measures one Lock+Unlock cycle over N real
 // redis-server processes on loopback, from one goroutine. Besides ns/op it
 // reports the p50 and p99 cycle latency. Compare N=1/3/5 within one run:
 //
@@ -20,46 +20,92 @@ import (
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range []int{1, 3, 5} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var nodes []node.Node
-			for i := 0; i < n; i++ {
-				srv := redisproc.StartT(b, redisproc.Config{})
-				nd, err := node.Dial(srv.Addr())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = nd.Close() })
-				nodes = append(nodes, nd)
-			}
-			c, err := redlock.New(nodes)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m, err := c.NewMutex("bench")
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			lat := make([]time.Duration, 0, b.N)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				lease, err := m.TryLock(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := lease.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-			if err := c.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
+			benchCycles(b, benchNodes(b, n))
 		})
+	}
+	// One of five masters answers 20 ms late (a delay in front of the real
+	// call, like a slow link): the decision at quorum must not wait for it.
+	b.Run("N=5/one-slow-20ms", func(b *testing.B) {
+		nodes := benchNodes(b, 5)
+		nodes[4] = slowNode{Node: nodes[4], delay: 20 * time.Millisecond}
+		benchCycles(b, nodes)
+	})
+}
+
+// slowNode delays every call by delay (or until ctx ends) before passing it on.
+type slowNode struct {
+	node.Node
+	delay time.Duration
+}
+
+func (s slowNode) wait(ctx context.Context) error {
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s slowNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (node.AcquireResult, error) {
+	if err := s.wait(ctx); err != nil {
+		return node.Taken, err
+	}
+	return s.Node.Acquire(ctx, key, value, ttl)
+}
+
+func (s slowNode) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	if err := s.wait(ctx); err != nil {
+		return false, err
+	}
+	return s.Node.Release(ctx, key, value, guard)
+}
+
+func benchNodes(b *testing.B, n int) []node.Node {
+	var nodes []node.Node
+	for i := 0; i < n; i++ {
+		srv := redisproc.StartT(b, redisproc.Config{})
+		nd, err := node.Dial(srv.Addr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	return nodes
+}
+
+func benchCycles(b *testing.B, nodes []node.Node) {
+	c, err := redlock.New(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := c.NewMutex("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		lease, err := m.Lock(ctx) // retries if its own previous release is still in flight on a node
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
+	if err := c.Close(ctx); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -268,18 +268,19 @@ loop:
 	return d
 }
 
-// settle keeps collecting replies after a decision for up to twice the time
-// the decision took (at least a millisecond): nodes that are merely a little
-// behind the quorum are included, a straggler is not waited for. Unlock uses
-// it so that a lock taken again right after Unlock does not find this lease's
-// keys still in place on healthy nodes.
-func (r *round) settle(d *decision, took time.Duration) {
-	timer := time.NewTimer(max(2*took, time.Millisecond))
+// settle keeps collecting replies after a decision from the nodes in
+// expected (nodes that were on time in an earlier round), for at most twice
+// the time the decision took. Healthy nodes just behind the quorum are thus
+// included, while a known straggler is not waited for. Unlock uses it so that
+// a lock taken right after Unlock does not find this lease's keys still in
+// place on healthy nodes.
+func (r *round) settle(d *decision, took time.Duration, expected []bool) {
+	timer := time.NewTimer(2 * took)
 	defer timer.Stop()
 	for {
 		pending := false
-		for _, a := range d.answered {
-			pending = pending || !a
+		for i, a := range d.answered {
+			pending = pending || (!a && expected[i])
 		}
 		if !pending {
 			return

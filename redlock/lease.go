@@ -14,6 +14,7 @@ type Lease struct {
 	owner    Owner
 	value    string
 	acquired []*call // each node's acquire call, possibly still running
+	onTime   []bool  // nodes that had answered the acquire by its decision
 
 	mu       sync.Mutex
 	until    time.Time
@@ -85,7 +86,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	r := m.c.release(ctx, m.cfg, m.name, l.value, l.acquired)
 	d := r.wait(ctx, m.quorum, m.cfg.NodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(&d, time.Since(began))
+		r.settle(&d, time.Since(began), l.onTime)
 	}
 	l.outcomes = d.outcomes
 	if d.yes >= m.quorum {

@@ -119,6 +119,7 @@ func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
 				owner:    owner,
 				value:    value,
 				acquired: r.calls,
+				onTime:   d.answered,
 				until:    r.start.Add(cfg.TTL - cfg.Drift()),
 				outcomes: d.outcomes,
 			}, nil
