@@ -21,6 +21,10 @@ var (
 	// the lock being lost (for example nodes timed out). The lease keeps its
 	// previous validity.
 	ErrNotExtended = errors.New("redlock: lock not extended")
+	// ErrNotReleased: Unlock stopped waiting because its context ended
+	// before a quorum confirmed the release. The releases continue in the
+	// background on their own deadlines; the lock is not known to be lost.
+	ErrNotReleased = errors.New("redlock: release not confirmed")
 	// ErrInvalidConfig is wrapped by every construction error.
 	ErrInvalidConfig = errors.New("redlock: invalid configuration")
 

@@ -72,8 +72,9 @@ func (l *Lease) Outcomes() []NodeOutcome {
 // lock taken right after Unlock does not meet this lease's keys on healthy
 // nodes), or once that can no longer happen: then the error wraps ErrLockLost (the
 // lock had expired or been taken over on too many nodes). Releases on slow
-// nodes finish in the background (see Client.Close). A second Unlock returns
-// an error wrapping ErrLockLost.
+// nodes finish in the background (see Client.Close). If ctx ends before the
+// outcome is known, the error wraps ErrNotReleased and ctx.Err(). A second
+// Unlock returns an error wrapping ErrLockLost.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -93,8 +94,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return nil
 	}
 	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrLockLost}}
-	if err := ctx.Err(); err != nil {
-		qe.errs = append(qe.errs, err)
+	if err := ctx.Err(); err != nil && d.no <= len(d.outcomes)-m.quorum {
+		qe.errs = []error{ErrNotReleased, err} // undecided, not lost
 	}
 	return qe
 }

@@ -267,6 +267,22 @@ func TestExpiredAndStolenLocks(t *testing.T) {
 		}
 		assert.Zero(t, cl.raw[2].Exists(ctx, lockName).Val())
 		require.ErrorIs(t, lease.Unlock(ctx), redlock.ErrLockLost, "second unlock")
+
+		// Unlock with an already cancelled context still releases (on a
+		// detached context) but reports that it could not confirm it.
+		cl.flush(t)
+		lease, err = m.TryLock(ctx)
+		require.NoError(t, err)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err = lease.Unlock(cctx)
+		if err != nil { // a fast quorum may beat the cancelled wait
+			require.ErrorIs(t, err, redlock.ErrNotReleased)
+			require.ErrorIs(t, err, context.Canceled)
+			require.NotErrorIs(t, err, redlock.ErrLockLost)
+		}
+		require.NoError(t, c.Close(ctx))
+		assert.Empty(t, cl.ours(t, lease.Token()), "the release went out despite the cancelled context")
 	})
 
 	t.Run("extend", func(t *testing.T) {
