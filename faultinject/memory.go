@@ -1,0 +1,256 @@
+package faultinject
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	mserver "github.com/alicebob/miniredis/v2/server"
+)
+
+// memoryBackend runs each master in-process with miniredis. It needs nothing
+// but Go. Its limits are listed in docs/faultinject.md: it is never the only
+// evidence for a safety claim.
+type memoryBackend struct{ cfg Config }
+
+func newMemoryBackend(cfg Config) *memoryBackend { return &memoryBackend{cfg: cfg} }
+
+func (b *memoryBackend) Kind() BackendKind { return Memory }
+
+func (b *memoryBackend) Close(context.Context) error { return nil }
+
+// memoryDBs is how many logical databases a backward clock jump adjusts.
+const memoryDBs = 16
+
+func (b *memoryBackend) StartServer(ctx context.Context, spec ServerSpec) (server, error) {
+	now := time.Now()
+	s := &memoryServer{
+		m:           miniredis.NewMiniRedis(),
+		persistence: spec.Persistence,
+		clk:         vclock{anchorReal: now, anchorVirt: now.Round(0), rate: 1},
+	}
+	// TTLs follow the clock given to SetTime, which the pre-command hook
+	// sets to the virtual clock before every command.
+	s.m.SetTime(s.clk.now())
+	s.m.ClockTTL(true)
+	if err := s.m.StartAddr(fmt.Sprintf("127.0.0.1:%d", spec.Port)); err != nil {
+		return nil, fmt.Errorf("miniredis on port %d: %w", spec.Port, err)
+	}
+	s.addr = s.m.Addr()
+	s.mu.Lock()
+	s.started()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// memoryServer is one miniredis master with a virtual wall clock.
+//
+// Lock order: timeMu before the miniredis lock; mu is never held while
+// waiting for miniredis to close (its connections may be in hook, which takes
+// mu briefly).
+type memoryServer struct {
+	m    *miniredis.Miniredis
+	addr string
+
+	clients sync.Map // *mserver.Peer of client connections (see hook)
+
+	timeMu sync.Mutex // guards clk and orders SetTime calls
+	clk    vclock
+
+	mu          sync.Mutex
+	running     bool
+	closed      bool
+	paused      chan struct{} // non-nil while paused; closed by Resume
+	dead        chan struct{} // closed by Kill, releases paused commands
+	persistence Persistence
+	runID       string
+	since       time.Time
+}
+
+// started records a new run and installs the hook; call with mu held.
+func (s *memoryServer) started() {
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	s.runID = hex.EncodeToString(b[:])
+	s.since = time.Now()
+	s.running = true
+	s.dead = make(chan struct{})
+	s.m.Server().SetPreHook(s.hook)
+}
+
+// hook runs before every command: it holds commands while paused, moves the
+// miniredis clock to the virtual clock, and answers INFO server (which
+// miniredis lacks) so that restart detection works.
+//
+// Commands a Lua script issues also pass through the hook, on a fresh peer,
+// while the script's command holds the miniredis lock: those must not touch
+// the lock (SetTime would deadlock), nor wait for Resume. A client
+// connection's first command arrives with peer.Ctx still nil, whereas a
+// script's peer has its Ctx set from birth; so a peer first seen with a nil
+// Ctx is a client, remembered until it disconnects, and any other peer is a
+// script's.
+func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
+	if _, ok := s.clients.Load(c); !ok {
+		if c.Ctx != nil {
+			return false // a script's call, inside its command
+		}
+		s.clients.Store(c, struct{}{})
+		c.OnDisconnect(func() { s.clients.Delete(c) })
+	}
+	s.mu.Lock()
+	paused, dead := s.paused, s.dead
+	s.mu.Unlock()
+	if paused != nil {
+		select {
+		case <-paused:
+		case <-dead:
+			return true // killed while paused: the command is lost with the connection
+		}
+	}
+	s.syncTime()
+	if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
+		s.mu.Lock()
+		info := fmt.Sprintf("# Server\r\nredis_version:0.0.0-miniredis\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n",
+			s.runID, int64(time.Since(s.since).Seconds()))
+		s.mu.Unlock()
+		c.WriteBulk(info)
+		return true
+	}
+	return false
+}
+
+func (s *memoryServer) syncTime() {
+	s.timeMu.Lock()
+	defer s.timeMu.Unlock()
+	s.m.SetTime(s.clk.now())
+}
+
+func (s *memoryServer) Addr() string { return s.addr }
+
+func (s *memoryServer) Kill(context.Context) error {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return nil
+	}
+	s.running = false
+	s.paused = nil
+	close(s.dead)
+	s.mu.Unlock()
+	s.m.Close()
+	return nil
+}
+
+// Start restarts miniredis on the same port. Its data is kept (with TTLs
+// that kept running on the virtual clock) only when the last run and this one
+// use AOFAlways; otherwise it is flushed.
+func (s *memoryServer) Start(ctx context.Context, p Persistence) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server is closed")
+	}
+	if s.running {
+		return fmt.Errorf("miniredis on %s is running", s.addr)
+	}
+	if !(s.persistence == AOFAlways && p == AOFAlways) {
+		s.m.FlushAll()
+	}
+	for {
+		err := s.m.Restart()
+		if err == nil {
+			break
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("restarting miniredis on %s: %w (last error: %v)", s.addr, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+	s.persistence = p
+	s.started()
+	return nil
+}
+
+// Pause holds every command, on open and new connections, in the hook until
+// Resume; connections are accepted, and the virtual clock keeps running.
+func (s *memoryServer) Pause(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return fmt.Errorf("miniredis on %s is not running", s.addr)
+	}
+	if s.paused == nil {
+		s.paused = make(chan struct{})
+	}
+	return nil
+}
+
+func (s *memoryServer) Resume(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused != nil {
+		close(s.paused)
+		s.paused = nil
+	}
+	return nil
+}
+
+// SetClock re-anchors the virtual clock. A forward jump expires keys at the
+// next command; a backward jump lengthens every key TTL by the jump (as Redis
+// does, since it stores absolute expiry times), in databases 0-15.
+func (s *memoryServer) SetClock(_ context.Context, offset time.Duration, rate float64) error {
+	s.timeMu.Lock()
+	defer s.timeMu.Unlock()
+	old := s.clk.now()
+	now := time.Now()
+	s.clk = vclock{anchorReal: now, anchorVirt: now.Round(0).Add(offset), rate: rate}
+	nv := s.clk.now()
+	if back := old.Sub(nv); back > 0 {
+		s.m.SetTime(old) // expire what is due at the old time first
+		for i := range memoryDBs {
+			db := s.m.DB(i)
+			for _, k := range db.Keys() {
+				if ttl := db.TTL(k); ttl > 0 {
+					db.SetTTL(k, ttl+back)
+				}
+			}
+		}
+	}
+	s.m.SetTime(nv)
+	return nil
+}
+
+func (s *memoryServer) Close(ctx context.Context) error {
+	err := s.Kill(ctx)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return err
+}
+
+// vclock is a virtual wall clock: anchorVirt at real time anchorReal, running
+// at rate. now never goes backwards between two re-anchorings.
+type vclock struct {
+	anchorReal time.Time // with a monotonic reading
+	anchorVirt time.Time // wall only
+	rate       float64
+	last       time.Time
+}
+
+func (v *vclock) now() time.Time {
+	t := v.anchorVirt.Add(time.Duration(float64(time.Since(v.anchorReal)) * v.rate))
+	if t.Before(v.last) {
+		return v.last
+	}
+	v.last = t
+	return t
+}
