@@ -32,6 +32,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,8 +257,16 @@ func RemoveDockerLeftovers(ctx context.Context, label string) (int, error) {
 		}
 		n++
 	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorumlock-docker-"+label+"*-node*"))
+	// os.MkdirTemp names: quorumlock-docker-<label>-node<index>-<random digits>.
+	re := regexp.MustCompile(`^quorumlock-docker-.+-node[0-9]+-[0-9]+$`)
+	if label != "" {
+		re = regexp.MustCompile(`^quorumlock-docker-` + regexp.QuoteMeta(label) + `-node[0-9]+-[0-9]+$`)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorumlock-docker-*"))
 	for _, d := range dirs {
+		if !re.MatchString(filepath.Base(d)) {
+			continue
+		}
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("faultinject: docker: removing %s: %w", d, err))
 		}
@@ -509,7 +518,8 @@ func (s *dockerServer) usable() error {
 }
 
 // Pause freezes the container (docker pause). The call is bounded by ctx;
-// if ctx ends first, the pause may still happen.
+// if ctx ends first the pause may still happen, and the server counts as
+// paused so that Resume undoes it.
 func (s *dockerServer) Pause(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -523,6 +533,10 @@ func (s *dockerServer) Pause(ctx context.Context) error {
 		return nil
 	}
 	if err := withContext(ctx, func() error { return s.b.pool.Client.PauseContainer(s.id) }); err != nil {
+		if ctx.Err() != nil {
+			// The pause may still happen: let Resume undo it either way.
+			s.paused = true
+		}
 		return fmt.Errorf("faultinject: docker: pausing container %s: %w", s.name, err)
 	}
 	s.paused = true
@@ -530,7 +544,8 @@ func (s *dockerServer) Pause(ctx context.Context) error {
 }
 
 // Resume unfreezes the container (docker unpause). Resuming a server that is
-// not paused does nothing.
+// not paused does nothing, nor does unpausing a container docker reports as
+// not paused (after a Pause whose ctx ended first).
 func (s *dockerServer) Resume(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -540,7 +555,8 @@ func (s *dockerServer) Resume(ctx context.Context) error {
 	if !s.paused {
 		return nil
 	}
-	if err := withContext(ctx, func() error { return s.b.pool.Client.UnpauseContainer(s.id) }); err != nil {
+	if err := withContext(ctx, func() error { return s.b.pool.Client.UnpauseContainer(s.id) }); err != nil &&
+		!strings.Contains(err.Error(), "is not paused") {
 		return fmt.Errorf("faultinject: docker: resuming container %s: %w", s.name, err)
 	}
 	s.paused = false

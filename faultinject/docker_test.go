@@ -343,6 +343,12 @@ func TestDockerRemoveLeftovers(t *testing.T) {
 	be, srvs := dockerStart(t, NoPersistence, AOFAlways)
 	label := srvs[0].(*dockerServer).spec.Label
 	ctx := dockerCtx(t, 30*time.Second)
+	// A dir of another label that starts with this one is not touched.
+	other, err := os.MkdirTemp("", "quorumlock-docker-"+label+"x-node0-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(other)
 	// Simulate a crashed run: the containers and dirs are still there.
 	n, err := RemoveDockerLeftovers(ctx, label)
 	if err != nil {
@@ -353,6 +359,9 @@ func TestDockerRemoveLeftovers(t *testing.T) {
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorumlock-docker-"+label+"-node*")); len(dirs) != 0 {
 		t.Errorf("temp dirs left: %v", dirs)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("dir %s of label %sx removed by RemoveDockerLeftovers(%q): %v", other, label, label, err)
 	}
 	// A new run of the same label starts cleanly, replacing what is left.
 	s, err := be.StartServer(ctx, ServerSpec{Index: 0, Label: label})
