@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,6 @@ type memoryServer struct {
 	m    *miniredis.Miniredis
 	addr string
 
-	clients sync.Map // *mserver.Peer of client connections (see hook)
-
 	timeMu sync.Mutex // guards clk and orders SetTime calls
 	clk    vclock
 
@@ -90,18 +89,10 @@ func (s *memoryServer) started() {
 //
 // Commands a Lua script issues also pass through the hook, on a fresh peer,
 // while the script's command holds the miniredis lock: those must not touch
-// the lock (SetTime would deadlock), nor wait for Resume. A client
-// connection's first command arrives with peer.Ctx still nil, whereas a
-// script's peer has its Ctx set from birth; so a peer first seen with a nil
-// Ctx is a client, remembered until it disconnects, and any other peer is a
-// script's.
+// the lock (SetTime would deadlock) nor wait for Resume; see scriptPeer.
 func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
-	if _, ok := s.clients.Load(c); !ok {
-		if c.Ctx != nil {
-			return false // a script's call, inside its command
-		}
-		s.clients.Store(c, struct{}{})
-		c.OnDisconnect(func() { s.clients.Delete(c) })
+	if scriptPeer(c) {
+		return false
 	}
 	s.mu.Lock()
 	paused, dead := s.paused, s.dead
@@ -123,6 +114,28 @@ func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
 		return true
 	}
 	return false
+}
+
+// scriptPeer reports whether c is the peer of a call made by a Lua script.
+// miniredis gives such a peer, from birth, a per-connection context whose
+// unexported bool field "nested" is true; a client connection's context is
+// nil until its first command runs, and has nested false. If a miniredis
+// version changed that layout, every peer with a context would count as a
+// script's: clocks and pauses would then apply to the first command of each
+// connection only, but nothing would deadlock.
+func scriptPeer(c *mserver.Peer) bool {
+	if c.Ctx == nil {
+		return false
+	}
+	v := reflect.ValueOf(c.Ctx)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return true
+	}
+	f := v.Elem().FieldByName("nested")
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return true
+	}
+	return f.Bool()
 }
 
 func (s *memoryServer) syncTime() {
