@@ -598,7 +598,7 @@ func (c *Cluster) Hang(ctx context.Context, dir Direction, nodes ...int) error {
 // connections (clients see a reset or EOF). Clients of a Link get EOF right
 // after connecting.
 func (c *Cluster) Partition(ctx context.Context, nodes ...int) error {
-	return c.netFault(nodes, func(h *hop) error { h.partition(); return nil })
+	return c.netFault(nodes, func(h *hop) error { return h.partition() })
 }
 
 // Heal undoes the network faults (latency, hang, partition) on the given

@@ -353,6 +353,7 @@ func TestAsymmetricPartitionThroughLinks(t *testing.T) {
 		assert.Equal(t, []bool{true, true, true, true, true}, reachable(t, a.Nodes()))
 		require.NoError(t, b.Close())
 		require.NoError(t, b.Close(), "Close is idempotent")
+		assert.ErrorContains(t, b.Heal(t.Context(), 0), "closed", "a closed link's proxies stay closed")
 		assert.Nil(t, c.Link("clientB"))
 		_, err = c.NewLink("clientB")
 		require.NoError(t, err, "a closed link's name is free again")

@@ -39,10 +39,25 @@ func (d Direction) streams() ([]string, error) {
 	return nil, fmt.Errorf("faultinject: unknown direction %q (want downstream, upstream or both)", string(d))
 }
 
-// hop is one in-process Toxiproxy proxy in front of a master.
+// hop is one in-process Toxiproxy proxy in front of a master. Its methods
+// are safe for concurrent use; after close they fail and change nothing (so
+// that a heal racing with Close cannot start a proxy nobody will stop).
 type hop struct {
 	p    *toxiproxy.Proxy
 	addr string // listen address, fixed at creation (p.Listen is written on every start)
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// do runs f unless the hop is closed.
+func (h *hop) do(f func() error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return fmt.Errorf("proxy %s is closed", h.p.Name)
+	}
+	return f()
 }
 
 // newHop starts a proxy on a free 127.0.0.1 port forwarding to upstream.
@@ -89,13 +104,15 @@ func (h *hop) latency(ctx context.Context, latency, jitter time.Duration, dir Di
 	if err != nil {
 		return err
 	}
-	for _, s := range streams {
-		attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
-		if err := h.setToxic(ctx, "quorumlock-latency-"+s, "latency", s, attrs); err != nil {
-			return err
+	return h.do(func() error {
+		for _, s := range streams {
+			attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
+			if err := h.setToxic(ctx, "quorumlock-latency-"+s, "latency", s, attrs); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (h *hop) hang(ctx context.Context, dir Direction) error {
@@ -103,28 +120,41 @@ func (h *hop) hang(ctx context.Context, dir Direction) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range streams {
-		// The timeout toxic with timeout 0 drops every byte and never closes.
-		if err := h.setToxic(ctx, "quorumlock-hang-"+s, "timeout", s, `{"timeout":0}`); err != nil {
-			return err
+	return h.do(func() error {
+		for _, s := range streams {
+			// The timeout toxic with timeout 0 drops every byte and never closes.
+			if err := h.setToxic(ctx, "quorumlock-hang-"+s, "timeout", s, `{"timeout":0}`); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // partition stops the proxy: its listener closes and its connections too.
-func (h *hop) partition() { h.p.Stop() }
+func (h *hop) partition() error {
+	return h.do(func() error { h.p.Stop(); return nil })
+}
 
 // heal removes every toxic and starts the proxy again on the same address.
 func (h *hop) heal(ctx context.Context) error {
-	h.p.Toxics.ResetToxics(ctx)
-	if err := h.p.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
-		return fmt.Errorf("restarting proxy %s on %s: %w", h.p.Name, h.addr, err)
-	}
-	return nil
+	return h.do(func() error {
+		h.p.Toxics.ResetToxics(ctx)
+		if err := h.p.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			return fmt.Errorf("restarting proxy %s on %s: %w", h.p.Name, h.addr, err)
+		}
+		return nil
+	})
 }
 
+// close stops the proxy for good; it is idempotent.
 func (h *hop) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
 	h.p.Stop()
 	h.p.Toxics.ResetToxics(context.Background())
 }
@@ -247,7 +277,7 @@ func (l *Link) Hang(ctx context.Context, dir Direction, nodes ...int) error {
 // Partition is Cluster.Partition on this link only: connections from this
 // link's client to the given masters are refused.
 func (l *Link) Partition(ctx context.Context, nodes ...int) error {
-	return l.netFault(nodes, func(h *hop) error { h.partition(); return nil })
+	return l.netFault(nodes, func(h *hop) error { return h.partition() })
 }
 
 // Heal undoes this link's network faults on the given masters.
