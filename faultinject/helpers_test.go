@@ -13,12 +13,8 @@ import (
 	"github.com/quorumlock/quorumlock/node"
 )
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	node.DiscardClientLog()
 	goleak.VerifyTestMain(m)
 }
 

@@ -388,3 +388,13 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DiscardClientLog replaces go-redis's process-wide logger with one that
+// drops everything. go-redis logs every failed dial to stderr; with a quorum
+// lock a dead master is routine, and its failures are already reported per
+// node in the lock's errors. It affects every go-redis client in the process.
+func DiscardClientLog() { redis.SetLogger(discardLogger{}) }
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}

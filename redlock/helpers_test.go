@@ -3,7 +3,9 @@ package redlock_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -13,12 +15,8 @@ import (
 	"github.com/quorumlock/quorumlock/node"
 )
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	node.DiscardClientLog()
 	goleak.VerifyTestMain(m)
 }
 
@@ -85,5 +83,25 @@ func (c *cluster) flush(t *testing.T) {
 	t.Helper()
 	for _, r := range c.raw {
 		require.NoError(t, r.FlushAll(context.Background()).Err())
+	}
+}
+
+// pause stops server i with SIGSTOP and returns a function that resumes it;
+// the test's cleanup resumes it too if the test did not.
+func (c *cluster) pause(t *testing.T, i int) (resume func()) {
+	t.Helper()
+	require.NoError(t, c.servers[i].Pause())
+	var once sync.Once
+	resume = func() { once.Do(func() { require.NoError(t, c.servers[i].Resume()) }) }
+	t.Cleanup(func() { once.Do(func() { _ = c.servers[i].Resume() }) })
+	return resume
+}
+
+// assertNoLockKeyFor checks, repeatedly for d, that node i has no lock key:
+// a late write could create one at any moment after a resume.
+func (c *cluster) assertNoLockKeyFor(t *testing.T, i int, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		require.Zero(t, c.raw[i].Exists(context.Background(), lockName).Val(), "orphan lock key on node %d", i)
 	}
 }
