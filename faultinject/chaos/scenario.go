@@ -1,0 +1,361 @@
+// Package chaos runs the quorum lock under the faults of the RedLock debate
+// (Kleppmann's critique, antirez's reply, the Redis docs), records what every
+// client did, and checks the history.
+//
+// A Scenario is data: a cluster size, a TTL, a number of clients, a duration
+// and a fault schedule, with the expected outcome. Safe scenarios must show no
+// violation; unsafe scenarios are built so that the dangerous interleaving
+// happens on every run, and must show one: that is how the checker proves it
+// can fail. Run executes one scenario on a faultinject.Cluster and returns a
+// Report; Check is the checker on its own, usable on any History.
+//
+// The workload: K client goroutines, each with its own redlock.Client over
+// its own faultinject.Link (its own proxies and connections, as separate
+// processes would have), loop Lock -> critical section -> write to a
+// protected Register -> Unlock. Every event is timestamped on one reference
+// monotonic clock (RefClock).
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/faultinject"
+)
+
+// Expect is the expected outcome of a scenario.
+type Expect string
+
+const (
+	// Safe: the run must show no violation.
+	Safe Expect = "safe"
+	// Unsafe: the run must show at least one violation (the fault defeats
+	// RedLock's assumptions, and the checker must catch it).
+	Unsafe Expect = "unsafe"
+)
+
+// Target names the masters a node fault acts on, relative to the cluster
+// size N, so that a scenario keeps its meaning when N changes.
+type Target string
+
+const (
+	// Minority is the last (N-1)/2 masters: at most a minority.
+	Minority Target = "minority"
+	// LastNode is master N-1.
+	LastNode Target = "last"
+	// Pivot is master (N-1)/2: with Scenario.Split it is the one master in
+	// both client 0's and client 1's only reachable quorum.
+	Pivot Target = "pivot"
+)
+
+// Nodes returns the master indexes of t in a cluster of n masters. Errors
+// name the target and n.
+func (t Target) Nodes(n int) ([]int, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("chaos: target %q needs at least one master, have %d", t, n)
+	}
+	switch t {
+	case Minority:
+		k := (n - 1) / 2
+		if k == 0 {
+			return nil, fmt.Errorf("chaos: target %q is empty with %d masters; use at least 3", t, n)
+		}
+		out := make([]int, 0, k)
+		for i := n - k; i < n; i++ {
+			out = append(out, i)
+		}
+		return out, nil
+	case LastNode:
+		return []int{n - 1}, nil
+	case Pivot:
+		return []int{(n - 1) / 2}, nil
+	}
+	return nil, fmt.Errorf("chaos: unknown target %q (want %s, %s or %s)", t, Minority, LastNode, Pivot)
+}
+
+// Step is one entry of a fault schedule. A step is either a node or network
+// fault (Fault, acting on Target) or a client pause (Pause > 0).
+//
+// The scheduler runs each step in its own goroutine: it waits At, then
+// injects; when For > 0 it undoes the fault For later; when Every > 0 it
+// injects again Every after the previous injection ended, until the run
+// ends. At the end of the run every fault is undone (Cluster.HealAll) before
+// the clients stop.
+type Step struct {
+	// At is the delay from the start of the workload to the first
+	// injection.
+	At time.Duration
+	// Every, when positive, repeats the step Every after the previous
+	// injection (and its undo) finished. Zero: inject once.
+	Every time.Duration
+	// For, when positive, undoes the fault For after injecting it. Zero:
+	// the fault stays until the end of the run (faults whose injection
+	// completes by itself, such as FaultRestart, need no undo).
+	For time.Duration
+	// Hold, when positive, makes the step wait for a holder: the next
+	// client to acquire the lock stays in its critical section for Hold
+	// (instead of Scenario.Hold), and the fault is injected as soon as that
+	// client holds the lock. This forces the fault into the holder's
+	// lease.
+	Hold time.Duration
+	// Fault is the fault; its Nodes are filled from Target at run time.
+	// Ignored when Pause > 0.
+	Fault faultinject.Fault
+	// Target says which masters Fault acts on.
+	Target Target
+	// Pause, when positive, makes the step a client pause instead of a node
+	// fault (a GC pause, a VM migration): the next client to acquire checks
+	// its lease is valid, then stalls until Pause past its lease's validity
+	// deadline, and then writes to the protected resource.
+	Pause time.Duration
+}
+
+// Name describes the step, for logs.
+func (s Step) Name() string {
+	var b strings.Builder
+	if s.Pause > 0 {
+		fmt.Fprintf(&b, "client-pause(validity+%v)", s.Pause)
+	} else {
+		f := s.Fault
+		f.Nodes = nil
+		fmt.Fprintf(&b, "%s@%s", strings.Replace(f.Name(), "[]", "", 1), s.Target)
+	}
+	if s.Hold > 0 {
+		fmt.Fprintf(&b, " while held(%v)", s.Hold)
+	}
+	if s.For > 0 {
+		fmt.Fprintf(&b, " for %v", s.For)
+	}
+	if s.Every > 0 {
+		fmt.Fprintf(&b, " every %v", s.Every)
+	}
+	return b.String()
+}
+
+// Scenario is one chaos run as data. Durations apply to both the full and
+// the short (CI-sized) variant except Duration/ShortDuration.
+type Scenario struct {
+	// Name is unique within Scenarios; letters, digits and '-'.
+	Name string
+	// About says in one sentence what the scenario shows.
+	About string
+	// Expect is the expected outcome.
+	Expect Expect
+	// Nodes is the number of masters N.
+	Nodes int
+	// TTL is the lock's TTL.
+	TTL time.Duration
+	// DriftFactor is the lock's drift allowance factor. Zero: the redlock
+	// default (redlock.DefaultDriftFactor).
+	DriftFactor float64
+	// Clients is the number of client goroutines K (each its own
+	// redlock.Client and Link).
+	Clients int
+	// Duration is the length of the workload in the full suite (at least
+	// 30 s); ShortDuration in the short one (a few seconds).
+	Duration, ShortDuration time.Duration
+	// Hold is the length of an ordinary critical section.
+	Hold time.Duration
+	// Persistence is every master's persistence.
+	Persistence faultinject.Persistence
+	// Split cuts the clients' links so that each of the first two clients
+	// reaches exactly a bare quorum: client 0 reaches masters [0, q) and
+	// client 1 masters [N-q, N), q = N/2+1. For odd N the two quorums share
+	// exactly one master, the Pivot. Other clients reach every master.
+	Split bool
+	// Schedule is the fault schedule.
+	Schedule []Step
+	// Fencing makes the protected resource check fencing tokens. It is a
+	// hook for the fencing issue: Run refuses it until fencing exists.
+	Fencing bool
+}
+
+// NeedsClock reports whether the scenario has clock faults (which the
+// process and docker backends implement with libfaketime).
+func (s Scenario) NeedsClock() bool {
+	for _, st := range s.Schedule {
+		if st.Pause == 0 && st.Fault.Kind == faultinject.FaultClock {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks the scenario's fields against each other. Errors name the
+// scenario and the bad value.
+func (s Scenario) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("chaos: scenario %q: %s", s.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.Name == "":
+		return fmt.Errorf("chaos: scenario without a name")
+	case s.Expect != Safe && s.Expect != Unsafe:
+		return bad("expect %q must be %q or %q", s.Expect, Safe, Unsafe)
+	case s.Nodes < 1:
+		return bad("nodes %d must be at least 1", s.Nodes)
+	case s.TTL <= 0:
+		return bad("TTL %v must be positive", s.TTL)
+	case s.Clients < 1:
+		return bad("clients %d must be at least 1", s.Clients)
+	case s.Duration <= 0 || s.ShortDuration <= 0:
+		return bad("durations %v / %v (short) must be positive", s.Duration, s.ShortDuration)
+	case s.Hold < 0 || s.Hold >= s.TTL:
+		return bad("hold %v must be in [0, TTL %v)", s.Hold, s.TTL)
+	case s.Split && s.Nodes%2 == 0:
+		return bad("split needs an odd number of nodes, have %d", s.Nodes)
+	case s.Split && s.Clients < 2:
+		return bad("split needs at least 2 clients, have %d", s.Clients)
+	case s.Fencing:
+		return bad("fencing is not available yet (it comes with the fencing issue)")
+	}
+	for i, st := range s.Schedule {
+		if st.At < 0 || st.Every < 0 || st.For < 0 || st.Hold < 0 || st.Pause < 0 {
+			return bad("step %d (%s) has a negative duration", i, st.Name())
+		}
+		if st.Hold >= s.TTL {
+			return bad("step %d (%s): hold %v must be below the TTL %v", i, st.Name(), st.Hold, s.TTL)
+		}
+		if st.Pause > 0 {
+			continue
+		}
+		if st.Fault.Kind == "" {
+			return bad("step %d has neither a fault kind nor a pause", i)
+		}
+		if _, err := st.Target.Nodes(s.Nodes); err != nil {
+			return bad("step %d (%s): %v", i, st.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Common parameters of the built-in scenarios.
+const (
+	fullDuration  = 30 * time.Second
+	shortDuration = 3 * time.Second
+	// baseTTL is the TTL of the throughput scenarios; splitTTL of the
+	// scenarios that force a fault into a holder's lease.
+	baseTTL  = time.Second
+	splitTTL = 2 * time.Second
+	// linger is how long a holder targeted by a fault stays in its
+	// critical section: long enough for a restart (a container restart
+	// included) and the other client's retry to happen inside it.
+	linger = 1200 * time.Millisecond
+	hold   = time.Millisecond
+)
+
+// builtin is the scenario list; Scenarios returns copies.
+var builtin = []Scenario{
+	{
+		Name: "healthy", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		About: "no fault: the baseline",
+	},
+	{
+		Name: "minority-killed", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		About: "a minority is killed, kept down for 1.5 TTL, restarted empty; again and again",
+		Schedule: []Step{{At: 300 * time.Millisecond, For: 1500 * time.Millisecond, Every: 300 * time.Millisecond,
+			Fault: faultinject.Fault{Kind: faultinject.FaultKill}, Target: Minority}},
+	},
+	{
+		Name: "minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		About: "a minority is paused (SIGSTOP) for half a TTL, then resumed; again and again",
+		Schedule: []Step{{At: 300 * time.Millisecond, For: 500 * time.Millisecond, Every: 300 * time.Millisecond,
+			Fault: faultinject.Fault{Kind: faultinject.FaultPause}, Target: Minority}},
+	},
+	{
+		Name: "minority-partitioned", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		About: "a minority is cut off from every client (connections refused), then healed; again and again",
+		Schedule: []Step{{At: 300 * time.Millisecond, For: 800 * time.Millisecond, Every: 300 * time.Millisecond,
+			Fault: faultinject.Fault{Kind: faultinject.FaultPartition}, Target: Minority}},
+	},
+	{
+		Name: "slow-node", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		About:    "one master answers 20 ms late for the whole run",
+		Schedule: []Step{{Fault: faultinject.Fault{Kind: faultinject.FaultLatency, Latency: 20 * time.Millisecond}, Target: LastNode}},
+	},
+	{
+		Name: "clock-drift", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold, DriftFactor: 0.01,
+		About:    "a minority's clocks run 0.5% fast, within the 1% drift allowance",
+		Schedule: []Step{{Fault: faultinject.Fault{Kind: faultinject.FaultClock, Rate: 1.005}, Target: Minority}},
+	},
+	{
+		Name: "restart-delayed", Expect: Safe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,
+		About: "a master of the holder's bare quorum crashes and restarts empty, but only after more than the TTL",
+		Schedule: []Step{{At: 200 * time.Millisecond, Hold: linger, Every: 2 * time.Second,
+			Fault: faultinject.Fault{Kind: faultinject.FaultRestart, Delay: splitTTL + 300*time.Millisecond}, Target: Pivot}},
+	},
+	{
+		Name: "restart-aof", Expect: Safe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,
+		Persistence: faultinject.AOFAlways,
+		About:       "a master of the holder's bare quorum crashes and restarts at once, with AOF appendfsync always",
+		Schedule: []Step{{At: 200 * time.Millisecond, Hold: linger, Every: time.Second,
+			Fault: faultinject.Fault{Kind: faultinject.FaultRestart, Persistence: faultinject.AOFAlways}, Target: Pivot}},
+	},
+	{
+		Name: "restart-no-persistence", Expect: Unsafe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,
+		About: "a master of the holder's bare quorum crashes and restarts at once, empty: the other client takes it",
+		Schedule: []Step{{At: 200 * time.Millisecond, Hold: linger, Every: 600 * time.Millisecond,
+			Fault: faultinject.Fault{Kind: faultinject.FaultRestart}, Target: Pivot}},
+	},
+	{
+		Name: "clock-jump", Expect: Unsafe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,
+		About: "a master of the holder's bare quorum jumps its clock forward past the TTL: the key expires, the other client takes it",
+		Schedule: []Step{{At: 200 * time.Millisecond, Hold: linger, For: linger, Every: 600 * time.Millisecond,
+			Fault: faultinject.Fault{Kind: faultinject.FaultClock, Offset: 2 * splitTTL}, Target: Pivot}},
+	},
+	{
+		Name: "client-pause", Expect: Unsafe, Nodes: 3, Clients: 2, TTL: baseTTL, Hold: hold,
+		About:    "a holder checks its lease, pauses past its validity, then writes: a stale write (fencing needed)",
+		Schedule: []Step{{At: 200 * time.Millisecond, Every: 2 * time.Second, Pause: 300 * time.Millisecond}},
+	},
+}
+
+func init() {
+	for i := range builtin {
+		builtin[i].Duration = fullDuration
+		builtin[i].ShortDuration = shortDuration
+		if err := builtin[i].Validate(); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Scenarios returns the built-in scenarios, safe ones first. The caller may
+// modify the returned values.
+func Scenarios() []Scenario {
+	out := make([]Scenario, len(builtin))
+	for i, s := range builtin {
+		s.Schedule = slices.Clone(s.Schedule)
+		out[i] = s
+	}
+	return out
+}
+
+// Names returns the names of the built-in scenarios, in order.
+func Names() []string {
+	out := make([]string, len(builtin))
+	for i, s := range builtin {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Lookup returns the built-in scenarios called by names, in the order given.
+// An unknown name gives an error that lists the valid ones.
+func Lookup(names ...string) ([]Scenario, error) {
+	all := Scenarios()
+	var out []Scenario
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == n })
+		if i < 0 {
+			valid := Names()
+			sort.Strings(valid)
+			return nil, fmt.Errorf("chaos: unknown scenario %q; valid scenarios: %s", n, strings.Join(valid, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
