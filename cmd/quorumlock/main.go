@@ -27,8 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlock/quorumlock/faultinject"
 	"github.com/quorumlock/quorumlock/faultinject/chaos"
 	"github.com/quorumlock/quorumlock/node"
@@ -143,7 +141,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !*verbose {
 		// go-redis logs every failed dial; during a chaos run they are expected.
-		redis.SetLogger(quietLogger{})
+		node.DiscardClientLog()
 	}
 	opt := chaos.Options{Backend: kind, Short: *short, Nodes: *nodes, Duration: *duration, Progress: stderr, CheckGoroutines: true}
 	var reps []chaos.Report
@@ -184,11 +182,6 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	return exitOK
 }
-
-// quietLogger discards go-redis's log.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func writeJSON(name string, reps []chaos.Report) error {
 	f, err := os.Create(name)
