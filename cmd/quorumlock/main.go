@@ -153,8 +153,8 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "chaos: [%d/%d] %s on %s: %s in %.1fs (%d acquisitions, %d faults, %d violations)\n",
-			i+1, len(scs), sc.Name, rep.Backend, rep.Verdict, rep.Elapsed.Seconds(), rep.Acquisitions, rep.Faults, rep.Violations)
+		fmt.Fprintf(stderr, "chaos: [%d/%d] %s on %s: %s in %.1fs (%d acquisitions, %d faults, %d violations, %d locks lost)\n",
+			i+1, len(scs), sc.Name, rep.Backend, rep.Verdict, rep.Elapsed.Seconds(), rep.Acquisitions, rep.Faults, rep.Violations, rep.Findings.LocksLost)
 		reps = append(reps, rep)
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "chaos: interrupted")

@@ -86,16 +86,18 @@ func TestValidateNamesBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func(s *Scenario){
-		`expect "maybe"`:            func(s *Scenario) { s.Expect = "maybe" },
-		"nodes 0":                   func(s *Scenario) { s.Nodes = 0 },
-		"TTL -1s":                   func(s *Scenario) { s.TTL = -time.Second },
-		"clients 0":                 func(s *Scenario) { s.Clients = 0 },
-		"hold 1s":                   func(s *Scenario) { s.Hold = time.Second },
-		"odd number of nodes":       func(s *Scenario) { s.Split, s.Nodes = true, 4 },
-		"at least 2 clients":        func(s *Scenario) { s.Split, s.Clients = true, 1 },
-		"fencing is not available":  func(s *Scenario) { s.Fencing = true },
-		"neither a fault kind":      func(s *Scenario) { s.Schedule = []Step{{At: 1}} },
-		`unknown target "nowhere"`:  func(s *Scenario) { s.Schedule = []Step{{Fault: faultinject.Fault{Kind: faultinject.FaultKill}, Target: "nowhere"}} },
+		`expect "maybe"`:           func(s *Scenario) { s.Expect = "maybe" },
+		"nodes 0":                  func(s *Scenario) { s.Nodes = 0 },
+		"TTL -1s":                  func(s *Scenario) { s.TTL = -time.Second },
+		"clients 0":                func(s *Scenario) { s.Clients = 0 },
+		"hold 1s":                  func(s *Scenario) { s.Hold = time.Second },
+		"odd number of nodes":      func(s *Scenario) { s.Split, s.Nodes = true, 4 },
+		"at least 2 clients":       func(s *Scenario) { s.Split, s.Clients = true, 1 },
+		"fencing is not available": func(s *Scenario) { s.Fencing = true },
+		"neither a fault kind":     func(s *Scenario) { s.Schedule = []Step{{At: 1}} },
+		`unknown target "nowhere"`: func(s *Scenario) {
+			s.Schedule = []Step{{Fault: faultinject.Fault{Kind: faultinject.FaultKill}, Target: "nowhere"}}
+		},
 		"negative duration":         func(s *Scenario) { s.Schedule = []Step{{At: -1, Pause: time.Millisecond}} },
 		"must be below the TTL 1s":  func(s *Scenario) { s.Schedule = []Step{{Hold: 2 * time.Second, Pause: 1}} },
 		"durations 0s / 1s (short)": func(s *Scenario) { s.Duration = 0 },
