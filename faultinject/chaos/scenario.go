@@ -291,9 +291,10 @@ var builtin = []Scenario{
 		Name: "restart-aof", Expect: Safe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,
 		Persistence: faultinject.AOFAlways,
 		About:       "a master of the holder's bare quorum crashes and restarts at once, with AOF appendfsync always",
-		// Every 5 s: after each restart the holder's release to the
-		// restarted master fails and the key (kept by AOF) blocks the lock
-		// until its TTL, so faults need room between them for throughput.
+		// Every counts from the end of the injection, which comes right
+		// after the holder began to linger: with Every below the linger,
+		// every acquisition would be a lingering one. 5 s leaves room for
+		// ordinary acquisitions between faults.
 		Schedule: []Step{{At: 200 * time.Millisecond, Hold: linger, Every: 5 * time.Second,
 			Fault: faultinject.Fault{Kind: faultinject.FaultRestart, Persistence: faultinject.AOFAlways}, Target: Pivot}},
 	},
