@@ -34,6 +34,9 @@ type Client struct {
 	host    string
 	pid     int
 	wg      sync.WaitGroup
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed when Close gives up on queued releases
 }
 
 type member struct {
@@ -82,7 +85,7 @@ func New(nodes []node.Node, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	seen := map[string]int{}
-	c := &Client{cfg: cfg, pid: os.Getpid()}
+	c := &Client{cfg: cfg, pid: os.Getpid(), closing: make(chan struct{})}
 	c.host, _ = os.Hostname()
 	for i, n := range nodes {
 		if n == nil {
@@ -121,9 +124,14 @@ func (c *Client) InFlight() []int {
 }
 
 // Close waits until the client's background work (calls to stragglers,
-// rollbacks, releases) has finished, or ctx ends. Every such call is bounded
-// by its own deadline, so this takes at most about NodeTimeout +
-// ReleaseTimeout. It does not close the nodes. The client stays usable.
+// rollbacks, releases, queued release retries) has finished. Node calls are
+// bounded by their own deadlines; queued retries of releases on unreachable
+// nodes run until the node answers or one TTL has passed. When ctx ends
+// first, Close abandons the queued retries (their keys, if any, expire with
+// their TTL), waits for the calls in flight (at most about NodeTimeout +
+// ReleaseTimeout) and returns an error wrapping ctx.Err(); after that the
+// client no longer retries releases. Close does not close the nodes. A client
+// whose Close returned nil stays usable.
 func (c *Client) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
@@ -131,7 +139,9 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("redlock: close: %w", ctx.Err())
+		c.closeOnce.Do(func() { close(c.closing) })
+		<-done
+		return fmt.Errorf("redlock: close: gave up on queued releases: %w", ctx.Err())
 	}
 }
 
@@ -305,13 +315,14 @@ func (r *round) settle(d *decision, took time.Duration, expected []bool) {
 // that node's acquire call to finish first; where the acquire's effect is
 // unknown (it failed or timed out, so the server may still apply it later)
 // it leaves a release guard for the TTL so that a late acquire is refused.
-// Nodes whose acquire answered "taken" or "refused", or was never sent, are
-// skipped: they cannot hold our value.
+// Nodes whose acquire answered "taken" or "refused", or was never sent (over
+// the in-flight cap, or the connection was refused), are skipped: they cannot
+// hold our value. A release that fails is queued for retry (retryRelease).
 func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq []*call) *round {
 	detached := context.WithoutCancel(ctx)
 	return c.fanout(detached, cfg.ReleaseTimeout, acq, func(ctx context.Context, i int, m *member, cl *call) (Result, error) {
 		prior := acq[i]
-		if !prior.sent || prior.out.Result == Rejected {
+		if !prior.sent || prior.out.Result == Rejected || prior.out.Result == Failed && neverSent(prior.out.Err) {
 			return Rejected, ErrNodeNotHeld
 		}
 		var guard time.Duration
@@ -321,9 +332,9 @@ func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq
 		ok, err := m.node.Release(ctx, key, value, guard)
 		switch {
 		case err != nil:
-			if mayBeQueued(err) {
-				c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
-			}
+			// The key may be there (our acquire succeeded, or its effect is
+			// unknown): retry until the node answers or a TTL has passed.
+			c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
 			return Failed, err
 		case !ok:
 			return Rejected, ErrNodeNotHeld
@@ -336,21 +347,24 @@ func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq
 // are dropped (their keys, if any, expire with their TTL).
 const MaxBacklog = 1024
 
-// mayBeQueued reports whether a failed call may still be executed by the
-// server later: it timed out or was cancelled after it may have been written
-// (a paused or slow server), as opposed to a refused connection.
-func mayBeQueued(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-		(errors.As(err, &ne) && ne.Timeout())
+// neverSent reports whether a failed call certainly did not reach the
+// server: the connection could not be established, or the node adapter
+// refused the call because too many were in flight.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, node.ErrOverloaded) || errors.Is(err, ErrNodeBusy) ||
+		errors.As(err, &op) && op.Op == "dial"
 }
 
-// retryRelease queues a release that timed out. A go-redis connection opened
-// while a server is paused cannot even say HELLO, so a release sent then may
-// never reach the server, while an acquire written earlier on an established
-// connection is executed when the server resumes: without a retry that
-// acquire would leave an orphan key for a whole TTL. One goroutine per node
-// drains the queue with backoff, for at most the TTL per entry.
+// retryRelease queues a release that failed on a node that may hold the key.
+// A go-redis connection opened while a server is paused cannot even say
+// HELLO, so a release sent then may never reach the server, while an acquire
+// written earlier on an established connection is executed when the server
+// resumes; likewise an acquire applied just before a partition loses its
+// reply, and the release is refused until the partition heals. Without a
+// retry such keys would stay for a whole TTL. One goroutine per node drains
+// the queue with backoff (NodeTimeout doubling up to 1 s), for at most one TTL
+// per entry, and stops early when Close gives up.
 func (c *Client) retryRelease(m *member, p pendingRelease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -394,7 +408,7 @@ func (c *Client) drain(m *member) {
 			cancel()
 			m.give()
 		}
-		if err == nil || !mayBeQueued(err) && !errors.Is(err, ErrNodeBusy) {
+		if err == nil {
 			m.mu.Lock()
 			if len(m.backlog) > 0 && m.backlog[0] == p {
 				m.backlog = m.backlog[1:]
@@ -403,7 +417,19 @@ func (c *Client) drain(m *member) {
 			delay = c.cfg.NodeTimeout
 			continue
 		}
-		time.Sleep(delay) // real time: this waits for a server, not for the lock's clock
+		// Real time: this waits for a server, not for the lock's clock.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.closing:
+			t.Stop()
+			m.mu.Lock()
+			m.dropped += len(m.backlog)
+			m.backlog = nil
+			m.draining = false
+			m.mu.Unlock()
+			return
+		}
 		delay = min(2*delay, time.Second)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -458,4 +461,65 @@ func TestInspectShowsOwner(t *testing.T) {
 	holders, err = c.Inspect(ctx, lockName)
 	require.NoError(t, err)
 	assert.Error(t, holders[1].Err)
+}
+
+// lostReplyNode applies the acquire on the real server but reports a broken
+// connection (the reply was lost), and refuses the first releases as a
+// partitioned node would, then heals.
+type lostReplyNode struct {
+	node.Node
+	refusals atomic.Int32
+}
+
+func (l *lostReplyNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (node.AcquireResult, error) {
+	if _, err := l.Node.Acquire(ctx, key, value, ttl); err != nil {
+		return node.Taken, err
+	}
+	return node.Taken, io.ErrUnexpectedEOF
+}
+
+func (l *lostReplyNode) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	if l.refusals.Add(-1) >= 0 {
+		return false, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	return l.Node.Release(ctx, key, value, guard)
+}
+
+func TestReleaseRetriedAfterPartitionHeals(t *testing.T) {
+	cl := startCluster(t, 3)
+	lost := &lostReplyNode{Node: cl.nodes[2]}
+	lost.refusals.Store(2)
+	nodes := []node.Node{cl.nodes[0], cl.nodes[1], lost}
+	c := newClient(t, nodes, redlock.WithNodeTimeout(20*time.Millisecond))
+	m := newMutex(t, c)
+	ctx := context.Background()
+	lease, err := m.TryLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Close(ctx))
+	assert.Equal(t, redlock.Failed, lease.Outcomes()[2].Result)
+	assert.Equal(t, int64(1), cl.raw[2].Exists(ctx, lockName).Val(), "the lost-reply acquire was applied")
+	require.NoError(t, lease.Unlock(ctx))
+	require.NoError(t, c.Close(ctx)) // waits for the queued retries
+	assert.Equal(t, int32(-1), lost.refusals.Load(), "two refused releases, then one that went through")
+	assert.Empty(t, cl.ours(t, lease.Token()), "the key behind the lost reply was released once the node healed")
+}
+
+func TestCloseGivesUpOnUnreachableNode(t *testing.T) {
+	cl := startCluster(t, 3)
+	lost := &lostReplyNode{Node: cl.nodes[2]}
+	lost.refusals.Store(1 << 30) // never heals
+	c, err := redlock.New([]node.Node{cl.nodes[0], cl.nodes[1], lost}, redlock.WithNodeTimeout(20*time.Millisecond))
+	require.NoError(t, err)
+	m := newMutex(t, c)
+	ctx := context.Background()
+	lease, err := m.TryLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, lease.Unlock(ctx))
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = c.Close(cctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, []int{0, 0, 0}, c.Backlog())
 }
