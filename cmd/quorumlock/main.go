@@ -133,6 +133,15 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "quorumlock chaos: --duration %v must not be negative\n", *duration)
 		return exitUsage
 	}
+	for _, sc := range scs {
+		if *nodes > 0 {
+			sc.Nodes = *nodes
+		}
+		if err := sc.Validate(); err != nil {
+			fmt.Fprintf(stderr, "quorumlock chaos: --nodes %d: %v\n", *nodes, err)
+			return exitUsage
+		}
+	}
 	if kind != faultinject.Auto {
 		if err := faultinject.BackendAvailable(ctx, kind); err != nil {
 			fmt.Fprintf(stderr, "quorumlock chaos: --backend %s is not available here: %v\n", kind, err)

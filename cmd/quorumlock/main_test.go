@@ -43,6 +43,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"chaos", "extra"}, `unexpected arguments ["extra"]`},
 		{[]string{"chaos", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"status", "lockname"}, "need --addrs and exactly one lock name"},
+		{[]string{"chaos", "--nodes", "4"}, `--nodes 4: chaos: scenario "restart-delayed": split needs an odd number of nodes, have 4`},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCmd(t, c.args...)
