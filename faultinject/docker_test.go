@@ -264,7 +264,7 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	ctx := dockerCtx(t, 30*time.Second)
 	c0, c1 := dockerClient(t, srvs[0]), dockerClient(t, srvs[1])
 	for _, c := range []*redis.Client{c0, c1} {
-		if d := dockerSkew(t, c); d < -50*time.Millisecond || d > 50*time.Millisecond {
+		if d := dockerSkew(t, c); d < -200*time.Millisecond || d > 200*time.Millisecond {
 			t.Errorf("skew at start: %v, want ~0", d)
 		}
 		if err := c.Set(ctx, "k", "v", 20*time.Second).Err(); err != nil {
@@ -274,7 +274,7 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	if err := srvs[0].SetClock(ctx, 30*time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < 29950*time.Millisecond || d > 30050*time.Millisecond {
+	if d := dockerSkew(t, c0); d < 29800*time.Millisecond || d > 30200*time.Millisecond {
 		t.Errorf("skew after +30s: %v", d)
 	}
 	if n, err := c0.Exists(ctx, "k").Result(); err != nil || n != 0 {
@@ -290,13 +290,13 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	if err := srvs[0].Start(ctx, NoPersistence); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < 29950*time.Millisecond || d > 30050*time.Millisecond {
+	if d := dockerSkew(t, c0); d < 29800*time.Millisecond || d > 30200*time.Millisecond {
 		t.Errorf("skew after restart: %v, want +30s kept", d)
 	}
 	if err := srvs[0].SetClock(ctx, 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < -50*time.Millisecond || d > 50*time.Millisecond {
+	if d := dockerSkew(t, c0); d < -200*time.Millisecond || d > 200*time.Millisecond {
 		t.Errorf("skew after SetClock(0, 1): %v, want ~0", d)
 	}
 }
@@ -307,11 +307,12 @@ func TestDockerClockRateTenfold(t *testing.T) {
 	dockerRequireSkew(t, be)
 	ctx := dockerCtx(t, 30*time.Second)
 	c := dockerClient(t, srvs[0])
-	time.Sleep(200 * time.Millisecond) // age the process: a raw rate change would jump by 9x its age
+	time.Sleep(time.Second) // age the process: a raw rate change would jump by 9x its age (~9s)
 	if err := srvs[0].SetClock(ctx, 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c); d < -50*time.Millisecond || d > 50*time.Millisecond {
+	// At x10 each millisecond before the reading adds 9ms: allow for load.
+	if d := dockerSkew(t, c); d < -1500*time.Millisecond || d > 1500*time.Millisecond {
 		t.Errorf("skew right after rate x10: %v, want ~0 (no jump)", d)
 	}
 	if err := c.Set(ctx, "k", "v", 5*time.Second).Err(); err != nil {

@@ -490,7 +490,7 @@ func TestReleaseRetriedAfterPartitionHeals(t *testing.T) {
 	lost := &lostReplyNode{Node: cl.nodes[2]}
 	lost.refusals.Store(2)
 	nodes := []node.Node{cl.nodes[0], cl.nodes[1], lost}
-	c := newClient(t, nodes, redlock.WithNodeTimeout(20*time.Millisecond))
+	c := newClient(t, nodes)
 	m := newMutex(t, c)
 	ctx := context.Background()
 	lease, err := m.TryLock(ctx)
@@ -508,7 +508,7 @@ func TestCloseGivesUpOnUnreachableNode(t *testing.T) {
 	cl := startCluster(t, 3)
 	lost := &lostReplyNode{Node: cl.nodes[2]}
 	lost.refusals.Store(1 << 30) // never heals
-	c, err := redlock.New([]node.Node{cl.nodes[0], cl.nodes[1], lost}, redlock.WithNodeTimeout(20*time.Millisecond))
+	c, err := redlock.New([]node.Node{cl.nodes[0], cl.nodes[1], lost})
 	require.NoError(t, err)
 	m := newMutex(t, c)
 	ctx := context.Background()
