@@ -496,7 +496,7 @@ func TestReleaseRetriedAfterPartitionHeals(t *testing.T) {
 	lease, err := m.TryLock(ctx)
 	require.NoError(t, err)
 	require.NoError(t, c.Close(ctx))
-	assert.Equal(t, redlock.Failed, lease.Outcomes()[2].Result)
+	assert.NotEqual(t, redlock.Succeeded, lease.Outcomes()[2].Result) // Failed, or Pending if decided first
 	assert.Equal(t, int64(1), cl.raw[2].Exists(ctx, lockName).Val(), "the lost-reply acquire was applied")
 	require.NoError(t, lease.Unlock(ctx))
 	require.NoError(t, c.Close(ctx)) // waits for the queued retries
