@@ -279,13 +279,13 @@ loop:
 }
 
 // settle keeps collecting replies after a decision from the nodes in
-// expected (nodes that were on time in an earlier round), for at most twice
-// the time the decision took. Healthy nodes just behind the quorum are thus
-// included, while a known straggler is not waited for. Unlock uses it so that
-// a lock taken right after Unlock does not find this lease's keys still in
-// place on healthy nodes.
-func (r *round) settle(d *decision, took time.Duration, expected []bool) {
-	timer := time.NewTimer(2 * took)
+// expected (nodes that were on time in an earlier round), for at most limit.
+// Healthy nodes just behind the quorum are thus included, while a known
+// straggler is not waited for. Unlock uses it so that a lock taken right
+// after Unlock does not find this lease's keys still in place on healthy
+// nodes.
+func (r *round) settle(d *decision, limit time.Duration, expected []bool) {
+	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
 		pending := false

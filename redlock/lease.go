@@ -68,9 +68,11 @@ func (l *Lease) Outcomes() []NodeOutcome {
 // hold it, on a context detached from ctx with the release timeout, so the
 // release goes out even when ctx is already cancelled; ctx only bounds how
 // long Unlock waits. It returns once a quorum confirmed the deletion (nil),
-// (plus a short settling time for nodes just behind the quorum, so that a
-// lock taken right after Unlock does not meet this lease's keys on healthy
-// nodes), or once that can no longer happen: then the error wraps ErrLockLost (the
+// and every node that had answered the acquire in time has answered too (at
+// most the release timeout longer, so that a lock taken right after Unlock
+// does not meet this lease's keys on healthy nodes; a node that was already a
+// straggler at acquire time is not waited for), or once that can no longer
+// happen: then the error wraps ErrLockLost (the
 // lock had expired or been taken over on too many nodes). Releases on slow
 // nodes finish in the background (see Client.Close). If ctx ends before the
 // outcome is known, the error wraps ErrNotReleased and ctx.Err(). A second
@@ -83,11 +85,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q already released", ErrLockLost, m.name)
 	}
 	l.released = true
-	began := time.Now()
 	r := m.c.release(ctx, m.cfg, m.name, l.value, l.acquired)
 	d := r.wait(ctx, m.quorum, m.cfg.NodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(&d, time.Since(began), l.onTime)
+		r.settle(&d, m.cfg.ReleaseTimeout, l.onTime)
 	}
 	l.outcomes = d.outcomes
 	if d.yes >= m.quorum {
