@@ -369,6 +369,23 @@ func (c *Cluster) pick(nodes []int) ([]*member, error) {
 }
 
 // each runs f on every member in parallel and joins the errors.
+// onMasters checks the indexes and that the cluster is open, then runs f on
+// each chosen master while holding that master's lock.
+func (c *Cluster) onMasters(nodes []int, f func(m *member) error) error {
+	ms, err := c.pick(nodes)
+	if err != nil {
+		return err
+	}
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
+	return each(ms, func(m *member) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return f(m)
+	})
+}
+
 func each(ms []*member, f func(m *member) error) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
@@ -393,18 +410,7 @@ func (c *Cluster) checkOpen() error {
 // master does nothing. Data survives only where the run had AOFAlways and the
 // restart asks for it again.
 func (c *Cluster) Kill(ctx context.Context, nodes ...int) error {
-	ms, err := c.pick(nodes)
-	if err != nil {
-		return err
-	}
-	if err := c.checkOpen(); err != nil {
-		return err
-	}
-	return each(ms, func(m *member) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.kill(ctx)
-	})
+	return c.onMasters(nodes, func(m *member) error { return m.kill(ctx) })
 }
 
 func (m *member) kill(ctx context.Context) error {
@@ -483,16 +489,7 @@ func (c *Cluster) Restart(ctx context.Context, opt RestartOptions, nodes ...int)
 // the pause execute after Resume. Pausing a paused master does nothing; a
 // killed master gives an error.
 func (c *Cluster) Pause(ctx context.Context, nodes ...int) error {
-	ms, err := c.pick(nodes)
-	if err != nil {
-		return err
-	}
-	if err := c.checkOpen(); err != nil {
-		return err
-	}
-	return each(ms, func(m *member) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+	return c.onMasters(nodes, func(m *member) error {
 		if m.paused {
 			return nil
 		}
@@ -509,18 +506,7 @@ func (c *Cluster) Pause(ctx context.Context, nodes ...int) error {
 
 // Resume undoes Pause. Resuming a master that is not paused does nothing.
 func (c *Cluster) Resume(ctx context.Context, nodes ...int) error {
-	ms, err := c.pick(nodes)
-	if err != nil {
-		return err
-	}
-	if err := c.checkOpen(); err != nil {
-		return err
-	}
-	return each(ms, func(m *member) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.resume(ctx)
-	})
+	return c.onMasters(nodes, func(m *member) error { return m.resume(ctx) })
 }
 
 func (m *member) resume(ctx context.Context) error {
@@ -547,18 +533,7 @@ func (c *Cluster) SetClock(ctx context.Context, offset time.Duration, rate float
 	if !(rate > 0) || rate > 1e6 {
 		return fmt.Errorf("faultinject: clock rate %v must be positive (and sane)", rate)
 	}
-	ms, err := c.pick(nodes)
-	if err != nil {
-		return err
-	}
-	if err := c.checkOpen(); err != nil {
-		return err
-	}
-	return each(ms, func(m *member) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.setClock(ctx, offset, rate)
-	})
+	return c.onMasters(nodes, func(m *member) error { return m.setClock(ctx, offset, rate) })
 }
 
 func (m *member) setClock(ctx context.Context, offset time.Duration, rate float64) error {
