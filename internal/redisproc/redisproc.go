@@ -340,3 +340,24 @@ func (s *Server) cleanupDir() {
 		s.ownsDir = false
 	}
 }
+
+// WaitGone polls key on client every 5 ms until it no longer exists and
+// returns how long that took, or an error once limit has passed or a command
+// fails. Tests use it to measure when a key really expires on a server whose
+// clock is skewed.
+func WaitGone(ctx context.Context, client *redis.Client, key string, limit time.Duration) (time.Duration, error) {
+	begin := time.Now()
+	for {
+		n, err := client.Exists(ctx, key).Result()
+		if err != nil {
+			return time.Since(begin), err
+		}
+		if n == 0 {
+			return time.Since(begin), nil
+		}
+		if time.Since(begin) > limit {
+			return time.Since(begin), fmt.Errorf("redisproc: key %q still exists after %v", key, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
