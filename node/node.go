@@ -26,8 +26,10 @@ type Node interface {
 
 	// Acquire sets key to value with the given TTL if key does not exist
 	// (SET NX PX), unless a Release with a guard for the same key and value
-	// already ran on this node. The TTL is rounded down to whole milliseconds
-	// and must be at least one millisecond.
+	// already ran on this node. It reports Acquired also when key already
+	// holds value (a retried copy of the same acquire), leaving its TTL as
+	// it is. The TTL is rounded down to whole milliseconds and must be at
+	// least one millisecond.
 	Acquire(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error)
 
 	// Extend resets the TTL of key to ttl if key still holds value
@@ -100,3 +102,9 @@ type ServerInfo struct {
 // paused and earlier calls are still waiting for it). It bounds the goroutines
 // and memory a straggler node can hold.
 var ErrOverloaded = errors.New("node: too many calls in flight")
+
+// ErrNotSent is wrapped by errors of calls that certainly did not reach the
+// server (the connection was refused on a client that does not retry
+// commands), so the caller knows the call had no effect. Implementations that
+// cannot tell must not use it.
+var ErrNotSent = errors.New("node: call not sent")

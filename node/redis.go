@@ -39,7 +39,10 @@ type Redis struct {
 	// I/O (Options.ContextTimeoutEnabled); otherwise every call runs in its own
 	// goroutine and the adapter stops waiting at the deadline.
 	honoursCtx bool
-	slots      chan struct{}
+	// noRetries is true when the client never re-sends a command, so a
+	// refused dial means the call had no effect (ErrNotSent).
+	noRetries bool
+	slots     chan struct{}
 	owned      bool
 }
 
@@ -157,15 +160,18 @@ func newRedis(client redis.UniversalClient, addr string, c config) *Redis {
 	if c.addr != "" {
 		addr = c.addr
 	}
-	honours := false
+	honours, noRetries := false, false
 	if cl, ok := client.(*redis.Client); ok {
 		honours = cl.Options().ContextTimeoutEnabled
+		// go-redis normalises MaxRetries: -1 (none) becomes 0, 0 (default) becomes 3.
+		noRetries = cl.Options().MaxRetries <= 0
 	}
 	return &Redis{
 		client:      client,
 		addr:        addr,
 		callTimeout: c.callTimeout,
 		honoursCtx:  honours,
+		noRetries:   noRetries,
 		slots:       make(chan struct{}, c.maxInFlight),
 	}
 }
@@ -200,7 +206,7 @@ func (r *Redis) call(ctx context.Context, fn func(context.Context) error) error 
 	if r.honoursCtx {
 		defer cancel()
 		defer func() { <-r.slots }()
-		return withCtxErr(ctx, fn(ctx))
+		return r.classify(withCtxErr(ctx, fn(ctx)))
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -210,10 +216,21 @@ func (r *Redis) call(ctx context.Context, fn func(context.Context) error) error 
 	}()
 	select {
 	case err := <-done:
-		return withCtxErr(ctx, err)
+		return r.classify(withCtxErr(ctx, err))
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// classify marks a refused dial as ErrNotSent when the client does not
+// retry commands (with retries, an earlier copy may have been sent before the
+// connection broke).
+func (r *Redis) classify(err error) error {
+	var op *net.OpError
+	if err != nil && r.noRetries && errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
+	return err
 }
 
 // withCtxErr makes sure an error caused by the context ending wraps ctx.Err(),

@@ -189,6 +189,36 @@ func TestDeadlineBoundsCallsOnPausedServer(t *testing.T) {
 	}
 }
 
+// A user's client with go-redis's default retries may have sent a copy of the
+// command before a later dial failed: the adapter must not claim ErrNotSent.
+func TestRetryingClientNeverClaimsNotSent(t *testing.T) {
+	port, err := redisproc.FreePort()
+	require.NoError(t, err)
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + itoa(port), MaxRetries: 1, DialerRetries: 1})
+	defer rc.Close()
+	n, err := node.NewRedis(rc)
+	require.NoError(t, err)
+	_, err = n.Acquire(context.Background(), "k", "v", time.Second)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, node.ErrNotSent)
+}
+
+func TestAcquireIsIdempotentForItsOwnValue(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	n := dial(t, srv.Addr())
+	ctx := context.Background()
+	res, err := n.Acquire(ctx, "lock", "mine", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, node.Acquired, res)
+	// A retried copy of the same acquire finds its own value: acquired, and
+	// the TTL is not reset.
+	require.NoError(t, n.Client().PExpire(ctx, "lock", 5*time.Second).Err())
+	res, err = n.Acquire(ctx, "lock", "mine", 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, node.Acquired, res)
+	assert.LessOrEqual(t, n.Client().PTTL(ctx, "lock").Val(), 5*time.Second)
+}
+
 func TestConstructionRejectsBadInput(t *testing.T) {
 	_, err := node.Dial("")
 	require.ErrorContains(t, err, "empty address")
@@ -208,6 +238,7 @@ func TestDeadNodeFailsFast(t *testing.T) {
 	_, err = n.Acquire(context.Background(), "k", "v", time.Second)
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, node.ErrOverloaded))
+	require.ErrorIs(t, err, node.ErrNotSent, "Dial's client does not retry: a refused dial had no effect")
 	// go-redis's default (5 dial attempts 100 ms apart) would take ~500 ms.
 	assert.Less(t, time.Since(start), 350*time.Millisecond, "a refused connection must not retry dials")
 }

@@ -17,8 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
+		"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +32,7 @@ type Client struct {
 	members []*member
 	host    string
 	pid     int
-	wg      sync.WaitGroup
+	wg      tracker
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed when Close gives up on queued releases
@@ -133,16 +132,53 @@ func (c *Client) InFlight() []int {
 // client no longer retries releases. Close does not close the nodes. A client
 // whose Close returned nil stays usable.
 func (c *Client) Close(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-c.wg.idle():
 		return nil
 	case <-ctx.Done():
 		c.closeOnce.Do(func() { close(c.closing) })
-		<-done
+		<-c.wg.idle()
 		return fmt.Errorf("redlock: close: gave up on queued releases: %w", ctx.Err())
 	}
+}
+
+// tracker counts background goroutines. Unlike a sync.WaitGroup it may be
+// waited on while new work is added (Close racing with a Lock loop).
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed whenever n is 0
+}
+
+func (t *tracker) add() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		t.zero = make(chan struct{})
+	}
+	t.n++
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.zero)
+	}
+}
+
+// idle returns a channel closed when no background work is running (or at
+// the moment it next stops running).
+func (t *tracker) idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return t.zero
 }
 
 // NewMutex returns a mutex for the lock called name (the Redis key). opts
@@ -153,9 +189,14 @@ func (c *Client) NewMutex(name string, opts ...Option) (*Mutex, error) {
 		return nil, configError("empty lock name")
 	}
 	cfg := c.cfg
+	cfg.Clock = nil // to tell whether a mutex option set one
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Clock != nil {
+		return nil, configError("WithClock is a client option (validity is measured on the client's clock): pass it to New, not NewMutex")
+	}
+	cfg.Clock = c.cfg.Clock
 	if err := cfg.Validate(len(c.members)); err != nil {
 		return nil, err
 	}
@@ -187,7 +228,8 @@ type nodeFunc func(ctx context.Context, i int, m *member, cl *call) (Result, err
 // fanout starts fn on every node concurrently, each bounded by timeout and
 // by ctx. A node already at the in-flight cap fails at once with ErrNodeBusy.
 // before, when not nil, gives for each node a call that must finish first.
-func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*call, fn nodeFunc) *round {
+// onBusy, when not nil, is called for a node skipped because of the cap.
+func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*call, fn nodeFunc, onBusy func(i int, m *member)) *round {
 	r := &round{
 		c:       c,
 		start:   c.cfg.Clock.Now(),
@@ -203,9 +245,9 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*ca
 		if before != nil {
 			prior = before[i]
 		}
-		c.wg.Add(1)
+		c.wg.add()
 		go func() {
-			defer c.wg.Done()
+			defer c.wg.done()
 			if prior != nil {
 				<-prior.done // bounded by the prior call's own deadline
 			}
@@ -216,6 +258,8 @@ func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*ca
 				res, err = fn(cctx, i, m, cl)
 				cancel()
 				m.give()
+			} else if onBusy != nil {
+				onBusy(i, m)
 			}
 			cl.out.Result = res
 			cl.out.Latency = c.cfg.Clock.Since(r.start)
@@ -284,7 +328,7 @@ loop:
 // straggler is not waited for. Unlock uses it so that a lock taken right
 // after Unlock does not find this lease's keys still in place on healthy
 // nodes.
-func (r *round) settle(d *decision, limit time.Duration, expected []bool) {
+func (r *round) settle(ctx context.Context, d *decision, limit time.Duration, expected []bool) {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
@@ -306,6 +350,8 @@ func (r *round) settle(d *decision, limit time.Duration, expected []bool) {
 			}
 		case <-timer.C:
 			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -316,30 +362,43 @@ func (r *round) settle(d *decision, limit time.Duration, expected []bool) {
 // unknown (it failed or timed out, so the server may still apply it later)
 // it leaves a release guard for the TTL so that a late acquire is refused.
 // Nodes whose acquire answered "taken" or "refused", or was never sent (over
-// the in-flight cap, or the connection was refused), are skipped: they cannot
-// hold our value. A release that fails is queued for retry (retryRelease).
+// the in-flight cap, or the node reported node.ErrNotSent), are skipped: they
+// cannot hold our value. A release that fails, or that the in-flight cap
+// keeps from being sent, is queued for retry (retryRelease).
 func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq []*call) *round {
 	detached := context.WithoutCancel(ctx)
-	return c.fanout(detached, cfg.ReleaseTimeout, acq, func(ctx context.Context, i int, m *member, cl *call) (Result, error) {
+	// plan says whether node i may hold the key and which guard to leave.
+	plan := func(i int) (needed bool, guard time.Duration) {
 		prior := acq[i]
 		if !prior.sent || prior.out.Result == Rejected || prior.out.Result == Failed && neverSent(prior.out.Err) {
-			return Rejected, ErrNodeNotHeld
+			return false, 0
 		}
-		var guard time.Duration
 		if prior.out.Result != Succeeded {
 			guard = cfg.TTL
+		}
+		return true, guard
+	}
+	retry := func(m *member, guard time.Duration) {
+		c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
+	}
+	return c.fanout(detached, cfg.ReleaseTimeout, acq, func(ctx context.Context, i int, m *member, cl *call) (Result, error) {
+		needed, guard := plan(i)
+		if !needed {
+			return Rejected, ErrNodeNotHeld
 		}
 		ok, err := m.node.Release(ctx, key, value, guard)
 		switch {
 		case err != nil:
-			// The key may be there (our acquire succeeded, or its effect is
-			// unknown): retry until the node answers or a TTL has passed.
-			c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
+			retry(m, guard) // the key may be there: retry until the node answers
 			return Failed, err
 		case !ok:
 			return Rejected, ErrNodeNotHeld
 		}
 		return Succeeded, nil
+	}, func(i int, m *member) {
+		if needed, guard := plan(i); needed {
+			retry(m, guard)
+		}
 	})
 }
 
@@ -348,12 +407,10 @@ func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq
 const MaxBacklog = 1024
 
 // neverSent reports whether a failed call certainly did not reach the
-// server: the connection could not be established, or the node adapter
-// refused the call because too many were in flight.
+// server: the node said so (node.ErrNotSent, e.g. a refused connection on a
+// client that does not retry), or the call was over an in-flight cap.
 func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.Is(err, node.ErrOverloaded) || errors.Is(err, ErrNodeBusy) ||
-		errors.As(err, &op) && op.Op == "dial"
+	return errors.Is(err, node.ErrNotSent) || errors.Is(err, node.ErrOverloaded) || errors.Is(err, ErrNodeBusy)
 }
 
 // retryRelease queues a release that failed on a node that may hold the key.
@@ -375,15 +432,25 @@ func (c *Client) retryRelease(m *member, p pendingRelease) {
 	m.backlog = append(m.backlog, p)
 	if !m.draining {
 		m.draining = true
-		c.wg.Add(1)
+		c.wg.add()
 		go c.drain(m)
 	}
 }
 
 func (c *Client) drain(m *member) {
-	defer c.wg.Done()
+	defer c.wg.done()
 	delay := c.cfg.NodeTimeout
 	for {
+		select {
+		case <-c.closing:
+			m.mu.Lock()
+			m.dropped += len(m.backlog)
+			m.backlog = nil
+			m.draining = false
+			m.mu.Unlock()
+			return
+		default:
+		}
 		m.mu.Lock()
 		now := time.Now()
 		kept := m.backlog[:0]
@@ -422,13 +489,7 @@ func (c *Client) drain(m *member) {
 		select {
 		case <-t.C:
 		case <-c.closing:
-			t.Stop()
-			m.mu.Lock()
-			m.dropped += len(m.backlog)
-			m.backlog = nil
-			m.draining = false
-			m.mu.Unlock()
-			return
+			t.Stop() // the check at the top of the loop drops the backlog
 		}
 		delay = min(2*delay, time.Second)
 	}
@@ -472,7 +533,7 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]NodeHolder, error)
 			out[i].Owner = ParseOwner(h.Value)
 		}
 		return Succeeded, nil
-	})
+	}, nil)
 	for _, cl := range r.calls {
 		select {
 		case <-cl.done:

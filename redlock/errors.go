@@ -21,9 +21,11 @@ var (
 	// the lock being lost (for example nodes timed out). The lease keeps its
 	// previous validity.
 	ErrNotExtended = errors.New("redlock: lock not extended")
-	// ErrNotReleased: Unlock stopped waiting because its context ended
-	// before a quorum confirmed the release. The releases continue in the
-	// background on their own deadlines; the lock is not known to be lost.
+	// ErrNotReleased: Unlock could not confirm the release on a quorum,
+	// because nodes failed or timed out or its context ended, while too few
+	// nodes said the token was gone to call the lock lost. Failed releases
+	// are retried in the background; the keys expire with their TTL at the
+	// latest.
 	ErrNotReleased = errors.New("redlock: release not confirmed")
 	// ErrInvalidConfig is wrapped by every construction error.
 	ErrInvalidConfig = errors.New("redlock: invalid configuration")
@@ -146,6 +148,8 @@ func (e *QuorumError) Error() string {
 			why = "taken by another owner"
 		case errorsIs(o.Err, ErrNodeNotHeld):
 			why = "token not held"
+		case errorsIs(o.Err, ErrNodeRefused):
+			why = "refused after release"
 		case o.Result == Pending:
 			why = "no reply"
 		default:

@@ -88,15 +88,20 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	r := m.c.release(ctx, m.cfg, m.name, l.value, l.acquired)
 	d := r.wait(ctx, m.quorum, m.cfg.NodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(&d, m.cfg.ReleaseTimeout, l.onTime)
+		r.settle(ctx, &d, m.cfg.ReleaseTimeout, l.onTime)
 	}
 	l.outcomes = d.outcomes
 	if d.yes >= m.quorum {
 		return nil
 	}
-	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrLockLost}}
-	if err := ctx.Err(); err != nil && d.no <= len(d.outcomes)-m.quorum {
-		qe.errs = []error{ErrNotReleased, err} // undecided, not lost
+	// Lost only if so many nodes no longer held the token that a quorum
+	// cannot have held it; failures and timeouts leave it undecided.
+	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrNotReleased}}
+	if rejected(d.outcomes) > len(d.outcomes)-m.quorum {
+		qe.errs = []error{ErrLockLost}
+	}
+	if err := ctx.Err(); err != nil {
+		qe.errs = append(qe.errs, err)
 	}
 	return qe
 }
@@ -109,7 +114,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // passed or the lease was released: the error wraps ErrLockLost, because
 // extending then could resurrect a lock someone else may already hold. When
 // too many nodes no longer hold the token for a quorum to be possible, the
-// error wraps ErrLockLost; when the quorum failed for other reasons (timeouts,
+// error wraps ErrLockLost and the lease stops being valid at once; when the quorum failed for other reasons (timeouts,
 // errors, ctx ended), it wraps ErrNotExtended and the lease keeps its previous
 // validity.
 func (l *Lease) Extend(ctx context.Context) error {
@@ -132,7 +137,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 			return Rejected, ErrNodeNotHeld
 		}
 		return Succeeded, nil
-	})
+	}, nil)
 	d := r.wait(ctx, m.quorum, 0)
 	l.outcomes = d.outcomes
 	if d.yes >= m.quorum && ctx.Err() == nil {
@@ -143,14 +148,11 @@ func (l *Lease) Extend(ctx context.Context) error {
 		}
 	}
 	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes}
-	notHeld := 0
-	for _, o := range d.outcomes {
-		if o.Result == Rejected {
-			notHeld++
-		}
-	}
-	if notHeld > len(d.outcomes)-m.quorum {
+	if rejected(d.outcomes) > len(d.outcomes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
+		// Too many nodes lost the token: another owner may take them now,
+		// so the lease stops being valid at once.
+		l.until = r.start
 	} else {
 		qe.errs = []error{ErrNotExtended}
 	}
@@ -158,4 +160,15 @@ func (l *Lease) Extend(ctx context.Context) error {
 		qe.errs = append(qe.errs, err)
 	}
 	return qe
+}
+
+// rejected counts the nodes that answered no (token not held).
+func rejected(outs []NodeOutcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.Result == Rejected {
+			n++
+		}
+	}
+	return n
 }

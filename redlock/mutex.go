@@ -107,7 +107,7 @@ func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
 			return Rejected, ErrNodeRefused
 		}
 		return Rejected, ErrNodeTaken
-	})
+	}, nil)
 	d := r.wait(ctx, m.quorum, 0)
 	qe := &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrNotObtained}}
 	if d.yes >= m.quorum && ctx.Err() == nil {
@@ -127,10 +127,11 @@ func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
 		qe.Validity = validity
 		qe.errs = append(qe.errs, ErrValidityTooShort)
 	}
+	m.rollback(ctx, value, r, d)
+	// Checked after the rollback, which may outlast the caller's deadline.
 	if err := ctx.Err(); err != nil {
 		qe.errs = append(qe.errs, err)
 	}
-	m.rollback(ctx, value, r, d)
 	// Report replies that arrived while rolling back, so that the error
 	// names every node that was taken, not only those that decided it.
 	for i, cl := range r.calls {
@@ -138,6 +139,9 @@ func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
 			select {
 			case <-cl.done:
 				qe.Nodes[i] = cl.out
+				if cl.out.Result == Succeeded {
+					qe.Succeeded++
+				}
 			default:
 			}
 		}

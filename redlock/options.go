@@ -94,7 +94,7 @@ func WithMinValidity(d time.Duration) Option { return func(c *Config) { c.MinVal
 // random duration in [d/2, d] with d = min(max, min*2^k) (exponential
 // backoff with jitter, so competing clients do not retry in lockstep).
 // Default: DefaultRetryMin (10ms), DefaultRetryMax (250ms). Both must be
-// non-negative and min <= max.
+// non-negative and min <= max; 0, 0 retries without any delay.
 func WithRetryBackoff(min, max time.Duration) Option {
 	return func(c *Config) { c.RetryMin, c.RetryMax = min, max }
 }
@@ -111,7 +111,8 @@ func WithMaxAttempts(n int) Option { return func(c *Config) { c.MaxAttempts = n 
 func WithMaxInFlight(n int) Option { return func(c *Config) { c.MaxInFlight = n } }
 
 // WithClock sets the clock used to measure validity and to wait between
-// attempts. Default: clock.Real{} (monotonic).
+// attempts. Default: clock.Real{} (monotonic). A client option: NewMutex
+// rejects it.
 func WithClock(cl clock.Clock) Option { return func(c *Config) { c.Clock = cl } }
 
 // WithOwnerLabel stores a caller label (for example a service name) in the

@@ -245,9 +245,11 @@ func TestExpiredAndStolenLocks(t *testing.T) {
 		for i := 0; i < 2; i++ { // a majority taken over
 			require.NoError(t, cl.raw[i].Set(ctx, lockName, "thief", time.Minute).Err())
 		}
+		assert.True(t, lease.Valid())
 		err = lease.Extend(ctx)
 		require.ErrorIs(t, err, redlock.ErrLockLost)
 		require.NotErrorIs(t, err, redlock.ErrNotExtended)
+		assert.False(t, lease.Valid(), "a lease whose Extend found it lost is no longer valid")
 		err = lease.Unlock(ctx)
 		require.ErrorIs(t, err, redlock.ErrLockLost)
 		var qe *redlock.QuorumError

@@ -187,6 +187,32 @@ func TestFailedNodeGetsGuardedRelease(t *testing.T) {
 	assert.Equal(t, "release guard=7s", sn[2].Calls()[1])
 }
 
+// Releases that fail (timeouts, errors) leave the outcome undecided:
+// ErrNotReleased, not ErrLockLost, which needs nodes saying "not held".
+func TestUnlockFailuresAreNotLoss(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	sn, nodes := scripted(clk, 0, 0, 0)
+	c := newClient(t, nodes, redlock.WithClock(clk))
+	m := newMutex(t, c)
+	lease, err := m.TryLock(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.Close(context.Background()))
+	for _, s := range sn[1:] {
+		s.setFail(errors.New("connection reset by peer"))
+	}
+	err = lease.Unlock(context.Background())
+	require.ErrorIs(t, err, redlock.ErrNotReleased)
+	require.NotErrorIs(t, err, redlock.ErrLockLost)
+	for _, s := range sn[1:] {
+		s.setFail(nil) // the retried releases then go through
+	}
+	require.NoError(t, c.Close(context.Background()))
+	for _, s := range sn {
+		calls := s.Calls()
+		assert.Equal(t, "release guard=0s", calls[len(calls)-1])
+	}
+}
+
 func TestLockRetriesWithBackoffOnFakeClock(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	sn, nodes := scripted(clk, 0, 0, 0)
@@ -258,6 +284,9 @@ func TestConfigValidation(t *testing.T) {
 	assert.ErrorContains(t, err, "empty lock name")
 	_, err = c.NewMutex("x", redlock.WithTTL(10*time.Millisecond))
 	require.ErrorContains(t, err, "node timeout 50ms must be below the TTL 10ms", "mutex options are validated with the client's")
+
+	_, err = c.NewMutex("x", redlock.WithClock(clk))
+	require.ErrorContains(t, err, "WithClock is a client option")
 
 	// Even N works: 4 nodes need 3.
 	_, four := scripted(clk, 0, 0, 0, 0)

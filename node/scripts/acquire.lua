@@ -7,14 +7,18 @@
 -- ARGV[2]  TTL in milliseconds (positive integer)
 --
 -- Returns:
---   1   the key was set to ARGV[1] with a TTL of ARGV[2] ms
---   0   the key exists (held by someone, possibly by ARGV[1] itself)
+--   1   the key was set to ARGV[1] with a TTL of ARGV[2] ms, or already held
+--       ARGV[1] (a client-side retry of the same acquire; TTL unchanged)
+--   0   the key is held by another value
 --  -1   refused: a release for ARGV[1] reached this node first, so this
 --       acquire is a late straggler and must not create an orphan key
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
 return 0
