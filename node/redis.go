@@ -43,7 +43,7 @@ type Redis struct {
 	// refused dial means the call had no effect (ErrNotSent).
 	noRetries bool
 	slots     chan struct{}
-	owned      bool
+	owned     bool
 }
 
 var _ Node = (*Redis)(nil)

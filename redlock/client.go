@@ -17,7 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"os"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
