@@ -420,7 +420,7 @@ func neverSent(err error) bool {
 // resumes; likewise an acquire applied just before a partition loses its
 // reply, and the release is refused until the partition heals. Without a
 // retry such keys would stay for a whole TTL. One goroutine per node drains
-// the queue with backoff (NodeTimeout doubling up to 1 s), for at most one TTL
+// the queue with backoff (from min(NodeTimeout, 100ms), doubling up to 1 s), for at most one TTL
 // per entry, and stops early when Close gives up.
 func (c *Client) retryRelease(m *member, p pendingRelease) {
 	m.mu.Lock()
@@ -439,7 +439,8 @@ func (c *Client) retryRelease(m *member, p pendingRelease) {
 
 func (c *Client) drain(m *member) {
 	defer c.wg.done()
-	delay := c.cfg.NodeTimeout
+	first := min(c.cfg.NodeTimeout, 100*time.Millisecond)
+	delay := first
 	for {
 		select {
 		case <-c.closing:
@@ -481,7 +482,7 @@ func (c *Client) drain(m *member) {
 				m.backlog = m.backlog[1:]
 			}
 			m.mu.Unlock()
-			delay = c.cfg.NodeTimeout
+			delay = first
 			continue
 		}
 		// Real time: this waits for a server, not for the lock's clock.
