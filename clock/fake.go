@@ -15,7 +15,7 @@ type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []fakeWaiter
-	// advances counts hooks waiting for a waiter to be registered.
+	// cond is signalled when a timer is registered (BlockUntilWaiters).
 	cond *sync.Cond
 }
 

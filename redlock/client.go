@@ -46,7 +46,6 @@ type member struct {
 	mu       sync.Mutex
 	backlog  []pendingRelease
 	draining bool
-	dropped  int
 }
 
 // pendingRelease is a release that timed out on a live but slow or paused
@@ -203,12 +202,11 @@ func (c *Client) NewMutex(name string, opts ...Option) (*Mutex, error) {
 	return &Mutex{c: c, name: name, cfg: cfg, quorum: cfg.QuorumFor(len(c.members))}, nil
 }
 
-// call is one operation on one node; out and acq are final once done is
+// call is one operation on one node; out and sent are final once done is
 // closed.
 type call struct {
 	done chan struct{}
 	out  NodeOutcome
-	acq  node.AcquireResult
 	sent bool // a request may have reached the node
 }
 
@@ -426,7 +424,6 @@ func (c *Client) retryRelease(m *member, p pendingRelease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.backlog) >= MaxBacklog {
-		m.dropped++
 		return
 	}
 	m.backlog = append(m.backlog, p)
@@ -445,7 +442,6 @@ func (c *Client) drain(m *member) {
 		select {
 		case <-c.closing:
 			m.mu.Lock()
-			m.dropped += len(m.backlog)
 			m.backlog = nil
 			m.draining = false
 			m.mu.Unlock()

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -59,7 +60,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 		case <-m.cfg.Clock.After(m.backoff(attempt)):
 		case <-ctx.Done():
 			var qe *QuorumError
-			if asQuorum(err, &qe) {
+			if errors.As(err, &qe) {
 				qe.errs = append(qe.errs, ctx.Err())
 				return nil, qe
 			}
@@ -97,7 +98,6 @@ func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
 	value := owner.value()
 	r := m.c.fanout(ctx, cfg.NodeTimeout, nil, func(ctx context.Context, _ int, mb *member, cl *call) (Result, error) {
 		res, err := mb.node.Acquire(ctx, m.name, value, cfg.TTL)
-		cl.acq = res
 		switch {
 		case err != nil:
 			return Failed, err
@@ -160,12 +160,4 @@ func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decisi
 			<-cl.done // bounded by the release timeout
 		}
 	}
-}
-
-func asQuorum(err error, target **QuorumError) bool {
-	qe, ok := err.(*QuorumError)
-	if ok {
-		*target = qe
-	}
-	return ok
 }

@@ -132,17 +132,19 @@ func TestPausedNodeIsNotWaitedFor(t *testing.T) {
 
 	resume := cl.pause(t, 4)
 
+	// Not waiting is shown by the outcomes, not by a clock: when Lock and
+	// Unlock return, the paused node's call is still pending (its deadline,
+	// 2 s, is far away).
 	start := time.Now()
 	lease, err = m.Lock(ctx)
 	lockTook := time.Since(start)
 	require.NoError(t, err)
-	assert.Less(t, lockTook, nodeTimeout/2, "Lock waited for the paused node")
-	assert.Equal(t, redlock.Pending, lease.Outcomes()[4].Result)
+	assert.Equal(t, redlock.Pending, lease.Outcomes()[4].Result, "Lock waited for the paused node")
 
 	start = time.Now()
 	require.NoError(t, lease.Unlock(ctx))
 	unlockTook := time.Since(start)
-	assert.Less(t, unlockTook, nodeTimeout/2, "Unlock waited for the paused node")
+	assert.Equal(t, redlock.Pending, lease.Outcomes()[4].Result, "Unlock waited for the paused node")
 	t.Logf("with one of 5 nodes paused: lock %v, unlock %v (node timeout %v)", lockTook, unlockTook, nodeTimeout)
 
 	// The calls to the paused node time out in the background; its acquire
@@ -198,15 +200,21 @@ func TestKilledNodes(t *testing.T) {
 
 	require.NoError(t, cl.servers[1].Kill())
 	require.NoError(t, cl.servers[2].Kill())
-	start := time.Now()
 	_, err = m.Lock(ctx)
-	took := time.Since(start)
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's context did not end")
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	assert.LessOrEqual(t, qe.Succeeded, 2)
-	assert.Less(t, took, time.Second, "3 dead nodes must fail fast (connection refused), not at the node deadline")
+	// Failing fast is shown by why it failed: the 3 dead nodes refused the
+	// connection (node.ErrNotSent) and decided it; none ran into its 2 s
+	// deadline.
+	dead := qe.NodesWith(node.ErrNotSent)
+	sort.Strings(dead)
+	want := []string{cl.nodes[1].Addr(), cl.nodes[2].Addr(), cl.nodes[0].Addr()}
+	sort.Strings(want)
+	assert.Equal(t, want, dead)
+	assert.Empty(t, qe.NodesWith(context.DeadlineExceeded))
 	require.NoError(t, c.Close(ctx))
 	for i := 3; i < 5; i++ {
 		assert.Empty(t, cl.keys(t, i), "node %d after a failed lock", i)
