@@ -368,7 +368,6 @@ func (c *Cluster) pick(nodes []int) ([]*member, error) {
 	return out, nil
 }
 
-// each runs f on every member in parallel and joins the errors.
 // onMasters checks the indexes and that the cluster is open, then runs f on
 // each chosen master while holding that master's lock.
 func (c *Cluster) onMasters(nodes []int, f func(m *member) error) error {
@@ -386,6 +385,7 @@ func (c *Cluster) onMasters(nodes []int, f func(m *member) error) error {
 	})
 }
 
+// each runs f on every member in parallel and joins the errors.
 func each(ms []*member, f func(m *member) error) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup

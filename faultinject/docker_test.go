@@ -127,8 +127,6 @@ func TestDockerKillRestartWithoutPersistence(t *testing.T) {
 	}
 	if err := c.Ping(dockerCtx(t, time.Second)).Err(); err == nil {
 		t.Error("PING on a killed container succeeded")
-	} else {
-		t.Logf("PING on a killed container: %v", err)
 	}
 	begin := time.Now()
 	if err := s.Start(ctx, NoPersistence); err != nil {
@@ -206,7 +204,7 @@ func TestDockerPauseResume(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) && !dockerIsTimeout(err) {
 		t.Errorf("PING on a paused container: %v after %v, want a timeout", err, took)
 	}
-	if took > 250*time.Millisecond {
+	if took > time.Second { // a hang without the deadline would never return
 		t.Errorf("PING on a paused container took %v, want ~50ms (its ctx deadline)", took)
 	}
 	t.Logf("PING on a paused container: %v after %v", err, took)
@@ -324,7 +322,7 @@ func TestDockerClockRateTenfold(t *testing.T) {
 		t.Fatalf("rate x10: %v", err)
 	}
 	t.Logf("PX 5000 key expired after %v real at rate x10 (libfaketime start lag after docker's StartedAt: %v)", took, srvs[0].(*dockerServer).startLag)
-	if took < 400*time.Millisecond || took > 700*time.Millisecond {
+	if took < 400*time.Millisecond || took > 1200*time.Millisecond { // 5 s real would mean no skew
 		t.Errorf("PX 5000 at x10 expired after %v real, want ~0.5s", took)
 	}
 }

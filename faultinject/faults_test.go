@@ -226,7 +226,8 @@ func TestLatency(t *testing.T) {
 		t.Logf("PING with 20ms downstream latency: %v", d)
 		assert.GreaterOrEqual(t, d, 18*time.Millisecond)
 		assert.Less(t, d, 200*time.Millisecond)
-		assert.Less(t, pingTime(t, rc[1]), 15*time.Millisecond, "the other master is fast")
+		// Relative to the slowed master, so that a loaded machine cannot fail it.
+		assert.Less(t, pingTime(t, rc[1]), d-10*time.Millisecond, "the other master is fast")
 
 		require.NoError(t, c.Latency(t.Context(), 20*time.Millisecond, 0, Both, 0))
 		d = pingTime(t, rc[0])
@@ -235,7 +236,7 @@ func TestLatency(t *testing.T) {
 		assert.Less(t, d, 250*time.Millisecond)
 
 		require.NoError(t, c.Heal(t.Context(), 0))
-		assert.Less(t, pingTime(t, rc[0]), 15*time.Millisecond, "heal removes the latency")
+		assert.Less(t, pingTime(t, rc[0]), d-20*time.Millisecond, "heal removes the latency")
 	})
 }
 
@@ -347,7 +348,7 @@ func TestAsymmetricPartitionThroughLinks(t *testing.T) {
 		da := pingTime(t, client(t, a.Addr(2)))
 		db := pingTime(t, client(t, b.Addr(2)))
 		assert.GreaterOrEqual(t, da, 28*time.Millisecond, "link A is slow")
-		assert.Less(t, db, 20*time.Millisecond, "link B is not")
+		assert.Less(t, db, da-15*time.Millisecond, "link B is not")
 
 		require.NoError(t, a.Heal(t.Context(), 0, 1, 2, 3, 4))
 		assert.Equal(t, []bool{true, true, true, true, true}, reachable(t, a.Nodes()))

@@ -24,8 +24,14 @@ func WriteTable(w io.Writer, reps []Report) error {
 		if r.Err != nil {
 			fmt.Fprintf(w, "%s: error: %v\n", r.Name, r.Err)
 		}
+		persistent := map[string]bool{}
+		for _, l := range r.PersistentLeaks {
+			persistent[l] = true
+		}
 		for _, l := range r.Leaked {
-			fmt.Fprintf(w, "%s: leaked key (expires with its TTL): %s\n", r.Name, l)
+			if !persistent[l] {
+				fmt.Fprintf(w, "%s: leaked key (expires with its TTL): %s\n", r.Name, l)
+			}
 		}
 		for _, l := range r.PersistentLeaks {
 			fmt.Fprintf(w, "%s: leaked key still present a TTL later: %s\n", r.Name, l)

@@ -173,17 +173,6 @@ type Scenario struct {
 	Fencing bool
 }
 
-// NeedsClock reports whether the scenario has clock faults (which the
-// process and docker backends implement with libfaketime).
-func (s Scenario) NeedsClock() bool {
-	for _, st := range s.Schedule {
-		if st.Pause == 0 && st.Fault.Kind == faultinject.FaultClock {
-			return true
-		}
-	}
-	return false
-}
-
 // Validate checks the scenario's fields against each other. Errors name the
 // scenario and the bad value.
 func (s Scenario) Validate() error {

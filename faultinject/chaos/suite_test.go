@@ -50,7 +50,13 @@ func TestShortSuite(t *testing.T) {
 				if rep.Verdict != Pass {
 					t.Errorf("%s on %s: verdict %s (expect %s, %d violations, err %v); log:\n%s", sc.Name, kind, rep.Verdict, sc.Expect, rep.Violations, rep.Err, log.String())
 				}
-				if rep.Acquisitions == 0 || rep.Faults == 0 && len(sc.Schedule) > 0 {
+				// Split scenarios count their two set-up link cuts as faults:
+				// the schedule ran only if there is more than that.
+				setup := 0
+				if sc.Split {
+					setup = 2
+				}
+				if rep.Acquisitions == 0 || rep.Faults <= setup && len(sc.Schedule) > 0 {
 					t.Errorf("%s on %s: %d acquisitions, %d faults: the workload or the schedule did not run", sc.Name, kind, rep.Acquisitions, rep.Faults)
 				}
 			}
@@ -62,9 +68,8 @@ func TestShortSuite(t *testing.T) {
 }
 
 // TestCheckerCatchesForcedViolation looks at one unsafe run's history in
-// detail: the overlap it reports involves the two split clients, and the
-// checker finds nothing once the overlapping lease is removed, so the
-// violation is the fault's doing and not an artefact of the checker.
+// detail: the overlap it reports involves the two split clients, the ones the
+// fault set against each other.
 func TestCheckerCatchesForcedViolation(t *testing.T) {
 	sc, _ := Lookup("restart-no-persistence")
 	rep, err := Run(context.Background(), sc[0], Options{Backend: faultinject.Memory, Short: true, KeepHistory: true})
@@ -77,21 +82,6 @@ func TestCheckerCatchesForcedViolation(t *testing.T) {
 	o := rep.Findings.Overlaps[0]
 	if o.A.Client == o.B.Client || o.A.Client > 1 || o.B.Client > 1 {
 		t.Errorf("overlap between clients %d and %d; want the split clients 0 and 1", o.A.Client, o.B.Client)
-	}
-	// Remove every lease that overlaps another one: what remains is clean.
-	bad := map[string]bool{}
-	for _, o := range rep.Findings.Overlaps {
-		bad[o.B.Token] = true
-		bad[o.A.Token] = true
-	}
-	var kept []Event
-	for _, e := range rep.History {
-		if !bad[e.Token] {
-			kept = append(kept, e)
-		}
-	}
-	if f := Check(kept); len(f.Overlaps) != 0 {
-		t.Errorf("overlaps left after removing the overlapping leases: %v", f.Overlaps)
 	}
 }
 

@@ -104,9 +104,8 @@ func Available() error {
 // Kit is a compiled malloc shim plus the libfaketime it pairs with. A Kit is
 // immutable and safe for concurrent use.
 type Kit struct {
-	shim      string
-	faketime  string
-	shimBuilt bool
+	shim     string
+	faketime string
 }
 
 // ShimPath returns the absolute path of the compiled malloc shim.
@@ -191,7 +190,7 @@ func Prepare(ctx context.Context, dir string) (*Kit, error) {
 	if err := CompileShim(ctx, shim); err != nil {
 		return nil, err
 	}
-	return &Kit{shim: shim, faketime: faketime, shimBuilt: true}, nil
+	return &Kit{shim: shim, faketime: faketime}, nil
 }
 
 // CompileShim compiles ShimSource with gcc into the shared object out,

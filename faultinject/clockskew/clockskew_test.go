@@ -260,7 +260,7 @@ func TestRedisRateTenfold(t *testing.T) {
 		t.Fatalf("rate x10: %v", err)
 	}
 	t.Logf("PX 5000 key expired after %v real at rate x10", took)
-	if took < 400*time.Millisecond || took > 700*time.Millisecond {
+	if took < 400*time.Millisecond || took > 1200*time.Millisecond { // 5 s real would mean no skew
 		t.Errorf("PX 5000 at x10 expired after %v real, want ~0.5s", took)
 	}
 
@@ -269,7 +269,7 @@ func TestRedisRateTenfold(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := s.clock.Offset(time.Now())
-	if d := skewOf(t, s.rdb); !near(d, want, 30*time.Millisecond) || want < 4*time.Second {
+	if d := skewOf(t, s.rdb); !near(d, want, 150*time.Millisecond) || want < 4*time.Second {
 		t.Errorf("skew after SetRate(1): %v, want %v (>= 4.5s gained at x10)", d, want)
 	}
 	if err := s.clock.Set(0, 1); err != nil {
@@ -293,8 +293,9 @@ func TestRawRateChangeJumps(t *testing.T) {
 	}
 	age := time.Since(s.clock.Start())
 	d := skewOf(t, s.rdb)
+	after := time.Since(s.clock.Start()) // each ms spent reading adds ~10ms
 	t.Logf("raw \"+0 x10\" at process age %v: clock jumped %v", age, d)
-	if d > 9*age || d < 9*(age-100*time.Millisecond) {
+	if d > 10*after+100*time.Millisecond || d < 9*(age-100*time.Millisecond) {
 		t.Errorf("jump %v, want ~9 * %v", d, age)
 	}
 }
@@ -317,7 +318,7 @@ func TestRedisSkewSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := s.clock.Offset(time.Now())
-	if d := skewOf(t, s.rdb); !near(d, want, 50*time.Millisecond) || want < 30200*time.Millisecond {
+	if d := skewOf(t, s.rdb); !near(d, want, 300*time.Millisecond) || want < 30200*time.Millisecond {
 		t.Errorf("skew after restart: %v, want %v (+30s, then 1s gained per real second at x2)", d, want)
 	}
 }
