@@ -114,26 +114,21 @@ func (s *processServer) Start(ctx context.Context, p Persistence) error {
 			}
 		}
 	}
-	var offset time.Duration
-	rate := 1.0
+	unskewed := true
 	if s.clock != nil {
-		// libfaketime's rate is relative to the process start, so a new
-		// process needs a new Clock; keep the skew the old one had now.
-		offset, rate = s.clock.Offset(time.Now()), s.clock.Rate()
-		clk, err := clockskew.NewClock(s.tsFile, time.Now())
-		if err == nil {
-			err = clk.Set(offset, rate)
-		}
-		if err != nil {
+		// libfaketime's rate is relative to the process start: keep the
+		// skew the old process had now, from the new process's start.
+		now := time.Now()
+		unskewed = s.clock.Offset(now) == 0 && s.clock.Rate() == 1
+		if err := s.clock.Restarted(now); err != nil {
 			return fmt.Errorf("rewriting clock file %s: %w", s.tsFile, err)
 		}
-		s.clock = clk
 	}
 	if err := s.proc.Relaunch(ctx, p == AOFAlways); err != nil {
 		return err
 	}
 	s.persistence = p
-	if s.clock != nil && offset == 0 && rate == 1 {
+	if s.clock != nil && unskewed {
 		// Calibrate shows the process "+0 x2" for one call: only safe
 		// without a skew in force.
 		return s.calibrate(ctx)
