@@ -383,3 +383,20 @@ func TestHealAllRestoresEverything(t *testing.T) {
 		assert.Less(t, pingTime(t, client(t, c.Addr(3))), 40*time.Millisecond, "latency removed")
 	})
 }
+
+// A skew set before a restart is still in force on the restarted server
+// (libfaketime's reference point moves to the new process).
+func TestClockSkewSurvivesRestart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, kind BackendKind) {
+		c := StartT(t, Config{N: 1, Backend: kind})
+		ctx := ctxT(t, 20*time.Second)
+		require.NoError(t, c.SetClock(ctx, 30*time.Second, 1, 0))
+		require.NoError(t, c.Restart(ctx, RestartOptions{}, 0))
+		r := client(t, c.ServerAddr(0))
+		waitUp(t, r)
+		now, err := r.Time(ctx).Result()
+		require.NoError(t, err)
+		skew := time.Until(now)
+		assert.InDelta(t, float64(30*time.Second), float64(skew), float64(time.Second), "skew after restart: %v", skew)
+	})
+}
