@@ -20,7 +20,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -248,10 +247,7 @@ func StartT(t testing.TB, cfg Config) *Cluster {
 func RequireBackend(t testing.TB, kind BackendKind) {
 	t.Helper()
 	if err := BackendAvailable(context.Background(), kind); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("faultinject: %s backend unavailable: %v; CI=true, so this is a failure", kind, err)
-		}
-		t.Skipf("faultinject: %s backend unavailable: %v; skipping (set CI=true to make this a failure)", kind, err)
+		redisproc.RequireOrSkip(t, fmt.Errorf("faultinject: %s backend unavailable: %w", kind, err))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,7 @@ import (
 func dockerRequire(t *testing.T) {
 	t.Helper()
 	if err := dockerAvailable(context.Background()); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("docker backend tests need a Docker engine: %v; CI=true, so this is a failure", err)
-		}
-		t.Skipf("docker backend tests need a Docker engine: %v; skipping (set CI=true to make this a failure)", err)
+		redisproc.RequireOrSkip(t, fmt.Errorf("docker backend tests need a Docker engine: %w", err))
 	}
 }
 
@@ -237,10 +235,7 @@ func dockerIsTimeout(err error) bool {
 func dockerRequireSkew(t *testing.T, be *dockerBackend) {
 	t.Helper()
 	if !be.image.faketime {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no clock skew in the docker image: %v; CI=true, so this is a failure", be.image.noSkew)
-		}
-		t.Skipf("no clock skew in the docker image: %v", be.image.noSkew)
+		redisproc.RequireOrSkip(t, fmt.Errorf("no clock skew in the docker image: %v", be.image.noSkew))
 	}
 }
 

@@ -79,12 +79,7 @@ func TestWriteFileAtomic(t *testing.T) {
 func requireKit(t *testing.T) *clockskew.Kit {
 	t.Helper()
 	redisproc.Require(t)
-	if err := clockskew.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v; CI=true, so this is a failure", err)
-		}
-		t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
-	}
+	redisproc.RequireOrSkip(t, clockskew.Available())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kit, err := clockskew.Prepare(ctx, "")

@@ -134,12 +134,22 @@ func StartT(t testing.TB, cfg Config) *Server {
 // Require fails (CI=true) or skips the test when redis-server is missing.
 func Require(t testing.TB) {
 	t.Helper()
-	if _, err := LookPath(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v; CI=true, so this is a failure", err)
-		}
-		t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
+	_, err := LookPath()
+	RequireOrSkip(t, err)
+}
+
+// RequireOrSkip is the project's one rule for a missing test dependency:
+// when err is not nil the test fails if the CI environment variable is
+// "true" (so CI cannot pass by skipping), and is skipped otherwise.
+func RequireOrSkip(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
 	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%v; CI=true, so this is a failure", err)
+	}
+	t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
 }
 
 func (s *Server) args() []string {
