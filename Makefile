@@ -1,18 +1,29 @@
-# quorumlock: make test installs what the tests need (when root) and runs them.
+# quorumlock: make test installs what the tests need (when root) and runs the
+# tests of both modules: the library (root) and the harness (harness/).
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: test deps vet fmt-check bench
+.PHONY: test test-lib test-harness deps vet fmt-check bench chaos simulate
 
-test: deps fmt-check vet
+test: deps fmt-check vet test-lib test-harness
+
+test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# deps installs redis-server and libfaketime with apt when they are missing
-# and we are root; otherwise it says what to install.
+# The harness's packages run one at a time (-p 1): chaos and faultinject both
+# start containers and restart masters, and on two cores running them side by
+# side only slows both. The chaos short suite runs on every backend here
+# (a plain go test runs it on the best one only).
+test-harness:
+	cd harness && QUORUMLOCK_CHAOS_BACKENDS=all $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+
+# deps installs redis-server (with redis-cli) and libfaketime with apt when
+# they are missing and we are root; otherwise it says what to install.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing libfaketime"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing libfaketime"; \
 	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -29,6 +40,20 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd harness && $(GO) vet ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./redlock/ ./bench/ 2>/dev/null
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./redlock/
+
+# chaos runs the full suite (30 s per scenario) at N=3 and N=5 on the best
+# backend; BACKEND=process|docker|memory picks one.
+BACKEND ?= auto
+chaos:
+	cd harness && $(GO) run ./cmd/quorumlock chaos --nodes 3,5 --backend $(BACKEND)
+
+# simulate runs the deterministic simulator on SCHEDULES schedules from SEED
+# (docs/simulation.md); a failing seed is printed with its replay command.
+SCHEDULES ?= 100000
+SEED ?= 1
+simulate:
+	cd harness && $(GO) run ./cmd/simulate --schedules $(SCHEDULES) --seed $(SEED)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
-	"github.com/quorumlock/quorumlock/node"
+	"github.com/quorumlock/quorumlock/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -23,6 +23,17 @@ func BenchmarkLockUnlock(b *testing.B) {
 			benchCycles(b, benchNodes(b, n))
 		})
 	}
+	// The safety features' costs, N=1/3/5, interleaved with the plain runs
+	// above by -count: fencing adds a write-back round, renewal a goroutine
+	// and a timer per lease, quarantine a counter read per vote.
+	for _, n := range []int{1, 3, 5} {
+		b.Run(fmt.Sprintf("N=%d/fencing", n), func(b *testing.B) {
+			benchCycles(b, benchNodes(b, n), redlock.WithFencing())
+		})
+		b.Run(fmt.Sprintf("N=%d/renewal", n), func(b *testing.B) {
+			benchCycles(b, benchNodes(b, n), redlock.WithAutoRenew(0))
+		})
+	}
 	// One of five masters answers 20 ms late (a delay in front of the real
 	// call, like a slow link): the decision at quorum must not wait for it.
 	b.Run("N=5/one-slow-20ms", func(b *testing.B) {
@@ -34,7 +45,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 
 // slowNode delays every call by delay (or until ctx ends) before passing it on.
 type slowNode struct {
-	node.Node
+	redlock.Node
 	delay time.Duration
 }
 
@@ -49,9 +60,9 @@ func (s slowNode) wait(ctx context.Context) error {
 	}
 }
 
-func (s slowNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (node.AcquireResult, error) {
+func (s slowNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	if err := s.wait(ctx); err != nil {
-		return node.Taken, err
+		return false, err
 	}
 	return s.Node.Acquire(ctx, key, value, ttl)
 }
@@ -63,11 +74,11 @@ func (s slowNode) Release(ctx context.Context, key, value string, guard time.Dur
 	return s.Node.Release(ctx, key, value, guard)
 }
 
-func benchNodes(b *testing.B, n int) []node.Node {
-	var nodes []node.Node
+func benchNodes(b *testing.B, n int) []redlock.Node {
+	var nodes []redlock.Node
 	for i := 0; i < n; i++ {
 		srv := redisproc.StartT(b, redisproc.Config{})
-		nd, err := node.Dial(srv.Addr())
+		nd, err := redisnode.Dial(srv.Addr())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -77,12 +88,12 @@ func benchNodes(b *testing.B, n int) []node.Node {
 	return nodes
 }
 
-func benchCycles(b *testing.B, nodes []node.Node) {
+func benchCycles(b *testing.B, nodes []redlock.Node, opts ...redlock.LockOption) {
 	c, err := redlock.New(nodes)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := c.NewMutex("bench")
+	m, err := c.NewMutex(fmt.Sprint("bench-", b.N), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,6 +116,53 @@ func benchCycles(b *testing.B, nodes []node.Node) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
+	if err := c.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkLeaseValid measures the pre-write check while another goroutine
+// keeps extending the lease against a master 20 ms away: Valid never waits
+// for the network.
+func BenchmarkLeaseValid(b *testing.B) {
+	nodes := benchNodes(b, 3)
+	nodes[2] = slowNode{Node: nodes[2], delay: 20 * time.Millisecond}
+	c, err := redlock.New(nodes, redlock.WithQuorum(3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := c.NewMutex("bench-valid")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := m.Lock(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := make(chan struct{})
+	extending := make(chan struct{})
+	go func() {
+		defer close(extending)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = lease.Extend(ctx)
+			}
+		}
+	}()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if !lease.Valid() {
+			b.Fatal("lease not valid")
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	<-extending
+	_ = lease.Unlock(ctx)
 	if err := c.Close(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -1,92 +1,102 @@
-// Package redlock implements the RedLock algorithm: a lock held on a quorum
-// of N independent Redis masters, with validity measured on a monotonic clock.
-//
-// A Client fans every operation out to all nodes concurrently, gives each
-// node call its own deadline, and decides as soon as a quorum has answered
-// yes, or as soon as a quorum can no longer be reached; it never waits for a
-// straggler it does not need. A failed acquisition is rolled back on every
-// node that may hold the key, on a context detached from the caller's, and a
-// release is sequenced after the same node's in-flight acquire, backed by a
-// server-side release guard, so that a late acquire cannot leave an orphan
-// key. See docs/algorithm.md for the algorithm and its safety argument.
-//
-// Client, Mutex and Lease are safe for concurrent use by multiple goroutines.
 package redlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlock/quorumlock/node"
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
-// Client coordinates locks over a fixed set of nodes. Create it with New;
-// call Close to wait for background cleanup before exiting.
+// Client coordinates locks over a fixed set of nodes. Create it with New and
+// call Close to wait for background cleanup before exiting. A Client is safe
+// for concurrent use by multiple goroutines.
 type Client struct {
-	cfg     Config
+	cfg     clientConfig
 	members []*member
-	host    string
-	pid     int
-	wg      tracker
+	owner   string // URL-encoded host, pid and label stored after the token
+	work    tracker
 
+	closed    atomic.Bool   // Close was called: no new acquisitions
+	giveUp    chan struct{} // closed when Close gives up on queued releases
 	closeOnce sync.Once
-	closing   chan struct{} // closed when Close gives up on queued releases
+
+	idMu   sync.Mutex
+	runIDs map[string]int // server run_id -> index of the member that has it
+	dupErr atomic.Pointer[error]
+
+	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
 }
 
+// member is one node with the client's bookkeeping for it.
 type member struct {
-	node     node.Node
-	addr     string
-	inflight atomic.Int32
+	node        Node
+	addr        string
+	inflight    atomic.Int32
+	identified  atomic.Bool
+	identifying atomic.Bool
+	durable     bool // exempt from the restart quarantine
+
+	// Restart quarantine state, under mu.
+	runID       string
+	conns       uint64    // Reconnects() when runID was read
+	lastSeen    time.Time // when runID was last confirmed
+	quarantined time.Time // votes count again from this moment on
 
 	mu       sync.Mutex
 	backlog  []pendingRelease
 	draining bool
 }
 
-// pendingRelease is a release that timed out on a live but slow or paused
-// node, kept to be retried once the node answers again.
-type pendingRelease struct {
-	key, value string
-	guard      time.Duration
-	until      time.Time // real time after which the retry is abandoned
-}
-
+// tryTake takes one of the node's in-flight slots; the count never exceeds
+// limit, not even for a moment (Stats reads it).
 func (m *member) tryTake(limit int) bool {
-	if m.inflight.Add(1) > int32(limit) {
-		m.inflight.Add(-1)
-		return false
+	for {
+		n := m.inflight.Load()
+		if n >= int32(limit) {
+			return false
+		}
+		if m.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	return true
 }
 
 func (m *member) give() { m.inflight.Add(-1) }
 
-// New returns a Client over nodes. The options set the defaults of every
-// Mutex made from it. It does not contact the nodes.
+// New returns a Client over nodes. It does not contact them: each node's
+// server identity is read before its first vote, and a server listed twice
+// under different addresses (127.0.0.1:6379 and localhost:6379) makes every
+// later operation fail with ErrInvalidConfig, so that one server never casts
+// two votes.
 //
-// Errors wrap ErrInvalidConfig and name the bad value: no nodes, a nil node,
-// duplicate addresses, or any field rejected by Config.Validate. An even
-// number of nodes works, but tolerates no more failures than the odd number
-// below it (4 nodes need 3, tolerating 1 failure, like 3 nodes) while adding
-// a node that can fail: prefer odd N.
-func New(nodes []node.Node, opts ...Option) (*Client, error) {
-	cfg := defaultConfig()
+// Defaults: quorum N/2+1, node timeout 50ms, release timeout 100ms, drift
+// factor 0.01, 16 calls in flight per node, no owner label. Errors wrap
+// ErrInvalidConfig and name the bad value: no nodes, a nil node, two nodes
+// with the same Addr, or an option out of range. An even number of nodes
+// works, but tolerates no more failures than the odd number below it while
+// adding a node that can fail: prefer odd N.
+func New(nodes []Node, opts ...ClientOption) (*Client, error) {
+	cfg := defaultClientConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if err := cfg.Validate(len(nodes)); err != nil {
+	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
+	c := &Client{cfg: cfg, giveUp: make(chan struct{}), runIDs: map[string]int{}}
 	seen := map[string]int{}
-	c := &Client{cfg: cfg, pid: os.Getpid(), closing: make(chan struct{})}
-	c.host, _ = os.Hostname()
 	for i, n := range nodes {
-		if n == nil {
+		if isNil(n) {
 			return nil, configError("node %d is nil", i)
 		}
 		addr := n.Addr()
@@ -95,50 +105,268 @@ func New(nodes []node.Node, opts ...Option) (*Client, error) {
 		}
 		seen[addr] = i
 		c.members = append(c.members, &member{node: n, addr: addr})
+		if _, ok := n.(RestartWatcher); cfg.quarantine && !ok {
+			return nil, configError("WithRestartQuarantine: node %d (%s, %T) does not implement RestartWatcher", i, addr, n)
+		}
 	}
+	for _, d := range cfg.durable {
+		j, ok := seen[d]
+		if !ok {
+			return nil, configError("WithRestartQuarantine: durable node %q is not one of the nodes", d)
+		}
+		c.members[j].durable = true
+	}
+	q := url.Values{}
+	if host, err := os.Hostname(); err == nil {
+		q.Set("host", host)
+	}
+	q.Set("pid", strconv.Itoa(os.Getpid()))
+	if cfg.ownerLabel != "" {
+		q.Set("label", cfg.ownerLabel)
+	}
+	c.owner = "?" + q.Encode()
 	return c, nil
 }
 
-// Nodes returns the addresses of the client's nodes, in order.
-func (c *Client) Nodes() []string {
-	out := make([]string, len(c.members))
-	for i, m := range c.members {
-		out[i] = m.addr
+// isNil reports whether n is nil or a typed nil pointer (a nil *T in an
+// interface), which would panic on its first method call.
+func isNil(n Node) bool {
+	if n == nil {
+		return true
 	}
-	return out
+	v := reflect.ValueOf(n)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
-// Quorum returns the number of nodes an operation needs.
-func (c *Client) Quorum() int { return c.cfg.QuorumFor(len(c.members)) }
-
-// InFlight returns, per node, how many of this client's calls are
-// outstanding (for monitoring and tests).
-func (c *Client) InFlight() []int {
-	out := make([]int, len(c.members))
-	for i, m := range c.members {
-		out[i] = int(m.inflight.Load())
-	}
-	return out
+// NewMutex returns a mutex for the lock called name, which is the Redis key
+// of the lock on every node (with Redis Cluster nodes, the name's hash slot,
+// or its {hash tag}, picks the shard). It does not contact the nodes.
+//
+// Defaults: TTL 10s, no minimum validity, retry backoff 10ms-250ms, retries
+// until the context ends. Errors wrap ErrInvalidConfig and name the bad
+// value: an empty name, a name with '{' or '}' but no valid hash tag, or an
+// option out of range or inconsistent with the client's (a TTL not above the
+// node timeout, for example).
+func (c *Client) NewMutex(name string, opts ...LockOption) (*Mutex, error) {
+	return c.newMutex("NewMutex", name, nil, opts)
 }
 
-// Close waits until the client's background work (calls to stragglers,
-// rollbacks, releases, queued release retries) has finished. Node calls are
-// bounded by their own deadlines; queued retries of releases on unreachable
-// nodes run until the node answers or one TTL has passed. When ctx ends
-// first, Close abandons the queued retries (their keys, if any, expire with
-// their TTL), waits for the calls in flight (at most about NodeTimeout +
-// ReleaseTimeout) and returns an error wrapping ctx.Err(); after that the
-// client no longer retries releases. Close does not close the nodes. A client
-// whose Close returned nil stays usable.
+// newMutex builds the lock of a constructor (named in errors): a mutex
+// when hold is nil, else a shared lock whose acquisitions are holds like
+// hold (shapes.go).
+func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mutex, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	l := defaultLockConfig()
+	for _, o := range opts {
+		o(&l)
+	}
+	if err := validate(len(c.members), c.cfg, &l); err != nil {
+		return nil, err
+	}
+	if err := c.checkShape(ctor, hold, l); err != nil {
+		return nil, err
+	}
+	for keyTTL := int64(l.ttl + l.lockDelay); ; {
+		cur := c.maxTTL.Load()
+		if cur >= keyTTL || c.maxTTL.CompareAndSwap(cur, keyTTL) {
+			break
+		}
+	}
+	if l.fencing {
+		for i, m := range c.members {
+			if _, ok := m.node.(FencingNode); !ok {
+				return nil, configError("WithFencing: node %d (%s, %T) does not implement FencingNode", i, m.addr, m.node)
+			}
+		}
+	}
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), hold: hold}, nil
+}
+
+// Stats is a snapshot of a client's per-node work, in node order.
+type Stats struct {
+	// InFlight counts this client's calls outstanding on each node; it never
+	// exceeds the WithMaxInFlight cap.
+	InFlight []int
+	// Backlog counts the releases waiting on each node for a retry.
+	Backlog []int
+}
+
+// Stats returns the client's per-node work, for monitoring and tests.
+func (c *Client) Stats() Stats {
+	s := Stats{InFlight: make([]int, len(c.members)), Backlog: make([]int, len(c.members))}
+	for i, m := range c.members {
+		s.InFlight[i] = int(m.inflight.Load())
+		m.mu.Lock()
+		s.Backlog[i] = len(m.backlog)
+		m.mu.Unlock()
+	}
+	return s
+}
+
+// Close stops the client from taking new locks and waits for its background
+// work: calls to stragglers, rollbacks, releases, and queued release retries
+// (which run until their node answers). After Close is called, Lock, TryLock
+// and Extend fail at once with ErrClosed; Unlock still releases.
+//
+// When ctx ends first, Close abandons the queued release retries (their
+// keys, if any, expire with their TTL), waits at most the node timeout plus
+// the release timeout more for the calls already in flight (each is bounded
+// by its own deadline), and returns an error wrapping ctx.Err(), whatever
+// other goroutines are doing. Close does not close the nodes.
 func (c *Client) Close(ctx context.Context) error {
+	c.closed.Store(true)
 	select {
-	case <-c.wg.idle():
+	case <-c.work.idle():
 		return nil
 	case <-ctx.Done():
-		c.closeOnce.Do(func() { close(c.closing) })
-		<-c.wg.idle()
-		return fmt.Errorf("redlock: close: gave up on queued releases: %w", ctx.Err())
 	}
+	c.closeOnce.Do(func() { close(c.giveUp) })
+	t := time.NewTimer(c.cfg.nodeTimeout + c.cfg.releaseTimeout)
+	defer t.Stop()
+	select {
+	case <-c.work.idle():
+	case <-t.C:
+	}
+	return fmt.Errorf("redlock: close: gave up on queued releases: %w", ctx.Err())
+}
+
+// usable returns the error that stops new work: ErrClosed, or the
+// ErrInvalidConfig of a server found twice.
+func (c *Client) usable() error {
+	if p := c.dupErr.Load(); p != nil {
+		return *p
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// identify reads the server identity of member i before its first vote. A
+// server already identified behind another member poisons the client: one
+// server must never cast two votes.
+func (c *Client) identify(ctx context.Context, i int, timeout time.Duration) error {
+	m := c.members[i]
+	if m.identified.Load() {
+		return nil
+	}
+	// One identification per node at a time: while it runs (a cold or slow
+	// node can take up to the timeout), other calls to that node fail at
+	// once instead of piling up more INFO calls on it.
+	if !m.identifying.CompareAndSwap(false, true) {
+		return errIdentifying
+	}
+	defer m.identifying.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conns := c.reconnects(m)
+	info, err := m.node.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("identifying the server: %w", err)
+	}
+	c.sawServer(m, info, conns)
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	if j, dup := c.runIDs[info.RunID]; dup && j != i {
+		err := configError("nodes %d (%s) and %d (%s) are the same server (run_id %s): one server must not vote twice", j, c.members[j].addr, i, m.addr, info.RunID)
+		c.dupErr.CompareAndSwap(nil, &err)
+		return err
+	}
+	c.runIDs[info.RunID] = i
+	m.identified.Store(true)
+	return nil
+}
+
+// reconnects reads a node's connection count (0 without the capability).
+func (c *Client) reconnects(m *member) uint64 {
+	if w, ok := m.node.(RestartWatcher); ok {
+		return w.Reconnects()
+	}
+	return 0
+}
+
+// sawServer records the server behind m, read when the node's connection
+// count was conns, and starts a quarantine if it is a new run (or a young
+// first one) and the quarantine is on.
+func (c *Client) sawServer(m *member, info ServerInfo, conns uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	known := m.runID != ""
+	m.conns, m.lastSeen = conns, now
+	if info.RunID == m.runID {
+		return
+	}
+	m.runID = info.RunID
+	if !c.cfg.quarantine || m.durable {
+		return
+	}
+	q := c.cfg.quarantineFor
+	if q == 0 {
+		q = time.Duration(c.maxTTL.Load())
+	}
+	// A new run of a known server may lack keys granted until just now:
+	// the old run may have kept granting after we last saw it (a failover
+	// to a standby that started after that is young, yet lacks them too),
+	// so it waits the whole quarantine. A server met for the first time
+	// lacks at most what was granted before it started.
+	left := q
+	if !known {
+		left = q - info.Uptime
+	}
+	if left > 0 {
+		m.quarantined = now.Add(left)
+	}
+}
+
+// checkQuarantine decides whether a yes vote of member m counts: not while
+// its server is in quarantine. When the node opened a new connection since
+// its server was last identified, the server is read again first (a restart
+// or failover always means a new connection).
+func (c *Client) checkQuarantine(ctx context.Context, m *member) error {
+	if !c.cfg.quarantine || m.durable || knobs.NoQuarantine.Load() {
+		return nil
+	}
+	conns := c.reconnects(m)
+	m.mu.Lock()
+	changed := conns != m.conns
+	if !changed {
+		m.lastSeen = time.Now()
+	}
+	m.mu.Unlock()
+	if changed {
+		info, err := m.node.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: checking for a restart: %w", ErrNodeQuarantined, err)
+		}
+		c.sawServer(m, info, conns)
+	}
+	m.mu.Lock()
+	until := m.quarantined
+	m.mu.Unlock()
+	if left := time.Until(until); left > 0 {
+		return fmt.Errorf("%w for %v more", ErrNodeQuarantined, left.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// errIdentifying is the per-node error of a call made while the node's
+// first contact is still running; the call was not sent.
+var errIdentifying = errors.New("redlock: identifying the server (first contact) in progress")
+
+// newValue returns a fresh 128-bit token from crypto/rand, hex encoded, and
+// the value stored on the nodes: the token followed by the owner metadata.
+func (c *Client) newValue() (token, value string) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
+	token = hex.EncodeToString(b[:])
+	return token, token + c.owner
 }
 
 // tracker counts background goroutines. Unlike a sync.WaitGroup it may be
@@ -146,7 +374,7 @@ func (c *Client) Close(ctx context.Context) error {
 type tracker struct {
 	mu   sync.Mutex
 	n    int
-	zero chan struct{} // closed whenever n is 0
+	zero chan struct{} // closed whenever n drops to 0
 }
 
 func (t *tracker) add() {
@@ -167,8 +395,7 @@ func (t *tracker) done() {
 	}
 }
 
-// idle returns a channel closed when no background work is running (or at
-// the moment it next stops running).
+// idle returns a channel closed when no background work is running.
 func (t *tracker) idle() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -178,370 +405,4 @@ func (t *tracker) idle() <-chan struct{} {
 		return ch
 	}
 	return t.zero
-}
-
-// NewMutex returns a mutex for the lock called name (the Redis key). opts
-// override the client's options for this mutex. Errors wrap
-// ErrInvalidConfig: an empty name or an invalid combination of options.
-func (c *Client) NewMutex(name string, opts ...Option) (*Mutex, error) {
-	if name == "" {
-		return nil, configError("empty lock name")
-	}
-	cfg := c.cfg
-	cfg.Clock = nil // to tell whether a mutex option set one
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.Clock != nil {
-		return nil, configError("WithClock is a client option (validity is measured on the client's clock): pass it to New, not NewMutex")
-	}
-	cfg.Clock = c.cfg.Clock
-	if err := cfg.Validate(len(c.members)); err != nil {
-		return nil, err
-	}
-	return &Mutex{c: c, name: name, cfg: cfg, quorum: cfg.QuorumFor(len(c.members))}, nil
-}
-
-// call is one operation on one node; out and sent are final once done is
-// closed.
-type call struct {
-	done chan struct{}
-	out  NodeOutcome
-	sent bool // a request may have reached the node
-}
-
-// round is one operation fanned out to every node.
-type round struct {
-	c       *Client
-	start   time.Time
-	timeout time.Duration
-	calls   []*call
-	replies chan int
-}
-
-// nodeFunc performs one node's part of an operation. It returns Succeeded,
-// Rejected (with a per-node sentinel) or Failed (with the cause).
-type nodeFunc func(ctx context.Context, i int, m *member, cl *call) (Result, error)
-
-// fanout starts fn on every node concurrently, each bounded by timeout and
-// by ctx. A node already at the in-flight cap fails at once with ErrNodeBusy.
-// before, when not nil, gives for each node a call that must finish first.
-// onBusy, when not nil, is called for a node skipped because of the cap.
-func (c *Client) fanout(ctx context.Context, timeout time.Duration, before []*call, fn nodeFunc, onBusy func(i int, m *member)) *round {
-	r := &round{
-		c:       c,
-		start:   c.cfg.Clock.Now(),
-		timeout: timeout,
-		calls:   make([]*call, len(c.members)),
-		replies: make(chan int, len(c.members)),
-	}
-	for i, m := range c.members {
-		cl := &call{done: make(chan struct{}), out: NodeOutcome{Node: m.addr}}
-		cl.out.Result = Pending
-		r.calls[i] = cl
-		var prior *call
-		if before != nil {
-			prior = before[i]
-		}
-		c.wg.add()
-		go func() {
-			defer c.wg.done()
-			if prior != nil {
-				<-prior.done // bounded by the prior call's own deadline
-			}
-			res, err := Failed, error(ErrNodeBusy)
-			if m.tryTake(c.cfg.MaxInFlight) {
-				cctx, cancel := context.WithTimeout(ctx, timeout)
-				cl.sent = true
-				res, err = fn(cctx, i, m, cl)
-				cancel()
-				m.give()
-			} else if onBusy != nil {
-				onBusy(i, m)
-			}
-			cl.out.Result = res
-			cl.out.Latency = c.cfg.Clock.Since(r.start)
-			if err != nil {
-				cl.out.Err = &NodeError{Node: m.addr, Err: err}
-			}
-			close(cl.done)
-			r.replies <- i
-		}()
-	}
-	return r
-}
-
-// decision is what a round had when it was decided.
-type decision struct {
-	yes, no int
-	// at is the clock reading when the quorum-th yes arrived (zero if never).
-	at time.Time
-	// answered[i] says node i had replied by then.
-	answered []bool
-	outcomes []NodeOutcome
-}
-
-// wait collects replies until need nodes said yes, or until so many said no
-// or failed that need can no longer be reached, or every call's deadline
-// (plus a grace period for nodes that ignore their context) has passed. ctx
-// only ends the wait early; the calls carry their own deadlines.
-func (r *round) wait(ctx context.Context, need int, extra time.Duration) decision {
-	n := len(r.calls)
-	d := decision{answered: make([]bool, n)}
-	grace := time.NewTimer(r.timeout + extra + 20*time.Millisecond)
-	defer grace.Stop()
-loop:
-	for d.yes < need && d.no <= n-need {
-		select {
-		case i := <-r.replies:
-			d.answered[i] = true
-			if r.calls[i].out.Result == Succeeded {
-				d.yes++
-				if d.yes == need {
-					d.at = r.c.cfg.Clock.Now()
-				}
-			} else {
-				d.no++
-			}
-		case <-grace.C:
-			break loop
-		case <-ctx.Done():
-			break loop
-		}
-	}
-	d.outcomes = make([]NodeOutcome, n)
-	for i, cl := range r.calls {
-		if d.answered[i] {
-			d.outcomes[i] = cl.out
-			continue
-		}
-		d.outcomes[i] = NodeOutcome{Node: cl.out.Node, Result: Pending, Err: &NodeError{Node: cl.out.Node, Err: ErrNoReply}}
-	}
-	return d
-}
-
-// settle keeps collecting replies after a decision from the nodes in
-// expected (nodes that were on time in an earlier round), for at most limit.
-// Healthy nodes just behind the quorum are thus included, while a known
-// straggler is not waited for. Unlock uses it so that a lock taken right
-// after Unlock does not find this lease's keys still in place on healthy
-// nodes.
-func (r *round) settle(ctx context.Context, d *decision, limit time.Duration, expected []bool) {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		pending := false
-		for i, a := range d.answered {
-			pending = pending || (!a && expected[i])
-		}
-		if !pending {
-			return
-		}
-		select {
-		case i := <-r.replies:
-			d.answered[i] = true
-			d.outcomes[i] = r.calls[i].out
-			if r.calls[i].out.Result == Succeeded {
-				d.yes++
-			} else {
-				d.no++
-			}
-		case <-timer.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// release deletes key=value on every node that may hold it: nodes whose
-// acquire succeeded, failed or has not answered. On each node it waits for
-// that node's acquire call to finish first; where the acquire's effect is
-// unknown (it failed or timed out, so the server may still apply it later)
-// it leaves a release guard for the TTL so that a late acquire is refused.
-// Nodes whose acquire answered "taken" or "refused", or was never sent (over
-// the in-flight cap, or the node reported node.ErrNotSent), are skipped: they
-// cannot hold our value. A release that fails, or that the in-flight cap
-// keeps from being sent, is queued for retry (retryRelease).
-func (c *Client) release(ctx context.Context, cfg Config, key, value string, acq []*call) *round {
-	detached := context.WithoutCancel(ctx)
-	// plan says whether node i may hold the key and which guard to leave.
-	plan := func(i int) (needed bool, guard time.Duration) {
-		prior := acq[i]
-		if !prior.sent || prior.out.Result == Rejected || prior.out.Result == Failed && neverSent(prior.out.Err) {
-			return false, 0
-		}
-		if prior.out.Result != Succeeded {
-			guard = cfg.TTL
-		}
-		return true, guard
-	}
-	retry := func(m *member, guard time.Duration) {
-		c.retryRelease(m, pendingRelease{key: key, value: value, guard: guard, until: time.Now().Add(cfg.TTL)})
-	}
-	return c.fanout(detached, cfg.ReleaseTimeout, acq, func(ctx context.Context, i int, m *member, cl *call) (Result, error) {
-		needed, guard := plan(i)
-		if !needed {
-			return Rejected, ErrNodeNotHeld
-		}
-		ok, err := m.node.Release(ctx, key, value, guard)
-		switch {
-		case err != nil:
-			retry(m, guard) // the key may be there: retry until the node answers
-			return Failed, err
-		case !ok:
-			return Rejected, ErrNodeNotHeld
-		}
-		return Succeeded, nil
-	}, func(i int, m *member) {
-		if needed, guard := plan(i); needed {
-			retry(m, guard)
-		}
-	})
-}
-
-// MaxBacklog caps the releases kept for retry per node; beyond it, new ones
-// are dropped (their keys, if any, expire with their TTL).
-const MaxBacklog = 1024
-
-// neverSent reports whether a failed call certainly did not reach the
-// server: the node said so (node.ErrNotSent, e.g. a refused connection on a
-// client that does not retry), or the call was over an in-flight cap.
-func neverSent(err error) bool {
-	return errors.Is(err, node.ErrNotSent) || errors.Is(err, node.ErrOverloaded) || errors.Is(err, ErrNodeBusy)
-}
-
-// retryRelease queues a release that failed on a node that may hold the key.
-// A go-redis connection opened while a server is paused cannot even say
-// HELLO, so a release sent then may never reach the server, while an acquire
-// written earlier on an established connection is executed when the server
-// resumes; likewise an acquire applied just before a partition loses its
-// reply, and the release is refused until the partition heals. Without a
-// retry such keys would stay for a whole TTL. One goroutine per node drains
-// the queue with backoff (from min(NodeTimeout, 100ms), doubling up to 1 s), for at most one TTL
-// per entry, and stops early when Close gives up.
-func (c *Client) retryRelease(m *member, p pendingRelease) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.backlog) >= MaxBacklog {
-		return
-	}
-	m.backlog = append(m.backlog, p)
-	if !m.draining {
-		m.draining = true
-		c.wg.add()
-		go c.drain(m)
-	}
-}
-
-func (c *Client) drain(m *member) {
-	defer c.wg.done()
-	first := min(c.cfg.NodeTimeout, 100*time.Millisecond)
-	delay := first
-	for {
-		select {
-		case <-c.closing:
-			m.mu.Lock()
-			m.backlog = nil
-			m.draining = false
-			m.mu.Unlock()
-			return
-		default:
-		}
-		m.mu.Lock()
-		now := time.Now()
-		kept := m.backlog[:0]
-		for _, p := range m.backlog {
-			if now.Before(p.until) {
-				kept = append(kept, p)
-			}
-		}
-		m.backlog = kept
-		if len(m.backlog) == 0 {
-			m.draining = false
-			m.mu.Unlock()
-			return
-		}
-		p := m.backlog[0]
-		m.mu.Unlock()
-
-		var err error = ErrNodeBusy
-		if m.tryTake(c.cfg.MaxInFlight) {
-			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReleaseTimeout)
-			_, err = m.node.Release(ctx, p.key, p.value, p.guard)
-			cancel()
-			m.give()
-		}
-		if err == nil {
-			m.mu.Lock()
-			if len(m.backlog) > 0 && m.backlog[0] == p {
-				m.backlog = m.backlog[1:]
-			}
-			m.mu.Unlock()
-			delay = first
-			continue
-		}
-		// Real time: this waits for a server, not for the lock's clock.
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-c.closing:
-			t.Stop() // the check at the top of the loop drops the backlog
-		}
-		delay = min(2*delay, time.Second)
-	}
-}
-
-// Backlog returns, per node, how many releases wait for a retry.
-func (c *Client) Backlog() []int {
-	out := make([]int, len(c.members))
-	for i, m := range c.members {
-		m.mu.Lock()
-		out[i] = len(m.backlog)
-		m.mu.Unlock()
-	}
-	return out
-}
-
-// NodeHolder is one node's view of a lock, as read by Inspect.
-type NodeHolder struct {
-	Node string
-	// Holder is the raw value and TTL; Holder.Exists is false when free.
-	Holder node.Holder
-	// Owner is the parsed value (zero when free).
-	Owner Owner
-	// Err is set when the node could not be read (a *NodeError).
-	Err error
-}
-
-// Inspect reads the holder and remaining TTL of the lock called name from
-// every node, each call bounded by the node timeout and ctx. It waits for all
-// nodes. Per-node failures are reported in NodeHolder.Err; the error is
-// non-nil only when ctx ended (it wraps ctx.Err()).
-func (c *Client) Inspect(ctx context.Context, name string) ([]NodeHolder, error) {
-	out := make([]NodeHolder, len(c.members))
-	r := c.fanout(ctx, c.cfg.NodeTimeout, nil, func(ctx context.Context, i int, m *member, _ *call) (Result, error) {
-		h, err := m.node.Inspect(ctx, name)
-		if err != nil {
-			return Failed, err
-		}
-		out[i] = NodeHolder{Node: m.addr, Holder: h}
-		if h.Exists {
-			out[i].Owner = ParseOwner(h.Value)
-		}
-		return Succeeded, nil
-	}, nil)
-	for _, cl := range r.calls {
-		select {
-		case <-cl.done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("redlock: inspect %q: %w", name, ctx.Err())
-		}
-	}
-	for i, cl := range r.calls {
-		if cl.out.Err != nil {
-			out[i] = NodeHolder{Node: c.members[i].addr, Err: cl.out.Err}
-		}
-	}
-	return out, nil
 }

@@ -6,57 +6,55 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
-	"github.com/quorumlock/quorumlock/node"
+	"github.com/quorumlock/quorumlock/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// The quick start from the README: a lock over three independent Redis
-// masters. The masters here are in-process miniredis servers so that the
-// example runs anywhere; in production, Dial the addresses of your masters.
+// The quick start. With real masters the nodes come from redisnode:
+//
+//	n, err := redisnode.Dial("redis://locker:secret@redis-1:6379/0")
+//
+// Here they are in-memory masters (memnode), so the example runs anywhere.
 func Example() {
-	var nodes []node.Node
-	for i := 0; i < 3; i++ {
-		srv, err := miniredis.Run() // your master: "redis-1:6379", ...
-		if err != nil {
-			panic(err)
-		}
-		defer srv.Close()
-		n, err := node.Dial(srv.Addr())
-		if err != nil {
-			panic(err)
-		}
-		defer n.Close()
-		nodes = append(nodes, n)
+	var nodes []redlock.Node
+	for _, addr := range []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"} {
+		nodes = append(nodes, memnode.New(addr))
 	}
 
-	client, err := redlock.New(nodes, redlock.WithTTL(10*time.Second))
+	client, err := redlock.New(nodes) // does not contact the nodes
 	if err != nil {
-		panic(err)
+		fmt.Println(err) // invalid options are rejected here, naming the bad value
+		return
 	}
-	defer client.Close(context.Background())
+	defer client.Close(context.Background()) // waits for background cleanup
 
-	mutex, err := client.NewMutex("invoices:42")
+	mutex, err := client.NewMutex("invoices:42", redlock.WithTTL(10*time.Second))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lease, err := mutex.Lock(ctx)
+	lease, err := mutex.Lock(ctx) // retries with jittered backoff until ctx ends
 	if err != nil {
-		panic(err)
+		fmt.Println(err) // wraps redlock.ErrNotObtained (and ctx.Err() if ctx ended)
+		return
 	}
-	fmt.Println("held:", lease.Valid())
+	defer lease.Unlock(context.Background())
 
-	// A second owner cannot take it while it is held.
+	// lease.Done() closes when the lease can no longer be trusted (validity
+	// over, Unlock, or an Extend that found the lock lost): stop the work.
+	select {
+	case <-lease.Done():
+		fmt.Println("lost:", lease.Err())
+	default:
+		fmt.Println("holding invoices:42, valid:", lease.Valid())
+	}
+
+	// A second owner cannot take it meanwhile.
 	_, err = mutex.TryLock(ctx)
 	fmt.Println("second owner:", errors.Is(err, redlock.ErrNotObtained))
-
-	// Work while lease.Valid(); lease.Extend(ctx) pushes lease.Until().
-	fmt.Println("unlock:", lease.Unlock(ctx))
 	// Output:
-	// held: true
+	// holding invoices:42, valid: true
 	// second owner: true
-	// unlock: <nil>
 }

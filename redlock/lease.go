@@ -2,171 +2,289 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
 
-// Lease is one held acquisition of a Mutex. It is safe for concurrent use;
-// its methods serialise on the lease.
+// Lease is one held acquisition of a Mutex. It is safe for concurrent use:
+// reading it (Valid, Until, Done, Err, Token) never waits on the network,
+// even while an Extend or Unlock runs.
 type Lease struct {
 	m        *Mutex
-	owner    Owner
+	token    string
 	value    string
 	acquired []*call // each node's acquire call, possibly still running
-	onTime   []bool  // nodes that had answered the acquire by its decision
+	onTime   []bool  // nodes whose acquire had said yes by the decision
+	fence    int64   // fencing token (WithFencing), 0 without
+	holds    int     // live holds of the lease's group at acquire (Holds)
 
-	mu       sync.Mutex
-	until    time.Time
-	released bool
-	outcomes []NodeOutcome
+	extendMu sync.Mutex // serialises Extend calls
+
+	mu    sync.Mutex // guards the fields below; never held across a call
+	until time.Time
+	err   error
+	done  chan struct{}
+	timer *time.Timer
 }
 
-// Name returns the lock's name.
-func (l *Lease) Name() string { return l.m.name }
+func newLease(m *Mutex, token, value string, r *round, d decision, renew float64, fence int64) *Lease {
+	l := &Lease{
+		m:        m,
+		fence:    fence,
+		token:    token,
+		value:    value,
+		acquired: r.calls,
+		onTime:   make([]bool, len(r.calls)),
+		until:    r.start.Add(m.cfg.ttl - m.drift),
+		done:     make(chan struct{}),
+	}
+	for i, cl := range r.calls {
+		l.onTime[i] = d.answered[i] && cl.err == nil
+	}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	l.mu.Unlock()
+	if renew > 0 {
+		go l.renew(time.Duration(float64(m.cfg.ttl) * renew))
+	}
+	return l
+}
 
-// Token returns the acquisition's 128-bit random token, hex encoded.
-func (l *Lease) Token() string { return l.owner.Token }
+// renew extends the lease every interval (±10% jitter) until it ends. After
+// a failed Extend it retries with a short backoff; Extend itself refuses once
+// the validity has passed, which ends the lease and this loop.
+func (l *Lease) renew(interval time.Duration) {
+	for {
+		jitter := time.Duration(rand.Int64N(int64(interval)/5+1)) - interval/10
+		if !l.sleep(interval + jitter) {
+			return
+		}
+		backoff := min(l.m.c.cfg.nodeTimeout, interval/4)
+		for l.Extend(context.Background()) != nil {
+			if !l.sleep(backoff) {
+				return
+			}
+		}
+	}
+}
 
-// Owner returns the owner metadata stored with the token.
-func (l *Lease) Owner() Owner { return l.owner }
+// sleep waits d and reports whether the lease is still open.
+func (l *Lease) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
-// Until returns the validity deadline on the client's clock: the lock is
-// guaranteed (under the assumptions in docs/safety.md) not to be held by
-// anyone else before it. It is the start of the last successful acquire or
-// extend plus TTL minus the drift allowance; Extend moves it.
+// expire runs when the validity deadline may have passed.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	if left := time.Until(l.until); left > 0 { // Extend moved the deadline
+		l.timer.Reset(left)
+		return
+	}
+	l.endLocked(fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name))
+}
+
+// endLocked ends the lease with err (once); l.mu must be held.
+func (l *Lease) endLocked(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.done)
+	l.timer.Stop()
+}
+
+// Token returns the acquisition's 128-bit random token, hex encoded. The
+// value stored on the nodes is the token followed by "?host=...&pid=..."
+// (and the owner label).
+func (l *Lease) Token() string { return l.token }
+
+// Fence returns the lease's fencing token (WithFencing; 0 without): greater
+// than the token of every lease of this lock granted before it. Pass it with
+// every write to the protected resource, which must refuse a token lower
+// than the highest it has seen: that stops a holder that paused past its
+// validity (docs/safety.md).
+func (l *Lease) Fence() int64 { return l.fence }
+
+// Until returns the validity deadline: under the assumptions in
+// docs/algorithm.md, nobody else holds the lock before it. It is the start
+// of the last successful acquire or extend plus the TTL minus the drift
+// allowance, on the monotonic clock.
 func (l *Lease) Until() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
 }
 
-// Valid reports whether the validity deadline is still ahead and the lease
-// has not been released.
+// Valid reports whether the lease can still be trusted: its validity
+// deadline is ahead and it has not been unlocked or found lost. Check it
+// before every write the lock protects; it never waits on the network.
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.released && l.m.cfg.Clock.Now().Before(l.until)
+	return l.err == nil && time.Now().Before(l.until)
 }
 
-// TTL returns the time left until Until (negative once passed).
-func (l *Lease) TTL() time.Duration {
+// Done returns a channel that is closed the moment the lease can no longer
+// be trusted: its validity deadline passed (a timer), Unlock was called, or
+// an Extend found the lock lost. Err then says which.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while Done is open; then an error wrapping ErrReleased
+// (Unlock was called) or ErrLockLost (the validity ended, or an Extend found
+// too many nodes without the token).
+func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.until.Sub(l.m.cfg.Clock.Now())
+	return l.err
 }
 
-// Outcomes returns each node's outcome of the lease's last operation
-// (acquire, extend or unlock), in node order.
-func (l *Lease) Outcomes() []NodeOutcome {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]NodeOutcome(nil), l.outcomes...)
-}
-
-// Unlock releases the lock with compare-and-delete on every node that may
-// hold it, on a context detached from ctx with the release timeout, so the
-// release goes out even when ctx is already cancelled; ctx only bounds how
-// long Unlock waits. It returns once a quorum confirmed the deletion (nil),
-// and every node that had answered the acquire in time has answered too (at
-// most the release timeout longer, so that a lock taken right after Unlock
-// does not meet this lease's keys on healthy nodes; a node that was already a
-// straggler at acquire time is not waited for), or once that can no longer
-// happen: then the error wraps ErrLockLost (the
-// lock had expired or been taken over on too many nodes). Releases on slow
-// nodes finish in the background (see Client.Close). If ctx ends before the
-// outcome is known, the error wraps ErrNotReleased and ctx.Err(). A second
-// Unlock returns an error wrapping ErrLockLost.
+// Unlock ends the lease (Done closes, Err wraps ErrReleased) and releases
+// the lock with compare-and-delete on every node that may hold it, on a
+// context detached from ctx with the release timeout, so the release goes
+// out even when ctx is already cancelled; ctx only bounds how long Unlock
+// waits. It may be called after the validity ended (the compare-and-delete
+// removes only this lease's token) and after Client.Close.
+//
+// It returns nil once a quorum confirmed the deletion and the nodes that
+// answered the acquire in time have answered too (at most the release
+// timeout longer, so that a lock taken right after Unlock does not meet
+// this lease's keys on healthy nodes; a node that was already a straggler at
+// acquire time is not waited for). Otherwise its *QuorumError wraps
+// ErrLockLost when more than N-quorum nodes no longer held the token
+// (expired or taken over), or ErrNotReleased when nodes failed or timed out
+// (their releases are retried in the background, see Client.Close), plus
+// ctx.Err() if ctx ended first. A second Unlock returns an error wrapping
+// ErrReleased.
 func (l *Lease) Unlock(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	m := l.m
-	if l.released {
-		return fmt.Errorf("%w: %q already released", ErrLockLost, m.name)
+	l.mu.Lock()
+	released := errors.Is(l.err, ErrReleased)
+	switch {
+	case released:
+	case l.err == nil:
+		l.endLocked(fmt.Errorf("%w: %q", ErrReleased, m.name))
+	default: // an expired or lost lease is still released
+		l.err = fmt.Errorf("%w: %q", ErrReleased, m.name)
 	}
-	l.released = true
-	r := m.c.release(ctx, m.cfg, m.name, l.value, l.acquired)
-	d := r.wait(ctx, m.quorum, m.cfg.NodeTimeout)
+	l.mu.Unlock()
+	if released {
+		return fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
+	}
+	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired)
+	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(ctx, &d, m.cfg.ReleaseTimeout, l.onTime)
+		r.settle(ctx, &d, m.c.cfg.releaseTimeout, l.onTime)
 	}
-	l.outcomes = d.outcomes
 	if d.yes >= m.quorum {
 		return nil
 	}
-	// Lost only if so many nodes no longer held the token that a quorum
-	// cannot have held it; failures and timeouts leave it undecided.
-	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrNotReleased}}
-	if rejected(d.outcomes) > len(d.outcomes)-m.quorum {
+	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Nodes: m.c.results(r, d), errs: []error{ErrNotReleased}}
+	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
 	}
-	if err := ctx.Err(); err != nil {
-		qe.errs = append(qe.errs, err)
-	}
-	return qe
+	return withCtxErr(ctx, qe)
 }
 
 // Extend resets the TTL on every node that still holds the token
-// (compare-and-pexpire, which never recreates an expired key) and recomputes
-// the validity as TTL - elapsed - drift from the start of this call.
+// (compare-and-pexpire, which never recreates an expired key) and, on a
+// quorum, moves the validity deadline to the start of this call plus the
+// TTL minus the drift allowance. Concurrent Extends run one at a time.
 //
-// It refuses, without contacting any node, once the local validity has
-// passed or the lease was released: the error wraps ErrLockLost, because
-// extending then could resurrect a lock someone else may already hold. When
-// too many nodes no longer hold the token for a quorum to be possible, the
-// error wraps ErrLockLost and the lease stops being valid at once; when the quorum failed for other reasons (timeouts,
-// errors, ctx ended), it wraps ErrNotExtended and the lease keeps its previous
-// validity.
+// It refuses without contacting any node once the lease has ended or its
+// deadline has passed: the error wraps Err() (ErrReleased or ErrLockLost),
+// because extending then could resurrect a lock someone else may already
+// hold. When more than N-quorum nodes no longer hold the token, the error
+// wraps ErrLockLost and the lease ends at once (Done closes); when the
+// quorum failed for other reasons (timeouts, errors, ctx ended) it wraps
+// ErrNotExtended and the lease keeps its previous deadline. After
+// Client.Close it fails with ErrClosed.
 func (l *Lease) Extend(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.extendMu.Lock()
+	defer l.extendMu.Unlock()
 	m := l.m
-	cfg := m.cfg
-	if l.released {
-		return fmt.Errorf("%w: %q was released", ErrLockLost, m.name)
+	c := m.c
+	if err := c.usable(); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
 	}
-	if now := cfg.Clock.Now(); !now.Before(l.until) {
-		return fmt.Errorf("%w: %q validity ended %v ago", ErrLockLost, m.name, now.Sub(l.until))
+	ttl, keyTTL := m.cfg.ttl, m.keyTTL()
+	// The check and the start of the calls happen under l.mu, which Unlock
+	// takes to end the lease: no extend call starts once Unlock has begun.
+	// Starting the calls does not wait on the network.
+	l.mu.Lock()
+	if err := l.checkLocked(); err != nil {
+		l.mu.Unlock()
+		return err
 	}
-	r := m.c.fanout(ctx, cfg.NodeTimeout, nil, func(ctx context.Context, _ int, mb *member, _ *call) (Result, error) {
-		ok, err := mb.node.Extend(ctx, m.name, l.value, cfg.TTL)
-		switch {
-		case err != nil:
-			return Failed, err
-		case !ok:
-			return Rejected, ErrNodeNotHeld
-		}
-		return Succeeded, nil
-	}, nil)
+	r := c.fanout(ctx, op{
+		timeout: c.cfg.nodeTimeout,
+		no:      ErrNodeNotHeld,
+		vote:    true,
+		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			if m.hold != nil {
+				return mb.node.(ShapeNode).ExtendHold(ctx, m.name, m.holdFor(l.value), keyTTL)
+			}
+			return mb.node.Extend(ctx, m.name, l.value, keyTTL)
+		},
+	})
+	l.mu.Unlock()
 	d := r.wait(ctx, m.quorum, 0)
-	l.outcomes = d.outcomes
-	if d.yes >= m.quorum && ctx.Err() == nil {
-		validity := cfg.TTL - d.at.Sub(r.start) - cfg.Drift()
-		if validity > 0 {
-			l.until = r.start.Add(cfg.TTL - cfg.Drift())
-			return nil
+	if d.yes >= m.quorum && ctx.Err() == nil && ttl-d.at.Sub(r.start)-m.drift > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			// Ended while the call ran (validity passed, or Unlock): Done
+			// cannot reopen.
+			return fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
 		}
+		if until := r.start.Add(ttl - m.drift); until.After(l.until) {
+			l.until = until
+			l.timer.Reset(time.Until(until))
+		}
+		return nil
 	}
-	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes}
-	if rejected(d.outcomes) > len(d.outcomes)-m.quorum {
+	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: []error{ErrNotExtended}}
+	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
-		// Too many nodes lost the token: another owner may take them now,
-		// so the lease stops being valid at once.
-		l.until = r.start
-	} else {
-		qe.errs = []error{ErrNotExtended}
+		// Another owner may take those nodes now: end the lease at once.
+		l.mu.Lock()
+		l.endLocked(qe)
+		l.mu.Unlock()
 	}
-	if err := ctx.Err(); err != nil {
-		qe.errs = append(qe.errs, err)
-	}
-	return qe
+	return withCtxErr(ctx, qe)
 }
 
-// rejected counts the nodes that answered no (token not held).
-func rejected(outs []NodeOutcome) int {
+// checkLocked returns the error that keeps Extend from contacting the
+// nodes: the lease ended, or its deadline passed (which ends it). l.mu must
+// be held.
+func (l *Lease) checkLocked() error {
+	if l.err == nil && !time.Now().Before(l.until) {
+		l.endLocked(fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name))
+	}
+	if l.err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotExtended, l.m.name, l.err)
+	}
+	return nil
+}
+
+// notHeld counts the nodes that answered that they do not hold the token.
+func notHeld(rs []NodeResult) int {
 	n := 0
-	for _, o := range outs {
-		if o.Result == Rejected {
+	for _, r := range rs {
+		if errors.Is(r.Err, ErrNodeNotHeld) {
 			n++
 		}
 	}

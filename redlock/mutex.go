@@ -3,80 +3,98 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
-	"github.com/quorumlock/quorumlock/node"
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // Mutex is a named lock over the client's nodes. Create it with
 // Client.NewMutex. A Mutex holds no state between calls: several goroutines
-// may call Lock on the same Mutex and compete like separate processes.
+// may call Lock on the same Mutex and compete like separate processes; each
+// successful call returns its own Lease.
 type Mutex struct {
 	c      *Client
 	name   string
-	cfg    Config
+	cfg    lockConfig
 	quorum int
+	drift  time.Duration
+	hold   *Hold // a shared lock's hold, without its ID (shapes.go); nil for a mutex
 }
-
-// Name returns the lock's name (its Redis key).
-func (m *Mutex) Name() string { return m.name }
-
-// Config returns the mutex's effective configuration.
-func (m *Mutex) Config() Config { return m.cfg }
 
 // TryLock makes one attempt to acquire the lock.
 //
 // It sends SET NX PX with a fresh 128-bit token to every node at once, each
 // call bounded by the node timeout, and returns as soon as a quorum has said
-// yes or can no longer say yes. On success the lease's validity is TTL minus
-// the time elapsed until the quorum-th reply minus the drift allowance,
-// measured on the client's monotonic clock. On failure the attempt is rolled
-// back on every node that may hold the key, on a detached context, and the
-// error wraps ErrNotObtained (and ErrValidityTooShort when the quorum came too
-// late, and ctx.Err() when ctx ended); errors.As gives a *QuorumError with
-// every node's outcome.
+// yes or can no longer say yes. On success the lease is valid until the
+// start of the attempt plus the TTL minus the drift allowance, measured on
+// the monotonic clock, provided the quorum answered early enough to leave
+// more than the minimum validity. On failure the attempt is rolled back on
+// every node that may hold the key, on a detached context, and the error
+// wraps ErrNotObtained (and ErrValidityTooShort when the quorum came too
+// late, ErrClosed after Close, ErrInvalidConfig when one server was found
+// behind two addresses, and ctx.Err() whenever ctx had ended by the time
+// TryLock returned); errors.As gives a *QuorumError with every node's result.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
-	return m.attempt(ctx)
+	lease, err := m.attempt(ctx, m.cfg.renew)
+	return lease, withCtxErr(ctx, err)
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
 // WithRetryBackoff) until it succeeds, ctx ends, or WithMaxAttempts attempts
 // have failed. Without a deadline on ctx and without WithMaxAttempts it can
-// block forever. When ctx ends, the error wraps ErrNotObtained and ctx.Err().
+// block forever. Its errors are TryLock's; when ctx ended, the error wraps
+// ctx.Err().
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
-	for attempt := 0; ; attempt++ {
-		lease, err := m.attempt(ctx)
-		if err == nil {
+	return m.lock(ctx, m.cfg.renew)
+}
+
+// lock is Lock with the renewal fraction of the leases it returns (0: none).
+func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
+	for k := 0; ; k++ {
+		lease, err := m.attempt(ctx, renew)
+		switch {
+		case err == nil:
 			return lease, nil
-		}
-		if ctx.Err() != nil {
-			return nil, err // attempt already wrapped ctx.Err()
-		}
-		if m.cfg.MaxAttempts > 0 && attempt+1 >= m.cfg.MaxAttempts {
+		case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
+			return nil, withCtxErr(ctx, err)
+		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 			return nil, err
 		}
+		t := time.NewTimer(m.backoff(k))
 		select {
-		case <-m.cfg.Clock.After(m.backoff(attempt)):
+		case <-t.C:
 		case <-ctx.Done():
-			var qe *QuorumError
-			if errors.As(err, &qe) {
-				qe.errs = append(qe.errs, ctx.Err())
-				return nil, qe
-			}
-			return nil, err
+			t.Stop()
+			return nil, withCtxErr(ctx, err)
 		}
 	}
 }
 
+// withCtxErr makes err wrap ctx.Err() when ctx has ended, so that a caller
+// always learns that its own deadline or cancellation was involved.
+func withCtxErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if err == nil || cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		qe.errs = append(qe.errs, cerr)
+		return qe
+	}
+	return fmt.Errorf("%w: %w", err, cerr)
+}
+
 // backoff returns the delay after failed attempt k: uniform in [d/2, d] with
-// d = min(RetryMax, RetryMin*2^k).
+// d = min(retryMax, retryMin*2^k).
 func (m *Mutex) backoff(k int) time.Duration {
-	d := m.cfg.RetryMin
-	for i := 0; i < k && d < m.cfg.RetryMax; i++ {
+	d := m.cfg.retryMin
+	for i := 0; i < k && d < m.cfg.retryMax; i++ {
 		d *= 2
 	}
-	d = min(d, m.cfg.RetryMax)
+	d = min(d, m.cfg.retryMax)
 	if d <= 1 {
 		return d
 	}
@@ -84,79 +102,131 @@ func (m *Mutex) backoff(k int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(d-half)+1))
 }
 
-func (m *Mutex) owner() Owner {
-	o := Owner{Token: newToken(), Label: m.cfg.OwnerLabel}
-	if m.cfg.OwnerInfo {
-		o.Host, o.PID = m.c.host, m.c.pid
+func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
+	c := m.c
+	if err := c.usable(); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
 	}
-	return o
-}
-
-func (m *Mutex) attempt(ctx context.Context) (*Lease, error) {
-	cfg := m.cfg
-	owner := m.owner()
-	value := owner.value()
-	r := m.c.fanout(ctx, cfg.NodeTimeout, nil, func(ctx context.Context, _ int, mb *member, cl *call) (Result, error) {
-		res, err := mb.node.Acquire(ctx, m.name, value, cfg.TTL)
-		switch {
-		case err != nil:
-			return Failed, err
-		case res == node.Acquired:
-			return Succeeded, nil
-		case res == node.Refused:
-			return Rejected, ErrNodeRefused
-		}
-		return Rejected, ErrNodeTaken
-	}, nil)
+	token, value := c.newValue()
+	ttl := m.cfg.ttl
+	keyTTL := m.keyTTL()
+	fences := make([]int64, len(c.members)) // each written before its call's done
+	holds := make([]int, len(c.members))    // likewise
+	r := c.fanout(ctx, op{
+		timeout: c.cfg.nodeTimeout,
+		no:      ErrNodeTaken,
+		vote:    true,
+		do: func(ctx context.Context, i int, mb *member) (bool, error) {
+			if m.hold != nil {
+				n, err := mb.node.(ShapeNode).AcquireHold(ctx, m.name, m.holdFor(value), keyTTL)
+				holds[i] = n
+				return n > 0, err
+			}
+			if m.cfg.fencing {
+				ok, fence, err := mb.node.(FencingNode).AcquireFenced(ctx, m.name, value, keyTTL)
+				fences[i] = fence
+				return ok, err
+			}
+			return mb.node.Acquire(ctx, m.name, value, keyTTL)
+		},
+	})
 	d := r.wait(ctx, m.quorum, 0)
-	qe := &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Succeeded: d.yes, Nodes: d.outcomes, errs: []error{ErrNotObtained}}
+	qe := &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, errs: []error{ErrNotObtained}}
 	if d.yes >= m.quorum && ctx.Err() == nil {
-		elapsed := d.at.Sub(r.start)
-		validity := cfg.TTL - elapsed - cfg.Drift()
-		if validity > cfg.MinValidity && validity > 0 {
-			return &Lease{
-				m:        m,
-				owner:    owner,
-				value:    value,
-				acquired: r.calls,
-				onTime:   d.answered,
-				until:    r.start.Add(cfg.TTL - cfg.Drift()),
-				outcomes: d.outcomes,
-			}, nil
+		validity := ttl - d.at.Sub(r.start) - m.drift
+		var fence int64
+		if m.cfg.fencing {
+			var err error
+			if fence, err = m.raiseFence(ctx, value, r, d, fences); err != nil {
+				qe.errs = append(qe.errs, err)
+			}
+			// The lease starts only once the token is written back.
+			validity = ttl - time.Since(r.start) - m.drift
 		}
-		qe.Validity = validity
-		qe.errs = append(qe.errs, ErrValidityTooShort)
+		switch {
+		case len(qe.errs) > 1:
+		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
+			lease := newLease(m, token, value, r, d, renew, fence)
+			lease.holds = m.holdCount(r, d, holds)
+			return lease, nil
+		default:
+			qe.errs = append(qe.errs, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
+		}
 	}
 	m.rollback(ctx, value, r, d)
-	// Checked after the rollback, which may outlast the caller's deadline.
-	if err := ctx.Err(); err != nil {
-		qe.errs = append(qe.errs, err)
+	if p := c.dupErr.Load(); p != nil {
+		qe.errs = append(qe.errs, *p)
 	}
-	// Report replies that arrived while rolling back, so that the error
+	// Report replies that arrived while rolling back too, so that the error
 	// names every node that was taken, not only those that decided it.
 	for i, cl := range r.calls {
-		if !d.answered[i] {
-			select {
-			case <-cl.done:
-				qe.Nodes[i] = cl.out
-				if cl.out.Result == Succeeded {
-					qe.Succeeded++
-				}
-			default:
-			}
+		select {
+		case <-cl.done:
+			d.answered[i] = true
+		default:
 		}
 	}
+	qe.Nodes = c.results(r, d)
 	return nil, qe
 }
 
+// raiseFence computes the fencing token of an acquisition that reached a
+// quorum and writes it back to a quorum of nodes that still hold our key;
+// only then may the lease be returned.
+//
+// The token is the highest counter read, plus one, when at least a quorum
+// of the counters read exist: the last write-back reached a quorum, which
+// meets them in a counter that has been there since. When fewer exist, the
+// lock is new or masters lost their counters (a restart without
+// persistence), and a later quorum need not meet the last write-back in a
+// surviving counter: the token then starts a new epoch from the clock, the
+// microseconds since 1970, above every token handed out before as long as
+// the clients' clocks agree to better than the time between two such
+// losses (docs/algorithm.md, "Fencing tokens").
+func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, fences []int64) (int64, error) {
+	var highest int64
+	present := 0
+	for i, cl := range acq.calls {
+		if d.answered[i] && cl.replied {
+			highest = max(highest, fences[i])
+			if fences[i] > 0 {
+				present++
+			}
+		}
+	}
+	token := highest + 1
+	if present < m.quorum && !knobs.NoFenceEpoch.Load() {
+		token = max(token, time.Now().UnixMicro())
+	}
+	if knobs.NoFenceWriteBack.Load() {
+		return token, nil
+	}
+	r := m.c.fanout(ctx, op{
+		timeout: m.c.cfg.nodeTimeout,
+		no:      ErrNodeNotHeld,
+		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			return mb.node.(FencingNode).RaiseFence(ctx, m.name, value, token)
+		},
+	})
+	if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
+		return 0, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
+	}
+	return token, nil
+}
+
+// keyTTL is the time to live written on the nodes: the TTL plus the lock
+// delay (WithLockDelay), which only a clean Unlock cuts short.
+func (m *Mutex) keyTTL() time.Duration { return m.cfg.ttl + m.cfg.lockDelay }
+
 // rollback releases a failed attempt on every node that may hold it. It
-// waits for the releases on nodes that had answered (so the caller sees a
-// clean state when the error returns) and leaves the releases on nodes still
-// pending to finish in the background, sequenced after their acquire.
+// waits for the releases on nodes whose acquire had said yes by the decision
+// (so that the caller sees them clean when the error returns); the releases
+// on nodes that failed, timed out or are still pending finish in the
+// background, sequenced after their acquire.
 func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decision) {
-	rel := m.c.release(ctx, m.cfg, m.name, value, acq.calls)
+	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls)
 	for i, cl := range rel.calls {
-		if d.answered[i] {
+		if d.answered[i] && acq.calls[i].err == nil {
 			<-cl.done // bounded by the release timeout
 		}
 	}

@@ -1,181 +1,273 @@
 package redlock
 
 import (
+	"strings"
 	"time"
 
-	"github.com/quorumlock/quorumlock/clock"
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
-// Defaults. Each option's doc names the default it overrides.
-const (
-	DefaultTTL            = 10 * time.Second
-	DefaultDriftFactor    = 0.01
-	DefaultNodeTimeout    = 50 * time.Millisecond
-	DefaultReleaseTimeout = 100 * time.Millisecond
-	DefaultRetryMin       = 10 * time.Millisecond
-	DefaultRetryMax       = 250 * time.Millisecond
-	DefaultMaxInFlight    = 16
-	// DriftConstant is added to TTL*DriftFactor to form the drift allowance,
-	// covering the millisecond granularity of Redis expiry.
-	DriftConstant = 2 * time.Millisecond
-)
+// driftConstant is added to TTL*DriftFactor to form the drift allowance,
+// covering the millisecond granularity of Redis expiry.
+const driftConstant = 2 * time.Millisecond
 
-// Config holds every setting of a Client or Mutex. Build it with options;
-// Validate checks the fields against each other and against the number of
-// nodes.
-type Config struct {
-	TTL            time.Duration
-	DriftFactor    float64
-	NodeTimeout    time.Duration
-	ReleaseTimeout time.Duration
-	// Quorum is the number of nodes that must agree; 0 means N/2+1.
-	Quorum      int
-	MinValidity time.Duration
-	RetryMin    time.Duration
-	RetryMax    time.Duration
-	// MaxAttempts bounds Lock's attempts; 0 means until the context ends.
-	MaxAttempts int
-	MaxInFlight int
-	Clock       clock.Clock
-	OwnerLabel  string
-	OwnerInfo   bool
+// clientConfig holds the settings shared by every lock of a Client.
+type clientConfig struct {
+	quorum         int // 0 means N/2+1
+	nodeTimeout    time.Duration
+	releaseTimeout time.Duration
+	driftFactor    float64
+	maxInFlight    int
+	ownerLabel     string
+	quarantine     bool
+	quarantineFor  time.Duration // 0: the longest TTL (+ lock-delay) of the client's mutexes
+	durable        []string      // Addrs exempt from the quarantine
 }
 
-func defaultConfig() Config {
-	return Config{
-		TTL:            DefaultTTL,
-		DriftFactor:    DefaultDriftFactor,
-		NodeTimeout:    DefaultNodeTimeout,
-		ReleaseTimeout: DefaultReleaseTimeout,
-		RetryMin:       DefaultRetryMin,
-		RetryMax:       DefaultRetryMax,
-		MaxInFlight:    DefaultMaxInFlight,
-		Clock:          clock.Real{},
-		OwnerInfo:      true,
+// lockConfig holds the settings of one Mutex.
+type lockConfig struct {
+	ttl         time.Duration
+	minValidity time.Duration
+	retryMin    time.Duration
+	retryMax    time.Duration
+	maxAttempts int // 0: until the context ends
+	lockDelay   time.Duration
+	renew       float64 // fraction of the TTL between renewals; 0: off
+	fencing     bool
+	preferWrite bool // WithWriterPreference (NewRWMutex only)
+}
+
+func defaultClientConfig() clientConfig {
+	return clientConfig{
+		nodeTimeout:    50 * time.Millisecond,
+		releaseTimeout: 100 * time.Millisecond,
+		driftFactor:    0.01,
+		maxInFlight:    16,
 	}
 }
 
-// Option sets one field of a Config. Options passed to New set the client's
-// defaults; options passed to Client.NewMutex override them for one mutex.
-type Option func(*Config)
+func defaultLockConfig() lockConfig {
+	return lockConfig{
+		ttl:      10 * time.Second,
+		retryMin: 10 * time.Millisecond,
+		retryMax: 250 * time.Millisecond,
+	}
+}
 
-// WithTTL sets the lock's time to live on each node. Default: DefaultTTL (10s).
-// Must be positive and larger than the node and release timeouts.
-func WithTTL(ttl time.Duration) Option { return func(c *Config) { c.TTL = ttl } }
+// ClientOption configures a Client (New).
+type ClientOption func(*clientConfig)
 
-// WithDriftFactor sets the clock drift allowance as a fraction of the TTL:
-// drift = TTL*factor + DriftConstant, subtracted from the validity. It must
-// cover the worst real clock-rate error between this process and the nodes.
-// Default: DefaultDriftFactor (0.01). Must be in [0, 0.5).
-func WithDriftFactor(f float64) Option { return func(c *Config) { c.DriftFactor = f } }
+// LockOption configures one lock (Client.NewMutex).
+type LockOption func(*lockConfig)
+
+// WithQuorum sets the number of nodes that must agree. Default: N/2+1. Must
+// be in (N/2, N]: anything lower lets two holders coexist.
+func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = q } }
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
-// node. Default: DefaultNodeTimeout (50ms), in the 5-50ms range the Redis
-// docs suggest for a 10s TTL. Must be positive and below the TTL.
-func WithNodeTimeout(d time.Duration) Option { return func(c *Config) { c.NodeTimeout = d } }
+// node. Default: 50ms (the Redis docs suggest 5-50ms for a 10s TTL). Must be
+// positive and below every lock's TTL.
+func WithNodeTimeout(d time.Duration) ClientOption {
+	return func(c *clientConfig) { c.nodeTimeout = d }
+}
 
 // WithReleaseTimeout sets the deadline of each release call (Unlock and the
-// rollback of a failed acquire), which run on a context detached from the
-// caller's so that a cancelled caller still cleans up. Default:
-// DefaultReleaseTimeout (100ms). Must be positive and below the TTL.
-func WithReleaseTimeout(d time.Duration) Option { return func(c *Config) { c.ReleaseTimeout = d } }
+// rollback of a failed acquire), which runs on a context detached from the
+// caller's so that a cancelled caller still cleans up. Default: 100ms. Must
+// be positive and below every lock's TTL.
+func WithReleaseTimeout(d time.Duration) ClientOption {
+	return func(c *clientConfig) { c.releaseTimeout = d }
+}
 
-// WithQuorum overrides the number of nodes that must agree. Default: N/2+1.
-// Must be in (N/2, N]: anything lower lets two holders coexist.
-func WithQuorum(q int) Option { return func(c *Config) { c.Quorum = q } }
+// WithDriftFactor sets the clock drift allowance as a fraction of the TTL:
+// drift = TTL*f + 2ms is subtracted from every validity. It must cover the
+// worst real clock-rate error between this process and the nodes. Default:
+// 0.01. Must be in [0, 0.5).
+func WithDriftFactor(f float64) ClientOption { return func(c *clientConfig) { c.driftFactor = f } }
+
+// WithMaxInFlight caps this client's calls outstanding on any one node
+// (acquires, extends, releases and their retries together). A node at the
+// cap counts as failed for a round (ErrNodeBusy) instead of queueing more
+// work, so a paused node cannot grow goroutines or memory without bound.
+// Default: 16. Must be positive.
+func WithMaxInFlight(n int) ClientOption { return func(c *clientConfig) { c.maxInFlight = n } }
+
+// WithOwnerLabel stores a label (for example a service name) in every lock
+// value next to the token, the hostname and the process id, for operators
+// reading the keys. Default: "".
+func WithOwnerLabel(label string) ClientOption {
+	return func(c *clientConfig) { c.ownerLabel = label }
+}
+
+// WithRestartQuarantine refuses the yes votes of a node whose server has
+// restarted or failed over (a new run_id) for d from the moment the client
+// notices it, and those of a server younger than d when the client first
+// meets it until it has been up for d.
+// A master that restarts without its keys (no persistence, or a promoted
+// replica that lacked them) would otherwise let a second client in while the
+// first still holds the lock; after d every key it lost has expired anyway.
+// Its votes still take the key, which is released like any other; the
+// node's result says ErrNodeQuarantined. Detection costs no round trip per
+// operation: the client re-reads a node's Info only after the node opened a
+// new connection (RestartWatcher), which a restart or failover always
+// causes. Nodes whose Addr is in durable (masters with appendfsync always,
+// which keep their keys) are exempt. d = 0 selects the longest TTL plus
+// lock-delay of the client's mutexes. Every node must implement
+// RestartWatcher. Default: off.
+func WithRestartQuarantine(d time.Duration, durable ...string) ClientOption {
+	return func(c *clientConfig) {
+		c.quarantine, c.quarantineFor, c.durable = true, d, durable
+	}
+}
+
+// WithTTL sets the lock's time to live on each node. Default: 10s. Must be at
+// least 1ms and above the client's node and release timeouts.
+func WithTTL(ttl time.Duration) LockOption { return func(l *lockConfig) { l.ttl = ttl } }
 
 // WithMinValidity makes an acquisition fail (ErrNotObtained wrapping
 // ErrValidityTooShort, with rollback) when less than d of validity remains
 // once the quorum has answered. Default: 0 (any positive validity). Must be
-// non-negative and below TTL minus the drift allowance.
-func WithMinValidity(d time.Duration) Option { return func(c *Config) { c.MinValidity = d } }
+// non-negative and below the TTL minus the drift allowance.
+func WithMinValidity(d time.Duration) LockOption {
+	return func(l *lockConfig) { l.minValidity = d }
+}
 
-// WithRetryBackoff sets Lock's delay between attempts: attempt k waits a
-// random duration in [d/2, d] with d = min(max, min*2^k) (exponential
-// backoff with jitter, so competing clients do not retry in lockstep).
-// Default: DefaultRetryMin (10ms), DefaultRetryMax (250ms). Both must be
-// non-negative and min <= max; 0, 0 retries without any delay.
-func WithRetryBackoff(min, max time.Duration) Option {
-	return func(c *Config) { c.RetryMin, c.RetryMax = min, max }
+// WithRetryBackoff sets Lock's delay between attempts: after failed attempt
+// k it waits a random duration in [d/2, d] with d = min(max, min*2^k), so
+// competing clients do not retry in lockstep. Default: 10ms, 250ms. Both must
+// be non-negative with min <= max, and min must be positive unless max is 0
+// (0, 0 retries without any delay).
+func WithRetryBackoff(min, max time.Duration) LockOption {
+	return func(l *lockConfig) { l.retryMin, l.retryMax = min, max }
 }
 
 // WithMaxAttempts bounds the attempts Lock makes. Default: 0, meaning Lock
 // retries until its context ends. Must be non-negative.
-func WithMaxAttempts(n int) Option { return func(c *Config) { c.MaxAttempts = n } }
+func WithMaxAttempts(n int) LockOption { return func(l *lockConfig) { l.maxAttempts = n } }
 
-// WithMaxInFlight caps this client's calls outstanding on any one node. A
-// node at the cap counts as failed for a round instead of queueing more work,
-// so a paused node cannot grow goroutines or memory without bound. Default:
-// DefaultMaxInFlight (16). Must be positive. Only the value given to New is
-// used (the counters are per client).
-func WithMaxInFlight(n int) Option { return func(c *Config) { c.MaxInFlight = n } }
+// WithLockDelay keeps the lock from being taken again for d after a lease
+// ends without Unlock (it expired, was lost, or its process died), so that
+// writes still in flight from the old holder land before a new holder
+// starts (Consul's lock-delay, Chubby's). The nodes enforce it: the keys are
+// written with a time to live of TTL + d, while the lease's validity is still
+// computed from the TTL; Unlock deletes them at once. Default: 0 (off). Must
+// be non-negative.
+func WithLockDelay(d time.Duration) LockOption { return func(l *lockConfig) { l.lockDelay = d } }
 
-// WithClock sets the clock used to measure validity and to wait between
-// attempts. Default: clock.Real{} (monotonic). A client option: NewMutex
-// rejects it.
-func WithClock(cl clock.Clock) Option { return func(c *Config) { c.Clock = cl } }
-
-// WithOwnerLabel stores a caller label (for example a service name) in the
-// lock's value, visible to Inspect. Default: "".
-func WithOwnerLabel(label string) Option { return func(c *Config) { c.OwnerLabel = label } }
-
-// WithOwnerInfo says whether the hostname and pid are stored in the lock's
-// value. Default: true.
-func WithOwnerInfo(on bool) Option { return func(c *Config) { c.OwnerInfo = on } }
-
-// Drift returns the drift allowance TTL*DriftFactor + DriftConstant.
-func (c Config) Drift() time.Duration {
-	return time.Duration(float64(c.TTL)*c.DriftFactor) + DriftConstant
+// WithAutoRenew makes every lease of the mutex renew itself (Extend) each
+// time fraction of the TTL has passed since its last acquire or extend, with
+// ±10% jitter. A renewal recomputes the validity like an acquire, never runs
+// once Unlock has begun, never resurrects an expired lease (Extend refuses
+// after the deadline), and after a failure retries only while the current
+// validity lasts: when it runs out, Done closes. Renewal goroutines end with
+// the lease. fraction 0 selects 1/3. Default: off. Must be in [0, 1).
+func WithAutoRenew(fraction float64) LockOption {
+	return func(l *lockConfig) {
+		l.renew = fraction
+		if fraction == 0 {
+			l.renew = 1.0 / 3
+		}
+	}
 }
 
-// QuorumFor returns the quorum for n nodes: Quorum if set, else n/2+1.
-func (c Config) QuorumFor(n int) int {
-	if c.Quorum != 0 {
-		return c.Quorum
+// WithFencing gives every lease a fencing token (Lease.Fence) that is
+// strictly greater than the token of every lease of the same lock granted
+// before it, across different quorums: the acquire reads each node's counter
+// in the same atomic step, the token is the maximum plus one, and before the
+// lease is returned the token is written back (compare-and-raise, only where
+// our key still holds) to a quorum, which every later quorum intersects. It
+// costs one more round trip per acquisition. When fewer than a quorum of
+// the counters read exist (a new lock, or masters that restarted without
+// persistence and lost them) the token starts a new epoch from the clock
+// (microseconds since 1970), so a token never repeats after counters are
+// lost, provided the clients' clocks agree to better than the time between
+// two such losses. A master restored from an older snapshot (RDB) hands
+// back an old counter that looks current: use appendfsync always or no
+// persistence. Every node must implement FencingNode (NewMutex says which
+// does not). Default: off.
+func WithFencing() LockOption { return func(l *lockConfig) { l.fencing = true } }
+
+func (c clientConfig) quorumFor(n int) int {
+	if c.quorum != 0 {
+		return c.quorum
 	}
 	return n/2 + 1
 }
 
-// Validate checks the fields against each other for a client of n nodes. Its
-// errors wrap ErrInvalidConfig and name the bad value.
-func (c Config) Validate(n int) error {
+func (c clientConfig) drift(ttl time.Duration) time.Duration {
+	if knobs.NoDrift.Load() {
+		return 0
+	}
+	return time.Duration(float64(ttl)*c.driftFactor) + driftConstant
+}
+
+// validate checks the client's fields against each other for n nodes, and,
+// when l is not nil, a lock's fields against them. Errors wrap
+// ErrInvalidConfig and name the bad value.
+func validate(n int, c clientConfig, l *lockConfig) error {
 	switch {
 	case n <= 0:
 		return configError("no nodes")
-	case c.TTL <= 0:
-		return configError("TTL %v must be positive", c.TTL)
-	case c.TTL < time.Millisecond:
-		return configError("TTL %v is below Redis's 1ms resolution", c.TTL)
-	case c.DriftFactor < 0 || c.DriftFactor >= 0.5 || c.DriftFactor != c.DriftFactor:
-		return configError("drift factor %v must be in [0, 0.5)", c.DriftFactor)
-	case c.NodeTimeout <= 0:
-		return configError("node timeout %v must be positive", c.NodeTimeout)
-	case c.NodeTimeout >= c.TTL:
-		return configError("node timeout %v must be below the TTL %v", c.NodeTimeout, c.TTL)
-	case c.ReleaseTimeout <= 0:
-		return configError("release timeout %v must be positive", c.ReleaseTimeout)
-	case c.ReleaseTimeout >= c.TTL:
-		return configError("release timeout %v must be below the TTL %v", c.ReleaseTimeout, c.TTL)
-	case c.Quorum != 0 && (c.Quorum <= n/2 || c.Quorum > n):
-		return configError("quorum %d must be in (%d/2, %d] for %d nodes", c.Quorum, n, n, n)
-	case c.Quorum < 0:
-		return configError("quorum %d must not be negative", c.Quorum)
-	case c.MinValidity < 0:
-		return configError("minimum validity %v must not be negative", c.MinValidity)
-	case c.MinValidity >= c.TTL-c.Drift():
-		return configError("minimum validity %v must be below TTL %v minus drift %v", c.MinValidity, c.TTL, c.Drift())
-	case c.RetryMin < 0:
-		return configError("retry backoff minimum %v must not be negative", c.RetryMin)
-	case c.RetryMax < 0:
-		return configError("retry backoff maximum %v must not be negative", c.RetryMax)
-	case c.RetryMin > c.RetryMax:
-		return configError("retry backoff minimum %v is above maximum %v", c.RetryMin, c.RetryMax)
-	case c.MaxAttempts < 0:
-		return configError("max attempts %d must not be negative", c.MaxAttempts)
-	case c.MaxInFlight <= 0:
-		return configError("max in flight %d must be positive", c.MaxInFlight)
-	case c.Clock == nil:
-		return configError("nil clock")
+	case c.quorum < 0:
+		return configError("quorum %d must not be negative", c.quorum)
+	case c.quorum != 0 && (c.quorum <= n/2 || c.quorum > n):
+		return configError("quorum %d must be in (%d/2, %d] for %d nodes", c.quorum, n, n, n)
+	case c.nodeTimeout <= 0:
+		return configError("node timeout %v must be positive", c.nodeTimeout)
+	case c.releaseTimeout <= 0:
+		return configError("release timeout %v must be positive", c.releaseTimeout)
+	case c.driftFactor < 0 || c.driftFactor >= 0.5 || c.driftFactor != c.driftFactor:
+		return configError("drift factor %v must be in [0, 0.5)", c.driftFactor)
+	case c.maxInFlight <= 0:
+		return configError("max in flight %d must be positive", c.maxInFlight)
+	case c.quarantineFor < 0:
+		return configError("restart quarantine %v must not be negative", c.quarantineFor)
+	}
+	if l == nil {
+		return nil
+	}
+	switch {
+	case l.ttl < time.Millisecond:
+		return configError("TTL %v must be at least 1ms (Redis's resolution)", l.ttl)
+	case c.nodeTimeout >= l.ttl:
+		return configError("node timeout %v must be below the TTL %v", c.nodeTimeout, l.ttl)
+	case c.releaseTimeout >= l.ttl:
+		return configError("release timeout %v must be below the TTL %v", c.releaseTimeout, l.ttl)
+	case l.minValidity < 0:
+		return configError("minimum validity %v must not be negative", l.minValidity)
+	case l.minValidity >= l.ttl-c.drift(l.ttl):
+		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl))
+	case l.retryMin < 0 || l.retryMax < 0:
+		return configError("retry backoff %v..%v must not be negative", l.retryMin, l.retryMax)
+	case l.retryMin > l.retryMax:
+		return configError("retry backoff minimum %v is above maximum %v", l.retryMin, l.retryMax)
+	case l.retryMin == 0 && l.retryMax > 0:
+		return configError("retry backoff minimum 0 with maximum %v never backs off (min*2^k stays 0): use a positive minimum, or 0, 0 for no delay", l.retryMax)
+	case l.maxAttempts < 0:
+		return configError("max attempts %d must not be negative", l.maxAttempts)
+	case l.lockDelay < 0:
+		return configError("lock delay %v must not be negative", l.lockDelay)
+	case l.renew < 0 || l.renew >= 1 || l.renew != l.renew:
+		return configError("auto-renew fraction %v must be in [0, 1)", l.renew)
 	}
 	return nil
+}
+
+// checkName rejects lock names that cannot keep every key of one lock in one
+// Redis Cluster hash slot: a name containing '{' or '}' must carry a valid
+// hash tag (a non-empty {...}), which then picks the slot.
+func checkName(name string) error {
+	if name == "" {
+		return configError("empty lock name")
+	}
+	if !strings.ContainsAny(name, "{}") {
+		return nil
+	}
+	open := strings.IndexByte(name, '{')
+	if open >= 0 {
+		if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
+			return nil
+		}
+	}
+	return configError("lock name %q has '{' or '}' but no valid hash tag (a non-empty {...}); Redis Cluster could not keep its keys in one slot", name)
 }

@@ -5,6 +5,7 @@ package redisproc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,14 @@ type Config struct {
 	Args []string
 	// StartTimeout bounds the wait for the first PONG. Default: 10s.
 	StartTimeout time.Duration
+	// ConfigFile, when set, is passed to redis-server as its configuration
+	// file (the first argument); the options above and Args override it.
+	ConfigFile string
+	// TLS, when set, makes the server listen only on a TLS port (--port 0
+	// --tls-port P, P as Port says); Addr is that port. The caller passes the
+	// --tls-* file arguments in Args; TLS is the client configuration the
+	// readiness check connects with.
+	TLS *tls.Config
 }
 
 // Server is one running (or stopped) redis-server process. Its methods are
@@ -157,15 +166,23 @@ func (s *Server) args() []string {
 	appendOnly := s.cfg.AppendOnly
 	s.mu.Unlock()
 	port := s.addr[len("127.0.0.1:"):]
-	a := []string{
-		"--port", port,
+	var a []string
+	if s.cfg.ConfigFile != "" {
+		a = append(a, s.cfg.ConfigFile)
+	}
+	if s.cfg.TLS != nil {
+		a = append(a, "--port", "0", "--tls-port", port)
+	} else {
+		a = append(a, "--port", port)
+	}
+	a = append(a,
 		"--bind", "127.0.0.1",
 		"--dir", s.cfg.Dir,
 		"--save", "",
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--logfile", filepath.Join(s.cfg.Dir, "redis.log"),
-	}
+	)
 	if appendOnly {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -207,7 +224,8 @@ func tail(b []byte, n int) string {
 
 func (s *Server) waitReady(exited chan struct{}) error {
 	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, DisableIdentity: true, Protocol: 2})
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, DisableIdentity: true, Protocol: 2,
+		TLSConfig: s.cfg.TLS})
 	defer c.Close()
 	deadline := time.Now().Add(s.cfg.StartTimeout)
 	for {

@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// request is handed by a scheduler to the next client that acquires.
+type request struct {
+	hold    time.Duration // stay in the critical section this long
+	pause   time.Duration // stall past the lease's validity by this much
+	overrun time.Duration // work past the lease's validity by this much
+	held    chan struct{} // closed once the client holds the lease
+}
+
+// client is the workload of client k: Lock -> critical section -> validity
+// check -> write -> Unlock (with Scenario.Renew: the critical section runs
+// under Mutex.Do), until ctx ends. Reaching the acquisition bound calls stop.
+func (r *run) client(ctx context.Context, stop context.CancelFunc, k int, l locker) {
+	acquired := 0
+	var lastErr error
+	defer func() {
+		if acquired == 0 && lastErr != nil {
+			r.logf("chaos: %s: client %d acquired nothing; its last Lock error: %v", r.sc.Name, k, lastErr)
+		}
+	}()
+	for ctx.Err() == nil {
+		if r.sc.Renew {
+			var tok string
+			err := l.mu.Do(ctx, func(fctx context.Context, lease *redlock.Lease) error {
+				acquired++
+				tok = lease.Token()
+				r.section(fctx, k, lease, Event{}, l, stop)
+				return nil
+			})
+			switch {
+			case tok == "":
+				lastErr = err // Lock failed: ctx ended
+			case errors.Is(err, redlock.ErrLockLost):
+				r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: tok, Err: err.Error()})
+			}
+			continue
+		}
+		lease, acq, err := l.lock(ctx)
+		if err != nil {
+			lastErr = err
+			continue // Lock retries until ctx ends; an error means it ended
+		}
+		acquired++
+		r.section(ctx, k, lease, acq, l, stop)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = lease.Unlock(uctx)
+		cancel()
+		if errors.Is(err, redlock.ErrLockLost) {
+			r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: lease.Token(), Err: err.Error()})
+		}
+	}
+}
+
+// section is client k's critical section on lease, up to the Unlock event:
+// it records the acquisition (with acq's shape fields), takes a scheduler's
+// request if one waits, works (a reentrant owner re-enters once), checks
+// the lease and writes (exclusive leases only).
+func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq Event, l locker, stop context.CancelFunc) {
+	tok := lease.Token()
+	acq.Client, acq.Kind, acq.At, acq.Token, acq.Until = k, Acquired, r.clock.Now(), tok, r.clock.Of(lease.Until())
+	r.hist.Add(acq)
+	if r.acqSeen.Add(1) >= r.maxAcq {
+		stop()
+	}
+	rival := r.acquired()
+	var req *request
+	select {
+	case req = <-r.reqs:
+	default:
+	}
+	switch {
+	case req != nil && req.held != nil:
+		close(req.held)
+		r.linger(lease, req.hold, rival)
+	case req != nil && req.overrun > 0:
+		time.Sleep(time.Until(lease.Until()) + req.overrun) // work that overruns the validity
+	case r.sc.Hold > 0:
+		time.Sleep(r.sc.Hold) // the critical section's work
+	}
+	if acq.Owner != "" {
+		r.reenter(ctx, k, l)
+	}
+	// Read and semaphore leases share the lock: only exclusive ones write.
+	switch {
+	case !acq.writes():
+	case lease.Valid():
+		if req != nil && req.pause > 0 {
+			r.hist.Add(Event{Client: k, Kind: Paused, At: r.clock.Now(), Token: tok})
+			time.Sleep(time.Until(lease.Until()) + req.pause) // the process is stopped
+		}
+		r.reg.Write(k, tok, lease.Fence(), r.clock.Of(lease.Until()), fmt.Sprintf("client%d:%s", k, tok))
+	default:
+		r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: tok, Err: "validity ended before the write"})
+	}
+	r.hist.Add(Event{Client: k, Kind: Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(lease.Until())})
+}
+
+// reenter takes client k's reentrant lock again while it holds it (the
+// owner re-enters at once unless a fault refuses it), records the inner
+// lease, and releases it.
+func (r *run) reenter(ctx context.Context, k int, l locker) {
+	rctx, cancel := context.WithTimeout(ctx, r.sc.TTL)
+	inner, err := l.mu.TryLock(rctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	tok := inner.Token()
+	r.hist.Add(Event{Client: k, Kind: Acquired, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until()), Owner: l.owner})
+	r.hist.Add(Event{Client: k, Kind: Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until())})
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = inner.Unlock(uctx)
+}
+
+// acquired signals the acquisition just made to a lingering holder and
+// returns the channel that the next acquisition (necessarily another
+// client's while this one holds) closes.
+func (r *run) acquired() <-chan struct{} {
+	r.acqMu.Lock()
+	defer r.acqMu.Unlock()
+	close(r.acqNext)
+	r.acqNext = make(chan struct{})
+	return r.acqNext
+}
+
+// linger keeps a holder targeted by a fault in its critical section for
+// hold, but never past its lease's validity, and no longer once another
+// client has acquired: the overlap a fault allows then exists, and the
+// holder goes on to its validity check and write. Waiting on the rival
+// rather than for a fixed time makes the forced violation independent of
+// how long the fault takes to inject on a loaded machine, and costs a safe
+// scenario nothing (no rival acquires there).
+func (r *run) linger(lease *redlock.Lease, hold time.Duration, rival <-chan struct{}) {
+	d := min(hold, time.Until(lease.Until()))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-rival:
+	}
+}

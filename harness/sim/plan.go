@@ -1,0 +1,377 @@
+// Package sim is a deterministic simulator for the real redlock coordinator:
+// it runs redlock.Client code unchanged over in-memory masters (memnode) and
+// a simulated network inside a testing/synctest bubble, under fault
+// schedules generated from one seed, and checks the lock's invariants on
+// every schedule. See docs/simulation.md.
+//
+// Run must be called inside a synctest bubble (synctest.Test): the
+// coordinator, the masters and the network all read the time package, so
+// a schedule of several virtual seconds runs in milliseconds.
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Family selects which faults and workloads a schedule draws from.
+type Family string
+
+// The schedule families. Mixed draws everything; the others focus on the
+// faults that one safety mechanism exists for (see Knob).
+const (
+	Mixed      Family = "mixed"      // every fault kind, every option
+	Stragglers Family = "stragglers" // delayed requests and reply spikes (release guard)
+	Cancels    Family = "cancels"    // callers cancelled mid-acquire on slow links (detached rollback)
+	FastClocks Family = "fastclocks" // masters' clocks fast, within the drift allowance
+	Restarts   Family = "restarts"   // restarts without keys, asymmetric cuts, quarantine on
+	Fences     Family = "fences"     // fencing across shifting quorums, client pauses
+	Shapes     Family = "shapes"     // reentrant, read-write and semaphore locks under mixed faults
+)
+
+// Families lists every family, in a fixed order.
+var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes}
+
+// ShapeKind is the kind of lock on one name (docs/shapes.md).
+type ShapeKind int
+
+// Lock kinds: the plain mutex (every family but Shapes), and the shapes.
+const (
+	MutexLock ShapeKind = iota
+	ReentrantLock
+	RWLock
+	SemaphoreLock
+)
+
+func (k ShapeKind) String() string { return [...]string{"mutex", "reentrant", "rw", "semaphore"}[k] }
+
+// Shape is the lock on one name.
+type Shape struct {
+	Kind   ShapeKind
+	K      int  // SemaphoreLock: places
+	Prefer bool // RWLock: WithWriterPreference
+}
+
+func (s Shape) String() string {
+	switch {
+	case s.Kind == SemaphoreLock:
+		return fmt.Sprintf("semaphore(K=%d)", s.K)
+	case s.Kind == RWLock && s.Prefer:
+		return "rw(writer preference)"
+	}
+	return s.Kind.String()
+}
+
+// quorum is the number of masters a valid lease of this shape holds on
+// (docs/shapes.md): a majority, or for a semaphore max(majority,
+// N*K/(K+1)+1).
+func (s Shape) quorum(n int) int {
+	q := n/2 + 1
+	if s.Kind == SemaphoreLock {
+		q = max(q, n*s.K/(s.K+1)+1)
+	}
+	return q
+}
+
+// FaultKind is one kind of fault a schedule can inject.
+type FaultKind int
+
+// Fault kinds. Link-level weather (delays, drops) is drawn per call and
+// counted under NetDelay, NetSpike, DropRequest and DropReply.
+const (
+	MasterPause FaultKind = iota
+	MasterCrash
+	RestartKeep
+	RestartEmpty
+	ClockJump
+	DriftWithin
+	DriftBeyond
+	Partition // one client cut from some masters (asymmetric)
+	Isolate   // one master cut from every client
+	SlowLink  // one client-master link slowed past the node timeout
+	ClientPause
+	CallerCancel
+	NetDelay
+	NetSpike
+	DropRequest
+	DropReply
+	numKinds
+)
+
+var kindNames = [...]string{"pause", "crash", "restart-keep", "restart-empty", "clock-jump",
+	"drift-within", "drift-beyond", "partition", "isolate", "slow-link", "client-pause",
+	"caller-cancel", "net-delay", "net-spike", "drop-request", "drop-reply"}
+
+func (k FaultKind) String() string { return kindNames[k] }
+
+// Fault is one planned fault: it starts At (since the schedule's start) and,
+// where it has one, lasts Dur.
+type Fault struct {
+	At, Dur time.Duration
+	Kind    FaultKind
+	Master  int
+	Client  int
+	Cut     []int // Partition: the masters the client cannot reach
+	Jump    time.Duration
+	Rate    float64
+	Delay   time.Duration // SlowLink
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%v@%v", f.Kind, f.At)
+	switch f.Kind {
+	case MasterPause, MasterCrash, Isolate:
+		s += fmt.Sprintf(" m%d for %v", f.Master, f.Dur)
+	case RestartKeep, RestartEmpty:
+		s += fmt.Sprintf(" m%d", f.Master)
+	case ClockJump:
+		s += fmt.Sprintf(" m%d +%v", f.Master, f.Jump)
+	case DriftWithin, DriftBeyond:
+		s += fmt.Sprintf(" m%d rate %.4f", f.Master, f.Rate)
+	case Partition:
+		s += fmt.Sprintf(" c%d from %v for %v", f.Client, f.Cut, f.Dur)
+	case SlowLink:
+		s += fmt.Sprintf(" c%d-m%d +%v for %v", f.Client, f.Master, f.Delay, f.Dur)
+	}
+	return s
+}
+
+// Net is a schedule's network weather, drawn per call on every link.
+type Net struct {
+	BaseMax    time.Duration // each direction: uniform in [0, BaseMax]
+	SpikeP     float64       // chance of an extra uniform [0, SpikeMax]
+	SpikeMax   time.Duration
+	DropReqP   float64 // request lost (the caller times out, nothing applies)
+	DropReplyP float64 // reply lost after the command applied
+}
+
+// Plan is a whole schedule, drawn from its seed before anything runs.
+type Plan struct {
+	Seed    uint64
+	Family  Family
+	Masters int
+	Clients int
+	Workers int // goroutines per client competing for the locks
+	Names   []string
+	TTL     time.Duration
+	Delay   time.Duration // WithLockDelay
+	Drift   float64
+	MaxIn   int // WithMaxInFlight
+	Fencing bool
+	Quar    bool // WithRestartQuarantine(0)
+	Renew   bool // WithAutoRenew (its jitter is redlock's, unseeded)
+	// LockRetry makes workers call Lock, whose retry backoff jitter is
+	// redlock's own, unseeded; otherwise they call TryLock and back off on
+	// the schedule's random stream. Either keeps a schedule from replaying
+	// the identical interleaving (see docs/simulation.md).
+	LockRetry bool
+	Duration  time.Duration
+	Net       Net
+	PauseP    float64 // chance a holding pauses past its validity before a write
+	CancelP   float64 // chance a Lock call gets a short deadline
+	Faults    []Fault
+	// Shapes: the lock on each name (family Shapes; nil: every name is a
+	// mutex). Owners: each client's reentrant owner (clients may share one:
+	// re-entry works across processes).
+	Shapes []Shape
+	Owners []int
+}
+
+// shape is the lock on name i.
+func (p Plan) shape(i int) Shape {
+	if p.Shapes == nil {
+		return Shape{}
+	}
+	return p.Shapes[i]
+}
+
+// waitTTL is how long a writer's waiting mark lives (docs/shapes.md):
+// twice the retry backoff maximum plus node and release timeouts.
+const waitTTL = 2 * (retryMax + nodeTimeout + releaseTimeout)
+
+// Virtual-time constants of the world.
+const (
+	nodeTimeout    = 50 * time.Millisecond
+	releaseTimeout = 100 * time.Millisecond
+	retryMin       = 5 * time.Millisecond
+	retryMax       = 50 * time.Millisecond
+)
+
+// NewPlan draws the schedule for seed in family f.
+func NewPlan(seed uint64, f Family) Plan {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	p := Plan{Seed: seed, Family: f}
+	p.Masters = []int{3, 3, 5}[r.IntN(3)]
+	p.Clients = 2 + r.IntN(3)
+	p.Workers = 1 + r.IntN(2)
+	nNames := 1 + r.IntN(3)
+	for i := range nNames {
+		p.Names = append(p.Names, fmt.Sprintf("lock-%d", i))
+	}
+	p.TTL = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
+	if r.IntN(4) == 0 {
+		p.Delay = time.Duration(r.IntN(200)) * time.Millisecond
+	}
+	p.Drift = []float64{0.01, 0.01, 0.05}[r.IntN(3)]
+	p.MaxIn = []int{16, 16, 2}[r.IntN(3)]
+	p.Fencing = r.IntN(2) == 0
+	p.Quar = r.IntN(4) != 0
+	p.Renew = r.IntN(8) == 0
+	p.LockRetry = r.IntN(8) == 0
+	p.Duration = time.Duration(2+r.IntN(3)) * time.Second
+	p.Net = Net{BaseMax: time.Duration(r.IntN(3000)) * time.Microsecond}
+	if r.IntN(2) == 0 {
+		p.Net.SpikeP = 0.02 + 0.1*r.Float64()
+		p.Net.SpikeMax = time.Duration(20+r.IntN(200)) * time.Millisecond
+	}
+	if r.IntN(3) == 0 {
+		p.Net.DropReqP = 0.05 * r.Float64()
+		p.Net.DropReplyP = 0.05 * r.Float64()
+	}
+	if p.Fencing && r.IntN(2) == 0 || r.IntN(8) == 0 {
+		p.PauseP = 0.1 + 0.2*r.Float64()
+	}
+	if r.IntN(3) == 0 {
+		p.CancelP = 0.1 + 0.3*r.Float64()
+	}
+	// Faults that break a documented assumption (a forward jump, a rate
+	// beyond the allowance, a restart without keys and no quarantine) are
+	// drawn rarely, so that most schedules are judged.
+	kinds := []FaultKind{MasterPause, MasterPause, MasterCrash, RestartKeep, RestartEmpty,
+		DriftWithin, DriftWithin, Partition, Partition, Partition, Isolate, SlowLink, SlowLink}
+	if r.IntN(8) == 0 {
+		kinds = append(kinds, ClockJump, DriftBeyond)
+	}
+	nFaults := r.IntN(6)
+	switch f {
+	case Stragglers:
+		p.Net.SpikeP = 0.1 + 0.3*r.Float64()
+		p.Net.SpikeMax = time.Duration(60+r.IntN(200)) * time.Millisecond
+		p.Net.BaseMax = time.Duration(r.IntN(20000)) * time.Microsecond
+		p.TTL = time.Second
+		kinds = []FaultKind{MasterPause, SlowLink, Partition}
+	case Cancels:
+		p.CancelP = 0.5 + 0.5*r.Float64()
+		p.Net.BaseMax = time.Duration(5000+r.IntN(30000)) * time.Microsecond
+		p.TTL = time.Second
+		kinds = []FaultKind{MasterPause, SlowLink}
+	case FastClocks:
+		p.Clients = 3 + r.IntN(2)
+		p.PauseP, p.Fencing, p.Quar = 0, false, false
+		kinds = []FaultKind{DriftWithin}
+		nFaults = p.Masters
+	case Restarts:
+		p.Quar = true
+		p.Delay = 0
+		kinds = []FaultKind{RestartEmpty, RestartEmpty, Partition, Partition, MasterCrash}
+		nFaults = 2 + r.IntN(5)
+	case Fences:
+		p.Fencing = true
+		p.PauseP = 0.2 + 0.3*r.Float64()
+		kinds = []FaultKind{Partition, Partition, Isolate, MasterPause, RestartKeep}
+		nFaults = 2 + r.IntN(5)
+	case Shapes:
+		// Every fault kind, as mixed; no fencing (not offered for the
+		// shapes); more workers, fewer names, so that holders meet.
+		p.Fencing = false
+		if p.PauseP > 0 && r.IntN(2) == 0 {
+			p.PauseP = 0
+		}
+		p.Clients = 3 + r.IntN(2)
+		p.Workers = 2
+		p.Names = []string{"lock-0", "lock-1"}[:1+r.IntN(2)]
+		for range p.Names {
+			sh := Shape{Kind: ReentrantLock + ShapeKind(r.IntN(3))}
+			switch sh.Kind {
+			case RWLock:
+				sh.Prefer = r.IntN(2) == 0
+			case SemaphoreLock:
+				sh.K = 2 + r.IntN(2)
+			}
+			p.Shapes = append(p.Shapes, sh)
+		}
+		for range p.Clients {
+			p.Owners = append(p.Owners, r.IntN(p.Clients))
+		}
+	}
+	for range nFaults {
+		k := kinds[r.IntN(len(kinds))]
+		ft := Fault{Kind: k, At: time.Duration(r.Int64N(int64(p.Duration))), Master: r.IntN(p.Masters), Client: r.IntN(p.Clients)}
+		ft.Dur = time.Duration(r.Int64N(int64(p.TTL*2))) + time.Millisecond
+		switch k {
+		case ClockJump:
+			ft.Jump = time.Duration(r.Int64N(int64(p.TTL))) + time.Millisecond
+		case DriftWithin:
+			ft.Rate = 1 + r.Float64()*(p.safeRate()-1)
+			if f == FastClocks {
+				ft.Master = len(p.Faults) % p.Masters
+				ft.At = 0
+				ft.Rate = 1 + (0.5+0.5*r.Float64())*(p.safeRate()-1)
+			}
+		case DriftBeyond:
+			ft.Rate = p.safeRate() * (1.01 + 0.5*r.Float64())
+		case Partition:
+			for m := range p.Masters {
+				if r.IntN(2) == 0 {
+					ft.Cut = append(ft.Cut, m)
+				}
+			}
+			if len(ft.Cut) == 0 {
+				ft.Cut = []int{ft.Master}
+			}
+		case SlowLink:
+			ft.Delay = nodeTimeout + time.Duration(r.Int64N(int64(p.TTL)))
+		}
+		p.Faults = append(p.Faults, ft)
+	}
+	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	return p
+}
+
+// driftAllowance is the validity the coordinator subtracts (redlock's
+// formula: TTL*factor + 2ms).
+func (p Plan) driftAllowance() time.Duration {
+	return time.Duration(float64(p.TTL)*p.Drift) + 2*time.Millisecond
+}
+
+// safeRate is the fastest master clock rate the drift allowance covers: a
+// key set at the acquire's start expires after TTL/rate of real time, which
+// must not come before the validity's end, TTL - drift.
+func (p Plan) safeRate() float64 {
+	return float64(p.TTL) / float64(p.TTL-p.driftAllowance())
+}
+
+// Broken lists the documented assumptions the plan breaks (docs/safety.md):
+// a forward clock jump on a master, a clock rate beyond the drift allowance,
+// a restart without keys while the client has no quarantine. Client pauses
+// past validity are found while running (see Result.Broken).
+func (p Plan) Broken() []string {
+	var out []string
+	for _, f := range p.Faults {
+		switch {
+		case f.Kind == ClockJump:
+			out = append(out, "forward clock jump on m"+fmt.Sprint(f.Master))
+		case f.Kind == DriftBeyond:
+			out = append(out, fmt.Sprintf("clock rate %.4f beyond allowance %.4f on m%d", f.Rate, p.safeRate(), f.Master))
+		case (f.Kind == RestartEmpty || f.Kind == MasterCrash) && !p.Quar:
+			out = append(out, "restart without keys and no quarantine on m"+fmt.Sprint(f.Master))
+		}
+	}
+	return out
+}
+
+func (p Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d family=%s masters=%d clients=%d workers=%d names=%d ttl=%v lockdelay=%v drift=%v maxinflight=%d fencing=%v quarantine=%v renew=%v lockretry=%v duration=%v net=%+v pause=%.2f cancel=%.2f",
+		p.Seed, p.Family, p.Masters, p.Clients, p.Workers, len(p.Names), p.TTL, p.Delay, p.Drift, p.MaxIn, p.Fencing, p.Quar, p.Renew, p.LockRetry, p.Duration, p.Net, p.PauseP, p.CancelP)
+	if p.Shapes != nil {
+		fmt.Fprintf(&b, " shapes=%v owners=%v", p.Shapes, p.Owners)
+	}
+	for _, f := range p.Faults {
+		b.WriteString("\n  " + f.String())
+	}
+	return b.String()
+}

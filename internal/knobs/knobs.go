@@ -1,0 +1,32 @@
+// Package knobs holds test-only switches that turn off one safety mechanism
+// of the coordinator at a time, so that the simulator and the chaos suite can
+// show that each mechanism is needed: with it switched off they must find a
+// violation. Production code never sets them; they are internal to this
+// repository (the harness module may import them, users cannot).
+package knobs
+
+import "sync/atomic"
+
+// Each switch is off (the mechanism on) by default.
+var (
+	// NoReleaseGuard: releases leave no guard, so a late acquire that
+	// reaches a node after the release creates an orphan key.
+	NoReleaseGuard atomic.Bool
+	// AttachedRollback: the rollback of a failed acquire runs on the
+	// caller's context, so a cancelled caller leaves its keys behind.
+	AttachedRollback atomic.Bool
+	// NoDrift: the validity does not subtract the clock drift allowance.
+	NoDrift atomic.Bool
+	// NoQuarantine: WithRestartQuarantine counts every vote.
+	NoQuarantine atomic.Bool
+	// NoFenceWriteBack: WithFencing hands out max+1 without writing it back
+	// to a quorum.
+	NoFenceWriteBack atomic.Bool
+	// NoFenceEpoch: WithFencing hands out max+1 even when fewer than a
+	// quorum of the counters it read exist (lost in a restart).
+	NoFenceEpoch atomic.Bool
+	// NoShapeQuorum: a semaphore decides at the client's quorum (a simple
+	// majority) instead of max(quorum, N*K/(K+1)+1), so K+1 holders can
+	// each find a majority with room (the bug TestSemaphoreBound found).
+	NoShapeQuorum atomic.Bool
+)

@@ -1,0 +1,401 @@
+// Package memnode is an in-memory Redis master for tests: a redlock.Node
+// that keeps lock keys with TTLs on its own clock, with knobs to delay,
+// pause, fail, skew and restart it, like hashicorp/raft's in-memory
+// transport.
+//
+// It models what matters for a lock: a command applies when it reaches the
+// node, not when the caller stops waiting. A call whose context ends while
+// the node is paused or slow returns the context's error, and its command
+// still applies later (a straggler), exactly as a real paused Redis runs the
+// commands it had queued when it resumes. It never starts a goroutine: late
+// commands wait in timers and in the node's queue.
+//
+// It reads time through the time package, so inside a testing/synctest
+// bubble its TTLs, delays and uptime run on the bubble's virtual clock and
+// tests of expiry are instant and deterministic. A Node is safe for
+// concurrent use by multiple goroutines.
+package memnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Node is one in-memory master. Create it with New.
+type Node struct {
+	addr string
+
+	mu      sync.Mutex
+	keys    map[string]entry
+	guards  map[string]time.Time // key+"\x00"+value -> expiry on the node clock
+	fences  map[string]int64     // fencing counters, no expiry
+	holds   map[string]holdSet   // shared locks (shapes.go)
+	waiting map[string]holdSet   // their waiting writers
+	runID   string
+	started time.Time
+	epoch   int // bumped by Restart: commands sent to an older run are lost
+	delay   time.Duration
+	failErr error
+	paused  bool
+	queue   []*command
+	// The node clock reads base + (now - anchor) * rate.
+	anchor time.Time
+	base   time.Time
+	rate   float64
+}
+
+type entry struct {
+	value string
+	exp   time.Time // on the node clock
+}
+
+// command is one call on its way to the node.
+type command struct {
+	epoch int
+	apply func()
+	done  chan struct{}
+}
+
+var (
+	_ redlock.FencingNode    = (*Node)(nil)
+	_ redlock.RestartWatcher = (*Node)(nil)
+)
+
+// New returns a running node named addr (its Addr), with no delay and a
+// clock that follows time.Now.
+func New(addr string) *Node {
+	now := time.Now()
+	n := &Node{addr: addr, keys: map[string]entry{}, guards: map[string]time.Time{}, fences: map[string]int64{}, holds: map[string]holdSet{}, waiting: map[string]holdSet{}, anchor: now, base: now, rate: 1}
+	n.newRun()
+	return n
+}
+
+func (n *Node) newRun() {
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	n.runID = hex.EncodeToString(b[:])
+	n.started = time.Now()
+	n.epoch++
+}
+
+// clock returns the node's time; n.mu must be held.
+func (n *Node) clock() time.Time {
+	now := time.Now()
+	return n.base.Add(time.Duration(float64(now.Sub(n.anchor)) * n.rate))
+}
+
+// Reconnects implements redlock.RestartWatcher: it counts the node's runs
+// (New and each Restart), as a client reconnects once per run.
+func (n *Node) Reconnects() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return uint64(n.epoch)
+}
+
+// Addr returns the name given to New.
+func (n *Node) Addr() string { return n.addr }
+
+// SetDelay makes every later call reach the node d after it is made (one
+// way; replies are instant). A call whose context ends first returns the
+// context's error and its command applies at d all the same. Default: 0.
+func (n *Node) SetDelay(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delay = d
+}
+
+// Pause stops the node like SIGSTOP: calls that reach it wait (their
+// callers see their context expire) and apply, in arrival order, when the
+// returned resume function is called. Resume is idempotent.
+func (n *Node) Pause() (resume func()) {
+	n.mu.Lock()
+	n.paused = true
+	n.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.paused = false
+			for _, c := range n.queue {
+				n.runLocked(c)
+			}
+			n.queue = nil
+		})
+	}
+}
+
+// Fail makes every later call return err at once without reaching the node
+// (nil heals it). Wrap redlock.ErrNotSent to model a refused connection.
+func (n *Node) Fail(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.failErr = err
+}
+
+// SkewClock moves the node's clock by jump (forward expires keys early, as a
+// stepped wall clock does on a real Redis) and makes it run at rate times
+// real time from now on (1 is exact; 1.1 is 10% fast). Key expiry follows
+// the node's clock. rate must be positive.
+func (n *Node) SkewClock(jump time.Duration, rate float64) error {
+	if !(rate > 0) {
+		return fmt.Errorf("memnode: %s: clock rate %v must be positive", n.addr, rate)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.base = n.clock().Add(jump)
+	n.anchor = time.Now()
+	n.rate = rate
+	return nil
+}
+
+// Restart starts a new run of the node, as a crash and restart do: a new
+// RunID, uptime from zero, commands queued or in flight to the old run lost,
+// and the keys kept only if keepKeys (a Redis with appendfsync always)
+// rather than lost (no persistence). It also resumes a paused node.
+func (n *Node) Restart(keepKeys bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.newRun()
+	n.paused = false
+	n.queue = nil
+	if !keepKeys {
+		n.keys = map[string]entry{}
+		n.guards = map[string]time.Time{}
+		n.fences = map[string]int64{}
+		n.holds = map[string]holdSet{}
+		n.waiting = map[string]holdSet{}
+	}
+}
+
+// Keys returns the lock keys the node holds now and their values (release
+// guards are not included). Tests use it to look for orphan keys. A shared
+// lock (redlock.ShapeNode) shows as its key with its live holds as the value
+// ("<group>\n<id>" each, sorted, space separated), and its waiting writers as
+// key+":waiting".
+func (n *Node) Keys() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock()
+	out := map[string]string{}
+	for k, e := range n.keys {
+		if now.Before(e.exp) {
+			out[k] = e.value
+		}
+	}
+	n.holdKeysLocked(out)
+	return out
+}
+
+// do sends one command to the node and waits for its reply or for ctx.
+func (n *Node) do(ctx context.Context, apply func()) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memnode %s: %w", n.addr, err)
+	}
+	n.mu.Lock()
+	if n.failErr != nil {
+		err := n.failErr
+		n.mu.Unlock()
+		return fmt.Errorf("memnode %s: %w", n.addr, err)
+	}
+	c := &command{epoch: n.epoch, apply: apply, done: make(chan struct{})}
+	if n.delay > 0 {
+		time.AfterFunc(n.delay, func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.arriveLocked(c)
+		})
+	} else {
+		n.arriveLocked(c)
+	}
+	n.mu.Unlock()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("memnode %s: %w", n.addr, ctx.Err())
+	}
+}
+
+func (n *Node) arriveLocked(c *command) {
+	switch {
+	case c.epoch != n.epoch: // sent to a run that has since died
+	case n.paused:
+		n.queue = append(n.queue, c)
+	default:
+		n.runLocked(c)
+	}
+}
+
+func (n *Node) runLocked(c *command) {
+	if c.epoch != n.epoch {
+		return
+	}
+	c.apply()
+	close(c.done)
+}
+
+// holdsLocked reports whether key holds value now; n.mu must be held.
+func (n *Node) holdsLocked(key string) (entry, bool) {
+	e, ok := n.keys[key]
+	if ok && !n.clock().Before(e.exp) {
+		delete(n.keys, key)
+		return entry{}, false
+	}
+	return e, ok
+}
+
+func checkTTL(addr string, ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("memnode %s: ttl %v is below one millisecond", addr, ttl)
+	}
+	return nil
+}
+
+// guardLocked leaves a release guard named g for guard (none when guard is
+// 0), dropping expired guards when there are many; n.mu must be held.
+func (n *Node) guardLocked(g string, guard time.Duration) {
+	if guard <= 0 {
+		return
+	}
+	now := n.clock()
+	if len(n.guards) > 4096 {
+		for k, exp := range n.guards {
+			if !now.Before(exp) {
+				delete(n.guards, k)
+			}
+		}
+	}
+	n.guards[g] = now.Add(max(guard.Truncate(time.Millisecond), time.Millisecond))
+}
+
+// Info implements redlock.Node.
+func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	var info redlock.ServerInfo
+	err := n.do(ctx, func() {
+		info = redlock.ServerInfo{RunID: n.runID, Uptime: time.Since(n.started)}
+	})
+	if err != nil {
+		return redlock.ServerInfo{}, err
+	}
+	return info, nil
+}
+
+// Acquire implements redlock.Node.
+func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ok, _, err := n.AcquireFenced(ctx, key, value, ttl)
+	return ok, err
+}
+
+// AcquireFenced implements redlock.FencingNode: Acquire that also reads the
+// lock's fencing counter (kept without expiry; Restart(false) loses it).
+func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	if err := checkTTL(n.addr, ttl); err != nil {
+		return false, 0, err
+	}
+	var ok bool
+	var fence int64
+	err := n.do(ctx, func() {
+		fence = n.fences[key]
+		now := n.clock()
+		if exp, guarded := n.guards[key+"\x00"+value]; guarded && now.Before(exp) {
+			return
+		}
+		if e, held := n.holdsLocked(key); held {
+			ok = e.value == value
+			return
+		}
+		n.keys[key] = entry{value: value, exp: now.Add(ttl.Truncate(time.Millisecond))}
+		ok = true
+	})
+	if err != nil {
+		return false, 0, err // do not read ok: a late command may still set it
+	}
+	return ok, fence, nil
+}
+
+// RaiseFence implements redlock.FencingNode: it raises the lock's fencing
+// counter to token (never lowers it) while key holds value.
+func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	var ok bool
+	err := n.do(ctx, func() {
+		if e, held := n.holdsLocked(key); held && e.value == value {
+			n.fences[key] = max(n.fences[key], token)
+			ok = true
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}
+
+// Extend implements redlock.Node.
+func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := checkTTL(n.addr, ttl); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := n.do(ctx, func() {
+		if e, held := n.holdsLocked(key); held && e.value == value {
+			n.keys[key] = entry{value: value, exp: n.clock().Add(ttl.Truncate(time.Millisecond))}
+			ok = true
+		}
+	})
+	if err != nil {
+		return false, err // do not read ok: a late command may still set it
+	}
+	return ok, nil
+}
+
+// Release implements redlock.Node.
+func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	var ok bool
+	err := n.do(ctx, func() {
+		if e, held := n.holdsLocked(key); held && e.value == value {
+			delete(n.keys, key)
+			ok = true
+			return
+		}
+		n.guardLocked(key+"\x00"+value, guard)
+	})
+	if err != nil {
+		return false, err // do not read ok: a late command may still set it
+	}
+	return ok, nil
+}
+
+// FencedStore is a resource protected by fencing tokens, for tests and
+// examples: it accepts a write only with a token at least the highest it has
+// seen, so a holder that paused past its lease cannot overwrite the work of
+// the next one. The zero value is ready to use and safe for concurrent use.
+type FencedStore struct {
+	mu      sync.Mutex
+	highest int64
+	value   string
+}
+
+// Write stores value if token is at least the highest token seen, and
+// otherwise refuses it with an error naming both tokens.
+func (s *FencedStore) Write(token int64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.highest {
+		return fmt.Errorf("memnode: fenced write refused: token %d is below the highest seen, %d", token, s.highest)
+	}
+	s.highest, s.value = token, value
+	return nil
+}
+
+// Read returns the last accepted value and its token.
+func (s *FencedStore) Read() (value string, token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.value, s.highest
+}

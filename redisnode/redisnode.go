@@ -1,0 +1,413 @@
+// Package redisnode connects the quorum lock to Redis through go-redis v9: a
+// Node is one independent Redis master (a standalone server, a Redis Cluster
+// or a Sentinel-managed master) seen through lock actions.
+//
+// Every call is bounded by its context: the clients the package accepts apply
+// context deadlines to socket I/O, so a paused or unreachable master costs a
+// call no more than its deadline. A call whose context ends returns an error
+// wrapping ctx.Err(). An error reply of the server (CROSSSLOT, NOPERM,
+// READONLY, WRONGTYPE, OOM, a script error) is returned as itself: errors.As
+// finds the go-redis redis.Error and its text is unchanged.
+//
+// Keys: every key a script touches for one lock shares the lock key's hash
+// slot, so the scripts run through a Redis Cluster client. A lock key that
+// contains '}' must carry a valid hash tag (a non-empty {...}).
+package redisnode
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/ctxerr"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Node is one Redis master (or one Redis Cluster, or one Sentinel-managed
+// master) behind the lock actions the quorum coordinator needs. Build it with
+// Dial or New. It is safe for concurrent use by multiple goroutines; it starts
+// no goroutines and puts no cap on calls in flight.
+type Node struct {
+	client redis.UniversalClient
+	addr   string
+	// notSent: a failed dial means the call certainly had no effect (a plain
+	// client that never retries commands).
+	notSent bool
+	owned   bool
+	dials   atomic.Uint64 // connections opened to the server(s)
+}
+
+// Reconnects counts the connections the node's client has opened to its
+// server(s). A server restart or a Sentinel failover always shows up as a new
+// connection, so the coordinator's restart quarantine re-reads Info only
+// when this number changed: no round trip per lock operation. It implements
+// redlock.RestartWatcher. For a Redis Cluster client it counts the shards'
+// connections opened after New.
+func (n *Node) Reconnects() uint64 { return n.dials.Load() }
+
+// watch counts the client's new connections (Reconnects).
+func (n *Node) watch() *Node {
+	switch c := n.client.(type) {
+	case *redis.Client:
+		c.AddHook(dialCounter{&n.dials})
+	case *redis.ClusterClient:
+		c.OnNewNode(func(shard *redis.Client) { shard.AddHook(dialCounter{&n.dials}) })
+	}
+	return n
+}
+
+// dialCounter is a go-redis hook that counts successful dials.
+type dialCounter struct{ n *atomic.Uint64 }
+
+func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			d.n.Add(1)
+		}
+		return conn, err
+	}
+}
+
+func (d dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// New wraps a go-redis client the caller built and keeps owning: Close leaves
+// it open. client must be a *redis.Client (including one from
+// redis.NewFailoverClient, for Sentinel) or a *redis.ClusterClient with
+// Options().Addrs set; a nil or typed-nil client, a *redis.Ring or any other
+// type is an error.
+//
+// The client's options must set ContextTimeoutEnabled: true. Without it
+// go-redis ignores context deadlines on socket reads and writes, so a paused
+// master would block a lock call for ReadTimeout (times MaxRetries+1) instead
+// of the coordinator's per-node deadline. Setting MaxRetries: -1 is advised:
+// a retried acquire can be applied twice, and only then do failed dials on a
+// plain *redis.Client count as "not sent".
+//
+// Addr is the client's address for a *redis.Client, "cluster(h1:p,h2:p,...)"
+// (Options().Addrs) for a *redis.ClusterClient, and
+// "sentinel(FailoverClient@<pointer>)" for a Sentinel client: go-redis v9.17
+// does not expose the master name or sentinel addresses of the *redis.Client
+// that NewFailoverClient returns, so the pointer keeps two such Nodes apart.
+func New(client redis.UniversalClient) (*Node, error) {
+	const why = "; set it: without it go-redis ignores context deadlines on socket I/O and a paused master blocks a lock call for ReadTimeout, times MaxRetries+1, instead of the call's deadline"
+	switch c := client.(type) {
+	case nil:
+		return nil, errors.New("redisnode: nil client")
+	case *redis.Client:
+		if c == nil {
+			return nil, errors.New("redisnode: nil *redis.Client")
+		}
+		o := c.Options()
+		if !o.ContextTimeoutEnabled {
+			return nil, errors.New("redisnode: the *redis.Client's options lack ContextTimeoutEnabled: true" + why)
+		}
+		if o.Addr == "FailoverClient" {
+			return (&Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c)}).watch(), nil
+		}
+		// go-redis normalises MaxRetries: -1 (none) becomes 0, 0 becomes 3.
+		return (&Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0}).watch(), nil
+	case *redis.ClusterClient:
+		if c == nil {
+			return nil, errors.New("redisnode: nil *redis.ClusterClient")
+		}
+		o := c.Options()
+		if !o.ContextTimeoutEnabled {
+			return nil, errors.New("redisnode: the *redis.ClusterClient's options lack ContextTimeoutEnabled: true" + why)
+		}
+		if len(o.Addrs) == 0 {
+			return nil, errors.New("redisnode: the *redis.ClusterClient has no Options().Addrs (built with ClusterSlots or NewFailoverClusterClient?); give it the cluster's seed addresses")
+		}
+		return (&Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")"}).watch(), nil
+	case *redis.Ring:
+		if c == nil {
+			return nil, errors.New("redisnode: nil *redis.Ring")
+		}
+		return nil, errors.New("redisnode: *redis.Ring is not supported: it shards keys over masters by client-side hashing and moves keys when a shard comes or goes; use one Node per master, a *redis.ClusterClient or a Sentinel *redis.Client")
+	default:
+		return nil, fmt.Errorf("redisnode: unsupported client type %T (want *redis.Client or *redis.ClusterClient)", client)
+	}
+}
+
+// Addr names the node in errors and stats: host:port for a standalone master,
+// "cluster(...)" or "sentinel(...)" for the other kinds. It never contains a
+// password.
+func (n *Node) Addr() string { return n.addr }
+
+// Close closes the client if Dial built it; a client passed to New is left
+// open for its owner.
+func (n *Node) Close() error {
+	if n.owned {
+		return n.client.Close()
+	}
+	return nil
+}
+
+// Acquire sets key to value with a TTL of ttl if key is absent (SET NX PX),
+// unless a guarded Release of the same key and value already ran on the
+// server. It reports true when key now holds value, also when it already did
+// (a retried copy of the same acquire; the TTL is then unchanged), and false
+// when another value holds key or a release guard refused the acquire. ttl is
+// rounded down to whole milliseconds and must be at least one.
+func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return false, err
+	}
+	guard, err := guardKey(key, value)
+	if err != nil {
+		return false, err
+	}
+	res, err := n.run(ctx, acquireScript, []string{key, guard}, value, ms)
+	return res == 1, err
+}
+
+// AcquireFenced is Acquire that also reads, in the same atomic step, the
+// lock's fencing counter on this server (0 when it has none): the key
+// "{key}:fence" (or "key:fence" when key has a hash tag), kept without a TTL.
+// It implements redlock.FencingNode.
+func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return false, 0, err
+	}
+	guard, err := guardKey(key, value)
+	if err != nil {
+		return false, 0, err
+	}
+	fence, err := fenceKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	var res []any
+	err = n.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms).Slice()
+		return err
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("redisnode: %s: acquire_fenced.lua returned %v, want [int, int]", n.addr, res)
+	}
+	acquired, ok1 := res[0].(int64)
+	counter, ok2 := res[1].(int64)
+	if !ok1 || !ok2 {
+		return false, 0, fmt.Errorf("redisnode: %s: acquire_fenced.lua returned %v, want [int, int]", n.addr, res)
+	}
+	return acquired == 1, counter, nil
+}
+
+// RaiseFence raises the lock's fencing counter to token (never lowers it),
+// only while key still holds value, and reports whether key held it. It
+// implements redlock.FencingNode.
+func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	fence, err := fenceKey(key)
+	if err != nil {
+		return false, err
+	}
+	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token)
+	return res == 1, err
+}
+
+// Extend resets the TTL of key to ttl if key holds value
+// (compare-and-pexpire) and reports whether it did. It never creates the key.
+// ttl is rounded down to whole milliseconds and must be at least one.
+func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return false, err
+	}
+	res, err := n.run(ctx, extendScript, []string{key}, value, ms)
+	return res == 1, err
+}
+
+// Release deletes key if it holds value (compare-and-delete) and reports
+// whether it did. When key does not hold value and guard > 0, it leaves a
+// release guard for guard (rounded down to milliseconds, at least one): an
+// Acquire of the same key and value that reaches the server later (a copy
+// sent before the release, on a slow path) is refused instead of leaving an
+// orphan key.
+func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	var gms int64
+	if guard > 0 {
+		gms = max(guard.Milliseconds(), 1)
+	}
+	gkey, err := guardKey(key, value)
+	if err != nil {
+		return false, err
+	}
+	res, err := n.run(ctx, releaseScript, []string{key, gkey}, value, gms)
+	return res == 1, err
+}
+
+// Info identifies the server process, from INFO server: RunID is run_id and
+// Uptime is uptime_in_seconds. A Sentinel client reads the current master, so
+// a failover shows as a new RunID (it is a restart for the lock). A Cluster
+// client reads every master: RunID is their run_ids, sorted and joined with
+// ",", and Uptime is the smallest uptime, so any master's restart or a
+// failover changes the identity.
+func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		var ids []string
+		var up time.Duration
+		err := n.do(ctx, func(ctx context.Context) error {
+			return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				text, err := c.Info(ctx, "server").Result()
+				if err != nil {
+					return err
+				}
+				si, err := parseServerInfo(c.Options().Addr, text)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(ids) == 0 || si.Uptime < up {
+					up = si.Uptime
+				}
+				ids = append(ids, si.RunID)
+				return nil
+			})
+		})
+		if err != nil {
+			return redlock.ServerInfo{}, err
+		}
+		if len(ids) == 0 {
+			return redlock.ServerInfo{}, fmt.Errorf("redisnode: %s: cluster has no masters", n.addr)
+		}
+		slices.Sort(ids)
+		return redlock.ServerInfo{RunID: strings.Join(ids, ","), Uptime: up}, nil
+	}
+	var text string
+	err := n.do(ctx, func(ctx context.Context) error {
+		var err error
+		text, err = n.client.Info(ctx, "server").Result()
+		return err
+	})
+	if err != nil {
+		return redlock.ServerInfo{}, err
+	}
+	return parseServerInfo(n.addr, text)
+}
+
+func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
+	var res int64
+	err := n.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = s.Run(ctx, n.client, keys, args...).Int64()
+		return err
+	})
+	return res, err
+}
+
+// do runs fn and classifies its error: a Redis error reply as itself, a
+// context expiry wrapping ctx.Err(), a failed dial of a client that never
+// retries wrapping redlock.ErrNotSent.
+func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", redlock.ErrNotSent, err)
+	}
+	err := fn(ctx)
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return err
+	}
+	err = ctxerr.Wrap(ctx, err)
+	var op *net.OpError
+	if n.notSent && errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: %w", redlock.ErrNotSent, err)
+	}
+	return err
+}
+
+func ttlMillis(ttl time.Duration) (int64, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return 0, fmt.Errorf("redisnode: %w: ttl %v is below one millisecond", redlock.ErrNotSent, ttl)
+	}
+	return ms, nil
+}
+
+// hashTag reports whether key has a valid Redis Cluster hash tag: a '{'
+// followed later by a '}' with at least one byte between the first '{' and the
+// first '}' after it.
+func hashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
+}
+
+// guardKey names the release-guard key for key and value. It hashes to the
+// same Cluster slot as key: a key with a hash tag keeps it, any other key
+// becomes the tag of the guard key ("{key}" hashes like "key").
+func guardKey(key, value string) (string, error) {
+	sum := sha256.Sum256([]byte(value))
+	return slotKey(key, ":release-guard:"+hex.EncodeToString(sum[:12]))
+}
+
+// fenceKey names the fencing counter of key, in key's Cluster slot.
+func fenceKey(key string) (string, error) { return slotKey(key, ":fence") }
+
+// slotKey names an auxiliary key of the lock key that hashes to the same
+// Cluster slot: a key with a hash tag keeps it, any other key becomes the tag
+// ("{key}" hashes like "key").
+func slotKey(key, suffix string) (string, error) {
+	if hashTag(key) {
+		return key + suffix, nil
+	}
+	if strings.Contains(key, "}") {
+		return "", fmt.Errorf("redisnode: %w: key %q has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, key)
+	}
+	return "{" + key + "}" + suffix, nil
+}
+
+func parseServerInfo(addr, text string) (redlock.ServerInfo, error) {
+	var si redlock.ServerInfo
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			si.RunID = v
+		case "uptime_in_seconds":
+			s, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return si, fmt.Errorf("redisnode: %s: bad uptime_in_seconds %q in INFO server", addr, v)
+			}
+			si.Uptime = time.Duration(s) * time.Second
+		}
+	}
+	if si.RunID == "" {
+		return si, fmt.Errorf("redisnode: %s: INFO server has no run_id", addr)
+	}
+	return si, nil
+}

@@ -1,0 +1,39 @@
+package redisnode
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Scripts holds the Lua scripts the Node runs: scripts/acquire.lua,
+// scripts/extend.lua, scripts/release.lua, and for fencing tokens
+// scripts/acquire_fenced.lua and scripts/raise_fence.lua, and for the lock
+// shapes (reentrant, read-write, semaphore) scripts/acquire_hold.lua,
+// scripts/extend_hold.lua and scripts/release_hold.lua. Each starts with a header naming
+// its KEYS, ARGV, the commands it calls and its return values, so that
+// adapters for other clients can run exactly the same scripts. Every key a
+// script touches for one lock shares the lock key's Redis Cluster hash slot.
+//
+//go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua
+var Scripts embed.FS
+
+var (
+	acquireScript = mustScript("scripts/acquire.lua")
+	extendScript  = mustScript("scripts/extend.lua")
+	releaseScript = mustScript("scripts/release.lua")
+	fencedScript  = mustScript("scripts/acquire_fenced.lua")
+	raiseScript   = mustScript("scripts/raise_fence.lua")
+
+	acquireHoldScript = mustScript("scripts/acquire_hold.lua")
+	extendHoldScript  = mustScript("scripts/extend_hold.lua")
+	releaseHoldScript = mustScript("scripts/release_hold.lua")
+)
+
+func mustScript(name string) *redis.Script {
+	src, err := Scripts.ReadFile(name)
+	if err != nil {
+		panic("redisnode: embedded script missing: " + name)
+	}
+	return redis.NewScript(string(src))
+}

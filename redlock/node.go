@@ -1,0 +1,135 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Node is one independent Redis master as the coordinator uses it. Package
+// redisnode implements it over go-redis (standalone, Cluster, Sentinel);
+// package memnode implements it in memory for tests.
+//
+// Implementations must be safe for concurrent use, must return from every
+// call by the context's deadline (whatever the server does: a paused or
+// unreachable master must cost no more than the deadline), must not leave
+// work running after they return, and must return an error wrapping
+// ctx.Err() when they give up because the context ended. An error reply of
+// the server (for example a Redis NOPERM or CROSSSLOT) should be returned as
+// it is: the coordinator hands it to the caller unchanged.
+//
+// Fencing and the lock shapes (reentrant, read-write, semaphore) are
+// optional capabilities: separate interfaces (FencingNode, ShapeNode) that a
+// Node may also implement, so existing implementations keep working.
+type Node interface {
+	// Addr names the node in errors and stats (host:port); it never
+	// contains a password.
+	Addr() string
+	// Info identifies the server process behind the node. The coordinator
+	// reads it once, before the node's first vote, to refuse a server that
+	// is listed twice under different addresses.
+	Info(ctx context.Context) (ServerInfo, error)
+	// Acquire sets key to value with the given TTL if key is absent
+	// (SET NX PX), unless a release guard for key and value exists (see
+	// Release). It reports true when key holds value afterwards, also when
+	// it already did (a retried copy of the same acquire; the TTL is then
+	// left as it is), and false when another value holds key or a guard
+	// refused the acquire.
+	Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// Extend resets the TTL of key if it still holds value
+	// (compare-and-pexpire); it never creates the key. It reports whether
+	// the TTL was reset.
+	Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// Release deletes key if it holds value (compare-and-delete) and
+	// reports whether it did. When key does not hold value and guard > 0,
+	// it leaves a release guard for guard, so that an Acquire of the same
+	// key and value that the server executes later (a straggler sent before
+	// the release) is refused instead of leaving an orphan key.
+	Release(ctx context.Context, key, value string, guard time.Duration) (bool, error)
+}
+
+// FencingNode is a Node that also keeps a fencing counter per lock, the
+// optional capability behind WithFencing. The counter must not expire; it
+// is lost only with the server's data (see docs/algorithm.md, "Fencing
+// tokens").
+type FencingNode interface {
+	Node
+	// AcquireFenced is Acquire that also reads, in the same atomic step,
+	// the lock's fencing counter on this server (0 when it has none).
+	AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (acquired bool, fence int64, err error)
+	// RaiseFence sets the lock's fencing counter to max(counter, token),
+	// only while key still holds value, and reports whether it held it.
+	RaiseFence(ctx context.Context, key, value string, token int64) (bool, error)
+}
+
+// ShapeNode is a Node that also keeps shared locks: the optional capability
+// behind Client.NewReentrant, NewRWMutex and NewSemaphore (see
+// docs/shapes.md). Such a lock is a set of holds on the node, each with its
+// own expiry; a hold expires, is extended and is released on its own, so one
+// holder's release never touches another's. Holds of the same Group share
+// the lock, holds of different groups exclude each other.
+type ShapeNode interface {
+	Node
+	// AcquireHold adds h to key's holds with an expiry of ttl if h.Group is
+	// the group of every live hold, fewer than h.Limit holds are live (when
+	// h.Limit > 0), h.Yield finds no live waiting mark, and no release guard
+	// for h exists. It returns the number of live holds of h.Group
+	// afterwards, or 0 when refused. An acquire that finds h already held
+	// succeeds without changing its expiry (a retried copy). A refused
+	// acquire with h.Waiter set records that waiting mark for h.WaitTTL;
+	// a successful one removes it.
+	AcquireHold(ctx context.Context, key string, h Hold, ttl time.Duration) (int, error)
+	// ExtendHold resets the expiry of h (h.Group and h.ID) to ttl if it is
+	// still held; it never creates it. It reports whether it was held.
+	ExtendHold(ctx context.Context, key string, h Hold, ttl time.Duration) (bool, error)
+	// ReleaseHold removes h and reports whether it was held. When it was
+	// not and guard > 0, it leaves a release guard for h for guard, so that
+	// an AcquireHold of h that the server executes later is refused (as
+	// Node.Release does for a mutex).
+	ReleaseHold(ctx context.Context, key string, h Hold, guard time.Duration) (bool, error)
+}
+
+// Hold is one acquisition of a shared lock on a ShapeNode. Group and ID
+// identify it; the other fields only matter to AcquireHold.
+type Hold struct {
+	// Group: holds of one group share the lock, holds of different groups
+	// exclude each other (the readers; one reentrant owner; a semaphore's
+	// holders).
+	Group string
+	// ID is unique to the acquisition (the lease's token and owner
+	// metadata); it contains no newline.
+	ID string
+	// Limit caps the live holds of the lock, 0 for no cap (a writer's 1, a
+	// semaphore's K).
+	Limit int
+	// Waiter, when not empty, names a waiting writer: see AcquireHold.
+	Waiter  string
+	WaitTTL time.Duration
+	// Yield refuses the acquire while any waiting mark is live (readers
+	// under writer preference).
+	Yield bool
+}
+
+// RestartWatcher is a Node that can tell, without a round trip, that its
+// server may have changed: the capability behind WithRestartQuarantine.
+type RestartWatcher interface {
+	Node
+	// Reconnects counts the connections the node has opened to its
+	// server(s). A restart or a failover of the server always shows up as a
+	// new connection; the coordinator re-reads Info only when it changed.
+	Reconnects() uint64
+}
+
+// ServerInfo identifies one run of a server.
+type ServerInfo struct {
+	// RunID is unique to one run of the server process (Redis's run_id).
+	RunID string
+	// Uptime is how long that run has lasted.
+	Uptime time.Duration
+}
+
+// ErrNotSent is wrapped by a Node's error when the call certainly did not
+// reach the server (for example a refused connection on a client that never
+// re-sends commands), so the call had no effect and needs no release.
+// Implementations that cannot tell must not use it.
+var ErrNotSent = errors.New("redlock: call not sent")

@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+)
+
+// maxBacklog caps the releases kept for retry per node; beyond it new ones
+// are dropped (their keys, if any, expire with their TTL).
+const maxBacklog = 1024
+
+// pendingRelease is a release that failed on a node that may hold the key,
+// kept to be retried until the node answers.
+type pendingRelease struct {
+	key, value string
+	guard      time.Duration
+	hold       *Hold // a shared lock's hold (ShapeNode) instead of key=value
+}
+
+// send runs the release on n.
+func (p pendingRelease) send(ctx context.Context, n Node) (bool, error) {
+	if p.hold != nil {
+		return n.(ShapeNode).ReleaseHold(ctx, p.key, *p.hold, p.guard)
+	}
+	return n.Release(ctx, p.key, p.value, p.guard)
+}
+
+// releasePlan says whether a node whose acquire call was acq may hold the
+// key, and which guard its release must leave. A node whose acquire
+// certainly never reached the server, or answered no, cannot hold our value.
+// Where the acquire's effect is unknown (it failed or timed out, so the
+// server may still apply it later) the release leaves a guard for the TTL so
+// that the late acquire is refused.
+func releasePlan(acq *call, ttl time.Duration) (needed bool, guard time.Duration) {
+	switch {
+	case !acq.sent || errors.Is(acq.err, ErrNotSent):
+		return false, 0
+	case acq.replied && acq.err != nil && !acq.held:
+		return false, 0
+	case acq.replied, knobs.NoReleaseGuard.Load():
+		return true, 0
+	}
+	return true, ttl
+}
+
+// release deletes p (key=value, or a hold) on every node that may hold it (releasePlan), on
+// a context detached from ctx so that a cancelled caller still cleans up. On
+// each node it waits for that node's acquire call to finish first. A release
+// that fails, or that the in-flight cap keeps from being sent, is queued for
+// retry.
+func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call) *round {
+	if !knobs.AttachedRollback.Load() {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return c.fanout(ctx, op{
+		timeout: c.cfg.releaseTimeout,
+		no:      ErrNodeNotHeld,
+		before:  acq,
+		skip: func(i int) bool {
+			needed, _ := releasePlan(acq[i], ttl)
+			return !needed
+		},
+		busy: func(i int, m *member) {
+			q := p
+			_, q.guard = releasePlan(acq[i], ttl)
+			c.queueRelease(m, q)
+		},
+		do: func(ctx context.Context, i int, m *member) (bool, error) {
+			q := p
+			_, q.guard = releasePlan(acq[i], ttl)
+			ok, err := q.send(ctx, m.node)
+			if err != nil {
+				c.queueRelease(m, q)
+			}
+			return ok, err
+		},
+	})
+}
+
+// queueRelease keeps a release that failed on a node that may hold the key.
+// A paused server executes, when it resumes, an acquire it had queued; a
+// release sent meanwhile may never reach it (a connection opened while a
+// server is paused cannot even say HELLO), and an acquire applied just
+// before a partition loses its reply while the release is refused until the
+// partition heals. So the release is retried until the node answers: once
+// it has, the acquire either ran before it (and was deleted) or runs after
+// it (and is refused by the guard). A refused connection also ends the
+// retry: the process is gone, and what a restart reloads from its disk
+// expires on the key's own schedule. One goroutine per node drains the queue
+// with backoff (from min(node timeout, 100ms), doubling up to 1s) and stops
+// when the queue is empty or Close gives up.
+func (c *Client) queueRelease(m *member, p pendingRelease) {
+	select {
+	case <-c.giveUp:
+		return
+	default:
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.backlog) >= maxBacklog {
+		return
+	}
+	m.backlog = append(m.backlog, p)
+	if !m.draining {
+		m.draining = true
+		c.work.add()
+		go c.drain(m)
+	}
+}
+
+func (c *Client) drain(m *member) {
+	defer c.work.done()
+	first := min(c.cfg.nodeTimeout, 100*time.Millisecond)
+	delay := first
+	for {
+		m.mu.Lock()
+		select {
+		case <-c.giveUp:
+			m.backlog = nil
+		default:
+		}
+		if len(m.backlog) == 0 {
+			m.draining = false
+			m.mu.Unlock()
+			return
+		}
+		p := m.backlog[0]
+		m.mu.Unlock()
+
+		err := ErrNodeBusy
+		if m.tryTake(c.cfg.maxInFlight) {
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+			_, err = p.send(ctx, m.node)
+			cancel()
+			m.give()
+		}
+		// Done once the node answered, or refused the connection: then
+		// the server process that may have received the acquire is gone,
+		// and whatever a restart brings back from its disk expires on the
+		// key's own schedule.
+		if err == nil || errors.Is(err, ErrNotSent) {
+			m.mu.Lock()
+			if len(m.backlog) > 0 {
+				m.backlog = m.backlog[1:]
+			}
+			m.mu.Unlock()
+			delay = first
+			continue
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.giveUp:
+			t.Stop()
+		}
+		delay = min(2*delay, time.Second)
+	}
+}

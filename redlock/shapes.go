@@ -1,0 +1,227 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+)
+
+// The lock shapes (docs/shapes.md) are Mutexes whose acquisitions are holds
+// in a shared lock on each node (ShapeNode) instead of SET NX keys: the same
+// fan-out, per-node deadline, decision at quorum, validity, rollback with
+// release guards, release backlog, restart quarantine, renewal and Lease.
+// Only the group and limit of a hold differ between them.
+
+// Hold groups. Different shapes on one name exclude each other, and
+// semaphores with different K do too (a client with a wrong K cannot exceed
+// the others' bound).
+const (
+	readerGroup = "r"
+	writerGroup = "w"
+)
+
+// NewReentrant returns a reentrant mutex for the lock called name, held by
+// owner: an ID the caller chooses (a job or request ID; Go has no thread
+// identity), so re-entry works across goroutines and processes that share
+// it. While a lease of owner is valid, another Lock by the same owner
+// succeeds at once and adds a hold with its own lease and expiry (its
+// Lease.Holds reports the depth); any other owner is refused until every
+// hold of owner is released or expired on a quorum. Each lease releases,
+// extends and renews only its own hold, so a release cannot touch another
+// owner's holds; the key is removed with the last hold.
+//
+// It takes NewMutex's options (except WithFencing) with the same defaults,
+// and does not contact the nodes. Every node must implement ShapeNode.
+// Errors wrap ErrInvalidConfig: NewMutex's, an empty owner, WithFencing or
+// WithWriterPreference, or a node without the capability (named by its
+// Addr).
+func (c *Client) NewReentrant(name, owner string, opts ...LockOption) (*Mutex, error) {
+	if owner == "" {
+		return nil, configError("NewReentrant: empty owner")
+	}
+	return c.newMutex("NewReentrant", name, &Hold{Group: "o:" + owner}, opts)
+}
+
+// RWMutex is a read-write lock over the client's nodes: any number of
+// readers, or one writer. Create it with Client.NewRWMutex. Each reader's
+// hold has its own expiry, so releases never touch other readers. Like
+// Mutex it holds no state between calls and is safe for concurrent use;
+// every successful call returns its own Lease, with the mutex's lifecycle.
+type RWMutex struct {
+	r, w *Mutex
+}
+
+// NewRWMutex returns a read-write lock called name. It takes NewMutex's
+// options (except WithFencing) with the same defaults, plus
+// WithWriterPreference; it does not contact the nodes. Every node must
+// implement ShapeNode. Errors wrap ErrInvalidConfig: NewMutex's,
+// WithFencing, or a node without the capability (named by its Addr).
+func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
+	r, err := c.newMutex("NewRWMutex", name, &Hold{Group: readerGroup}, opts)
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.newMutex("NewRWMutex", name, &Hold{Group: writerGroup, Limit: 1}, opts)
+	if err != nil {
+		return nil, err
+	}
+	if w.cfg.preferWrite {
+		token, _ := c.newValue()
+		r.hold.Yield = true
+		w.hold.Waiter = token
+		// Until this writer's next attempt renews the mark: its backoff
+		// plus an attempt and its rollback, twice.
+		w.hold.WaitTTL = 2 * (w.cfg.retryMax + c.cfg.nodeTimeout + c.cfg.releaseTimeout)
+	}
+	return &RWMutex{r: r, w: w}, nil
+}
+
+// WithWriterPreference gives waiting writers of an RWMutex preference: a
+// writer's attempt that is refused leaves a mark on the nodes that refused
+// it, and new readers are refused there while the mark lives, so a stream
+// of readers cannot starve a writer. The mark lives twice the writer's
+// retry backoff maximum plus node and release timeouts (renewed by each
+// attempt of a waiting Lock, removed where the writer gets the lock), so a
+// writer that gives up, or a single TryLock, keeps readers out that long.
+// Readers holding the lock keep it (and may Extend) until they release.
+// Only NewRWMutex accepts it. Default: off (readers may starve writers).
+func WithWriterPreference() LockOption { return func(l *lockConfig) { l.preferWrite = true } }
+
+// RLock acquires a read lease, retrying like Mutex.Lock (with its errors).
+// Its Lease.Holds reports the live readers on the nodes.
+func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) { return rw.r.Lock(ctx) }
+
+// TryRLock makes one attempt at a read lease, like Mutex.TryLock.
+func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) { return rw.r.TryLock(ctx) }
+
+// RDo runs fn under a read lease, like Mutex.Do.
+func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return rw.r.Do(ctx, fn)
+}
+
+// Lock acquires the write lease, retrying like Mutex.Lock (with its
+// errors): it waits for live readers to drain.
+func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) { return rw.w.Lock(ctx) }
+
+// TryLock makes one attempt at the write lease, like Mutex.TryLock.
+func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) { return rw.w.TryLock(ctx) }
+
+// Do runs fn under the write lease, like Mutex.Do.
+func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return rw.w.Do(ctx, fn)
+}
+
+// Semaphore is a counting semaphore over the client's nodes: at most K
+// holders at once, each with its own lease and expiry. Create it with
+// Client.NewSemaphore. It holds no state between calls and is safe for
+// concurrent use.
+type Semaphore struct {
+	m *Mutex
+}
+
+// NewSemaphore returns a semaphore called name that admits k holders.
+//
+// For k > 1 a majority of nodes is not enough: its quorum is the larger of
+// the client's and n*k/(k+1)+1 for n nodes (n = 3: 3 for any k > 1; n = 5:
+// 4 for k = 2..4), so it tolerates fewer failed nodes than a mutex (none
+// for n = 3). Every
+// client of the semaphore must use the same k: the holds of semaphores with
+// different k exclude each other, so a wrong k blocks instead of exceeding
+// the bound. It takes NewMutex's options (except WithFencing) with the same
+// defaults and does not contact the nodes. Every node must implement
+// ShapeNode. Errors wrap ErrInvalidConfig: NewMutex's, k below 1,
+// WithFencing or WithWriterPreference, or a node without the capability
+// (named by its Addr).
+func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphore, error) {
+	if k < 1 {
+		return nil, configError("NewSemaphore: k %d must be at least 1", k)
+	}
+	m, err := c.newMutex("NewSemaphore", name, &Hold{Group: "s:" + strconv.Itoa(k), Limit: k}, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !knobs.NoShapeQuorum.Load() { // test-only switch (internal/knobs)
+		m.quorum = max(m.quorum, semaphoreQuorum(len(c.members), k))
+	}
+	return &Semaphore{m: m}, nil
+}
+
+// semaphoreQuorum is the least quorum that keeps n nodes, each admitting k
+// holds, from granting k+1 holders: those would occupy at least (k+1)*q
+// node places, more than the n*k there are, when q > n*k/(k+1). A majority
+// is not enough for k > 1: with n = 3, q = 2 and k = 2, holders on nodes
+// {0,1}, {1,2} and {0,2} are three (TestSemaphoreBound found it).
+func semaphoreQuorum(n, k int) int { return n*k/(k+1) + 1 }
+
+// Acquire takes one of the k places, retrying like Mutex.Lock (with its
+// errors). Its Lease.Holds reports the holders on the nodes; Unlock gives
+// the place back.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) { return s.m.Lock(ctx) }
+
+// TryAcquire makes one attempt to take a place, like Mutex.TryLock.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return s.m.TryLock(ctx) }
+
+// Do runs fn holding a place, like Mutex.Do.
+func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return s.m.Do(ctx, fn)
+}
+
+// Holds returns the number of live holds of the lease's group on the nodes
+// when it was acquired, counting its own (the highest among the nodes that
+// granted it by the decision; the nodes apply concurrent acquisitions in
+// different orders, so it is a report, not a lock-wide count): a reentrant lease's depth, the readers of a read lease, the
+// holders of a semaphore. It is 1 for a Mutex and a write lease.
+func (l *Lease) Holds() int { return l.holds }
+
+// checkShape refuses what a constructor cannot do: fencing for shared
+// locks, writer preference outside NewRWMutex, nodes without ShapeNode.
+func (c *Client) checkShape(ctor string, hold *Hold, l lockConfig) error {
+	if l.preferWrite && ctor != "NewRWMutex" {
+		return configError("%s: WithWriterPreference applies to NewRWMutex only", ctor)
+	}
+	if hold == nil {
+		return nil
+	}
+	if l.fencing {
+		return configError("%s: WithFencing applies to NewMutex only", ctor)
+	}
+	for i, m := range c.members {
+		if _, ok := m.node.(ShapeNode); !ok {
+			return configError("%s: node %d (%s, %T) does not implement ShapeNode", ctor, i, m.addr, m.node)
+		}
+	}
+	return nil
+}
+
+// holdFor is the mutex's hold for the acquisition stored as value.
+func (m *Mutex) holdFor(value string) Hold {
+	h := *m.hold
+	h.ID = value
+	return h
+}
+
+// target is what releasing value removes: key=value, or the hold.
+func (m *Mutex) target(value string) pendingRelease {
+	p := pendingRelease{key: m.name, value: value}
+	if m.hold != nil {
+		h := m.holdFor(value)
+		p.hold = &h
+	}
+	return p
+}
+
+// holdCount is the highest hold count among the nodes that granted the
+// acquisition r by its decision d (1 for a mutex).
+func (m *Mutex) holdCount(r *round, d decision, holds []int) int {
+	if m.hold == nil {
+		return 1
+	}
+	high := 0
+	for i, cl := range r.calls {
+		if d.answered[i] && cl.err == nil {
+			high = max(high, holds[i])
+		}
+	}
+	return high
+}

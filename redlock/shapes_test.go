@@ -1,0 +1,442 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Unit tests of the lock shapes over in-memory masters in synctest bubbles
+// (virtual time: every outcome is exact). The same properties on real
+// redis-server processes are in shapes_redis_test.go.
+
+// span is one lease's valid window: from the moment Lock returned to the
+// earlier of its Until and the moment Unlock was called.
+type span struct {
+	write      bool
+	start, end time.Time
+}
+
+// spans records the valid windows of leases from many goroutines.
+type spans struct {
+	mu   sync.Mutex
+	list []span
+}
+
+// hold keeps lease for d (or until ctx ends) and records its window.
+func (s *spans) hold(ctx context.Context, write bool, lease *redlock.Lease, d time.Duration) {
+	start := time.Now()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	end := time.Now()
+	if u := lease.Until(); u.Before(end) {
+		end = u
+	}
+	_ = lease.Unlock(context.Background())
+	s.mu.Lock()
+	s.list = append(s.list, span{write: write, start: start, end: end})
+	s.mu.Unlock()
+}
+
+// check fails the test if a write window overlaps any other window, or more
+// than limit windows overlap; it returns the most windows that overlapped
+// and the number of write windows.
+func (s *spans) check(t *testing.T, limit int) (most, writes int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for i, a := range s.list {
+		if a.write {
+			writes++
+		}
+		if !a.end.After(a.start) {
+			continue // expired before it was recorded: never valid
+		}
+		edges = append(edges, edge{a.start, 1}, edge{a.end, -1})
+		for _, b := range s.list[i+1:] {
+			if (a.write || b.write) && a.start.Before(b.end) && b.start.Before(a.end) {
+				t.Errorf("a writer overlapped another holder: %v-%v and %v-%v", a.start, a.end, b.start, b.end)
+			}
+		}
+	}
+	// Ends sort before starts at the same instant: a window is open [start, end).
+	slices.SortFunc(edges, func(x, y edge) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.delta - y.delta
+	})
+	cur := 0
+	for _, e := range edges {
+		cur += e.delta
+		most = max(most, cur)
+	}
+	assert.LessOrEqual(t, most, limit, "more holders at once than the limit")
+	return most, writes
+}
+
+// reentrants returns a reentrant mutex of lockName for each owner.
+func reentrants(t *testing.T, c *redlock.Client, ttl time.Duration, owners ...string) []*redlock.Mutex {
+	t.Helper()
+	var out []*redlock.Mutex
+	for _, o := range owners {
+		m, err := c.NewReentrant(lockName, o, redlock.WithTTL(ttl))
+		require.NoError(t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+// requireRefused fails unless one attempt on m is refused.
+func requireRefused(t *testing.T, m *redlock.Mutex, why string) {
+	t.Helper()
+	_, err := m.TryLock(context.Background())
+	require.ErrorIs(t, err, redlock.ErrNotObtained, why)
+}
+
+// A reentrant owner takes the lock again and again (Holds reports the
+// depth), any other owner is refused until the last of its holds is
+// released, in any order, and the last release leaves no key.
+func TestReentrantDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		ms3 := reentrants(t, c, time.Second, "job-7", "job-7", "job-8") // a2: another process of job-7
+		a, a2, b := ms3[0], ms3[1], ms3[2]
+		var leases []*redlock.Lease
+		for depth := 1; depth <= 3; depth++ {
+			m := a
+			if depth == 2 {
+				m = a2
+			}
+			l, err := m.TryLock(ctx)
+			require.NoError(t, err)
+			synctest.Wait() // every node has applied it
+			assert.Equal(t, depth, l.Holds())
+			leases = append(leases, l)
+		}
+		for _, i := range []int{1, 0, 2} {
+			_, err := b.TryLock(ctx)
+			require.ErrorIs(t, err, redlock.ErrNotObtained, "another owner while job-7 holds")
+			assert.ErrorIs(t, nodeErrs(t, err)[0], redlock.ErrNodeTaken)
+			require.NoError(t, leases[i].Unlock(ctx))
+		}
+		synctest.Wait()
+		assert.Zero(t, ownKeys(ms), "the last release leaves no key")
+		l, err := b.TryLock(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, l.Holds())
+		require.NoError(t, l.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// A lease whose holds expired and were taken by another owner cannot
+// release or extend the new owner's: Unlock and Extend say the lock was
+// lost, and the new owner's lease is untouched.
+func TestReentrantForeignReleaseRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		ab := reentrants(t, c, time.Second, "job-7", "job-8")
+		a, b := ab[0], ab[1]
+		la, err := a.TryLock(ctx)
+		require.NoError(t, err)
+		time.Sleep(time.Second) // job-7 stalls past its TTL
+		lb, err := b.TryLock(ctx)
+		require.NoError(t, err)
+		require.ErrorIs(t, la.Extend(ctx), redlock.ErrLockLost)
+		require.ErrorIs(t, la.Unlock(ctx), redlock.ErrLockLost)
+		assert.True(t, lb.Valid())
+		require.NoError(t, lb.Extend(ctx), "job-8's hold is intact")
+		requireRefused(t, a, "job-8 holds")
+		require.NoError(t, lb.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// Partial failures make the nodes' counts of one owner disagree (a paused
+// node applies an acquire and a release late, another fails for a while):
+// a second owner is refused throughout, and once every lease is unlocked
+// and the client closed, no key is left.
+func TestReentrantPartialFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		ab := reentrants(t, c, 10*time.Second, "job-7", "job-8")
+		a, b := ab[0], ab[1]
+		refused := func(why string) { t.Helper(); requireRefused(t, b, why) }
+		l1, err := a.TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait()
+		resume := ms[2].Pause()
+		l2, err := a.TryLock(ctx) // on nodes 0 and 1; node 2 applies it late
+		require.NoError(t, err)
+		assert.Equal(t, 2, l2.Holds())
+		require.NoError(t, l1.Unlock(ctx)) // node 2's release waits too
+		refused("nodes 0 and 1 hold l2, node 2 is paused")
+		resume()
+		synctest.Wait()
+		refused("counts 1, 1, and node 2 caught up")
+		ms[0].Fail(errors.New("connection reset"))
+		refused("node 0 fails, 1 and 2 hold l2")
+		l3, err := a.TryLock(ctx) // nodes 1 and 2 only: counts 1, 2, 2
+		require.NoError(t, err)
+		refused("counts disagree")
+		require.NoError(t, l2.Unlock(ctx)) // node 0's release is retried
+		refused("l3 holds nodes 1 and 2")
+		ms[0].Fail(nil)
+		require.NoError(t, l3.Unlock(ctx))
+		l, err := b.TryLock(ctx)
+		require.NoError(t, err, "free once every hold of job-7 is released")
+		require.NoError(t, l.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms), "no key after the last release")
+	})
+}
+
+// Readers share the lock, each with its own hold: one reader's release
+// leaves the others'; a writer waits for the last reader, and excludes
+// readers and other writers.
+func TestRWMutexReadersAndWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second))
+		require.NoError(t, err)
+		r1, err := rw.TryRLock(ctx)
+		require.NoError(t, err)
+		r2, err := rw.TryRLock(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 2}, []int{r1.Holds(), r2.Holds()})
+		_, err = rw.TryLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		require.NoError(t, r1.Unlock(ctx))
+		assert.True(t, r2.Valid())
+		require.NoError(t, r2.Extend(ctx), "r1's release left r2's hold")
+		_, err = rw.TryLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "r2 still reads")
+		require.NoError(t, r2.Unlock(ctx))
+		w, err := rw.TryLock(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, w.Holds())
+		_, err = rw.TryRLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "no reader while writing")
+		_, err = rw.TryLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "one writer")
+		require.NoError(t, w.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// A stream of overlapping readers starves a writer without preference; with
+// WithWriterPreference the writer gets in, and never while a reader's lease
+// is valid.
+func TestRWMutexWriterPreference(t *testing.T) {
+	for _, prefer := range []bool{false, true} {
+		t.Run(fmt.Sprint("prefer=", prefer), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ms, nodes := mem(3)
+				c := newClient(t, nodes)
+				opts := []redlock.LockOption{redlock.WithTTL(time.Second)}
+				if prefer {
+					opts = append(opts, redlock.WithWriterPreference())
+				}
+				rw, err := c.NewRWMutex(lockName, opts...)
+				require.NoError(t, err)
+				stop, cancel := context.WithCancel(context.Background())
+				var rec spans
+				var wg sync.WaitGroup
+				for i := range 3 {
+					wg.Go(func() {
+						time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+						for stop.Err() == nil {
+							l, err := rw.RLock(stop)
+							if err == nil {
+								rec.hold(stop, false, l, 30*time.Millisecond)
+							}
+						}
+					})
+				}
+				time.Sleep(50 * time.Millisecond)
+				ctx, cancelW := context.WithTimeout(context.Background(), 3*time.Second)
+				w, err := rw.Lock(ctx)
+				cancelW()
+				if prefer {
+					require.NoError(t, err, "the writer gets in")
+					rec.hold(context.Background(), true, w, 10*time.Millisecond)
+				} else {
+					require.ErrorIs(t, err, redlock.ErrNotObtained, "readers starve the writer")
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+				}
+				cancel()
+				wg.Wait()
+				most, writes := rec.check(t, 1<<30)
+				assert.GreaterOrEqual(t, most, 2, "readers shared the lock")
+				assert.Equal(t, map[bool]int{false: 0, true: 1}[prefer], writes)
+				require.NoError(t, c.Close(context.Background()))
+				for _, m := range ms {
+					for k := range m.Keys() {
+						assert.Contains(t, k, ":waiting", "only a waiting mark may outlive the holders (it expires)")
+					}
+				}
+				time.Sleep(2 * time.Second)
+				assert.Zero(t, ownKeys(ms))
+			})
+		})
+	}
+}
+
+// A reader that never unlocks (its process died) keeps the writer out
+// until its validity ended, not longer than its TTL, and its late Unlock
+// says the lease was lost.
+func TestRWMutexReaderExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithRetryBackoff(time.Millisecond, time.Millisecond))
+		require.NoError(t, err)
+		start := time.Now()
+		r, err := rw.TryRLock(ctx)
+		require.NoError(t, err)
+		w, err := rw.Lock(ctx)
+		require.NoError(t, err)
+		assert.False(t, time.Now().Before(r.Until()), "the writer got in after the reader's validity")
+		assert.LessOrEqual(t, time.Since(start), time.Second+2*time.Millisecond, "and once its holds expired")
+		<-r.Done()
+		require.ErrorIs(t, r.Err(), redlock.ErrLockLost)
+		require.ErrorIs(t, r.Unlock(ctx), redlock.ErrLockLost, "the reader's holds expired")
+		require.NoError(t, w.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// A semaphore never has more than K valid holders, reaches K, and leaves no
+// key.
+func TestSemaphoreBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		sem, err := c.NewSemaphore(lockName, 2, redlock.WithTTL(time.Second))
+		require.NoError(t, err)
+		other, err := c.NewSemaphore(lockName, 3, redlock.WithTTL(time.Second))
+		require.NoError(t, err)
+		stop, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var rec spans
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				for stop.Err() == nil {
+					l, err := sem.Acquire(stop)
+					if err == nil {
+						assert.LessOrEqual(t, l.Holds(), 2)
+						rec.hold(stop, false, l, time.Duration(10+7*i)*time.Millisecond)
+					}
+				}
+			})
+		}
+		// A client with a different K: its holds exclude the others' (they
+		// are recorded as writes, which must overlap nothing).
+		wg.Go(func() {
+			for stop.Err() == nil {
+				if l, err := other.TryAcquire(stop); err == nil {
+					rec.hold(stop, true, l, 5*time.Millisecond)
+				}
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+		wg.Wait()
+		most, _ := rec.check(t, 2)
+		assert.Equal(t, 2, most)
+		require.NoError(t, c.Close(context.Background()))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// Shape leases renew like a mutex's: a read lease with WithAutoRenew stays
+// valid over many TTLs, and Do runs a function under a semaphore place.
+func TestShapeLeaseRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithAutoRenew(0))
+		require.NoError(t, err)
+		r, err := rw.RLock(ctx)
+		require.NoError(t, err)
+		time.Sleep(5 * time.Second)
+		assert.True(t, r.Valid())
+		_, err = rw.TryLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		require.NoError(t, r.Unlock(ctx))
+		sem, err := c.NewSemaphore(lockName+":sem", 1, redlock.WithTTL(time.Second))
+		require.NoError(t, err)
+		ran := false
+		require.NoError(t, sem.Do(ctx, func(ctx context.Context, _ *redlock.Lease) error {
+			time.Sleep(3 * time.Second)
+			ran = ctx.Err() == nil
+			return nil
+		}))
+		assert.True(t, ran, "renewed while the function ran")
+		require.NoError(t, c.Close(ctx))
+		assert.Zero(t, ownKeys(ms))
+	})
+}
+
+// plainNode hides a node's optional capabilities.
+type plainNode struct{ redlock.Node }
+
+// Construction errors name the bad value.
+func TestShapeConstructionErrors(t *testing.T) {
+	_, nodes := mem(3)
+	c := newClient(t, nodes)
+	_, err := c.NewReentrant(lockName, "")
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "empty owner")
+	_, err = c.NewSemaphore(lockName, 0)
+	assert.ErrorContains(t, err, "k 0")
+	_, err = c.NewRWMutex(lockName, redlock.WithFencing())
+	assert.ErrorContains(t, err, "WithFencing")
+	_, err = c.NewMutex(lockName, redlock.WithWriterPreference())
+	assert.ErrorContains(t, err, "WithWriterPreference applies to NewRWMutex only")
+	_, err = c.NewSemaphore(lockName, 2, redlock.WithWriterPreference())
+	assert.ErrorContains(t, err, "WithWriterPreference")
+
+	nodes[1] = plainNode{nodes[1]}
+	c2 := newClient(t, nodes)
+	_, err = c2.NewRWMutex(lockName)
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "node 1 (mem-1")
+	assert.ErrorContains(t, err, "does not implement ShapeNode")
+	_, err = c2.NewMutex(lockName)
+	assert.NoError(t, err, "a mutex needs no capability")
+}
