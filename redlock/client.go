@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -43,8 +42,9 @@ type member struct {
 	addr        string
 	inflight    atomic.Int32
 	identified  atomic.Bool
-	identifying atomic.Bool
-	durable     bool // exempt from the restart quarantine
+	idMu        sync.Mutex
+	identifying chan struct{} // under idMu; closed when the running identification ends
+	durable     bool          // exempt from the restart quarantine
 
 	// Restart quarantine state, under mu.
 	runID       string
@@ -251,20 +251,44 @@ func (c *Client) usable() error {
 // identify reads the server identity of member i before its first vote. A
 // server already identified behind another member poisons the client: one
 // server must never cast two votes.
+//
+// One identification per node runs at a time: calls that find one running
+// (a cold or slow node can take up to the timeout) wait for its outcome
+// instead of piling more INFO calls on the node, and try again themselves
+// if it failed.
 func (c *Client) identify(ctx context.Context, i int, timeout time.Duration) error {
 	m := c.members[i]
-	if m.identified.Load() {
-		return nil
-	}
-	// One identification per node at a time: while it runs (a cold or slow
-	// node can take up to the timeout), other calls to that node fail at
-	// once instead of piling up more INFO calls on it.
-	if !m.identifying.CompareAndSwap(false, true) {
-		return errIdentifying
-	}
-	defer m.identifying.Store(false)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	for !m.identified.Load() {
+		m.idMu.Lock()
+		running := m.identifying
+		if running == nil {
+			m.identifying = make(chan struct{})
+		}
+		m.idMu.Unlock()
+		if running == nil {
+			return c.identifyOnce(ctx, i)
+		}
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return fmt.Errorf("identifying the server: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// identifyOnce runs the identification that member i's identifying channel
+// stands for, and closes that channel when done.
+func (c *Client) identifyOnce(ctx context.Context, i int) error {
+	m := c.members[i]
+	defer func() {
+		m.idMu.Lock()
+		close(m.identifying)
+		m.identifying = nil
+		m.idMu.Unlock()
+	}()
 	conns := c.reconnects(m)
 	info, err := m.node.Info(ctx)
 	if err != nil {
@@ -355,10 +379,6 @@ func (c *Client) checkQuarantine(ctx context.Context, m *member) error {
 	}
 	return nil
 }
-
-// errIdentifying is the per-node error of a call made while the node's
-// first contact is still running; the call was not sent.
-var errIdentifying = errors.New("redlock: identifying the server (first contact) in progress")
 
 // newValue returns a fresh 128-bit token from crypto/rand, hex encoded, and
 // the value stored on the nodes: the token followed by the owner metadata.

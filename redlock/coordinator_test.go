@@ -462,3 +462,48 @@ func TestPausedNodeWorkIsBounded(t *testing.T) {
 		assert.Equal(t, []int{0, 0, 0, 0, 0}, c.Stats().Backlog)
 	})
 }
+
+// infoCounter counts a node's INFO calls (its first contacts).
+type infoCounter struct {
+	redlock.Node
+	n atomic.Int32
+}
+
+func (c *infoCounter) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	c.n.Add(1)
+	return c.Node.Info(ctx)
+}
+
+// Calls that find a node's first contact running wait for it: a burst of
+// TryLocks on a new client all get the lock in turn, and each node is
+// asked for its identity once.
+func TestConcurrentFirstContactsWaitForOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(5)
+		counters := make([]*infoCounter, len(nodes))
+		for i := range nodes {
+			ms[i].SetDelay(20 * time.Millisecond) // the first contact takes a while
+			counters[i] = &infoCounter{Node: nodes[i]}
+			nodes[i] = counters[i]
+		}
+		c := newClient(t, nodes)
+		var wg sync.WaitGroup
+		var got atomic.Int32
+		for g := range 8 {
+			m, err := c.NewMutex(fmt.Sprintf("name-%d", g))
+			require.NoError(t, err)
+			wg.Go(func() {
+				lease, err := m.TryLock(context.Background())
+				if assert.NoError(t, err) {
+					got.Add(1)
+					assert.NoError(t, lease.Unlock(context.Background()))
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int32(8), got.Load())
+		for i, n := range counters {
+			assert.Equal(t, int32(1), n.n.Load(), "node %d asked for its identity once", i)
+		}
+	})
+}
