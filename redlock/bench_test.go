@@ -25,7 +25,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 	// The safety features' costs, N=1/3/5, interleaved with the plain runs
 	// above by -count: fencing adds a write-back round, renewal a goroutine
-	// and a timer per lease, quarantine a counter read per vote.
+	// and a timer per lease.
 	for _, n := range []int{1, 3, 5} {
 		b.Run(fmt.Sprintf("N=%d/fencing", n), func(b *testing.B) {
 			benchCycles(b, benchNodes(b, n), redlock.WithFencing())

@@ -49,7 +49,6 @@ type member struct {
 	// Restart quarantine state, under mu.
 	runID       string
 	conns       uint64    // Reconnects() when runID was read
-	lastSeen    time.Time // when runID was last confirmed
 	quarantined time.Time // votes count again from this moment on
 
 	mu       sync.Mutex
@@ -323,7 +322,7 @@ func (c *Client) sawServer(m *member, info ServerInfo, conns uint64) {
 	defer m.mu.Unlock()
 	now := time.Now()
 	known := m.runID != ""
-	m.conns, m.lastSeen = conns, now
+	m.conns = conns
 	if info.RunID == m.runID {
 		return
 	}
@@ -360,9 +359,6 @@ func (c *Client) checkQuarantine(ctx context.Context, m *member) error {
 	conns := c.reconnects(m)
 	m.mu.Lock()
 	changed := conns != m.conns
-	if !changed {
-		m.lastSeen = time.Now()
-	}
 	m.mu.Unlock()
 	if changed {
 		info, err := m.node.Info(ctx)

@@ -104,14 +104,13 @@ func (c *Client) callNode(ctx context.Context, i int, cl *call, o op) error {
 	defer cancel()
 	cl.sent = true
 	yes, err := o.do(cctx, i, m)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !yes:
-		cl.replied = true
-		return o.no
 	}
 	cl.replied = true
+	if !yes {
+		return o.no
+	}
 	if o.vote {
 		if err := c.checkQuarantine(cctx, m); err != nil {
 			cl.held = true
