@@ -257,6 +257,9 @@ func (c *Client) usable() error {
 // if it failed.
 func (c *Client) identify(ctx context.Context, i int, timeout time.Duration) error {
 	m := c.members[i]
+	if m.identified.Load() {
+		return nil // the common case: no timer, no context
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for !m.identified.Load() {

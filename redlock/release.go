@@ -55,22 +55,26 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 	if !knobs.AttachedRollback.Load() {
 		ctx = context.WithoutCancel(ctx)
 	}
+	// Each node's plan is made once, when its acquire call has finished
+	// (skip runs first, on the node's own goroutine; busy or do follow it).
+	guards := make([]time.Duration, len(acq))
 	return c.fanout(ctx, op{
 		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
 		before:  acq,
 		skip: func(i int) bool {
-			needed, _ := releasePlan(acq[i], ttl)
+			needed, guard := releasePlan(acq[i], ttl)
+			guards[i] = guard
 			return !needed
 		},
 		busy: func(i int, m *member) {
 			q := p
-			_, q.guard = releasePlan(acq[i], ttl)
+			q.guard = guards[i]
 			c.queueRelease(m, q)
 		},
 		do: func(ctx context.Context, i int, m *member) (bool, error) {
 			q := p
-			_, q.guard = releasePlan(acq[i], ttl)
+			q.guard = guards[i]
 			ok, err := q.send(ctx, m.node)
 			if err != nil {
 				c.queueRelease(m, q)

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,12 +58,32 @@ const identifyTimeout = time.Second
 // o.timeout and by ctx. A node at the in-flight cap fails at once with
 // ErrNodeBusy; a node whose server identity is not known yet is identified
 // first (and fails, unsent, if that fails).
+//
+// The calls of a round start together, so they share one deadline (one
+// timer per round, not per node) measured from the round's start. A call
+// gets a deadline of its own, measured from when it is sent, when it must
+// first wait for another (o.before, not finished yet) or for its node's
+// first contact, or when it starts more than lateStart after the round (a
+// starved scheduler): no call has less than o.timeout - lateStart.
 func (c *Client) fanout(ctx context.Context, o op) *round {
 	r := &round{
 		start:   time.Now(),
 		timeout: o.timeout,
 		calls:   make([]*call, len(c.members)),
 		replies: make(chan int, len(c.members)),
+	}
+	var shared context.Context
+	finished := func() {}
+	if allDone(o.before) {
+		var cancel context.CancelFunc
+		shared, cancel = context.WithDeadline(ctx, r.start.Add(o.timeout))
+		var left atomic.Int32
+		left.Store(int32(len(c.members)))
+		finished = func() {
+			if left.Add(-1) == 0 {
+				cancel() // the round's last call is done
+			}
+		}
 	}
 	for i := range c.members {
 		cl := &call{done: make(chan struct{})}
@@ -73,7 +94,12 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 			if o.before != nil {
 				<-o.before[i].done // bounded by that call's own deadline
 			}
-			cl.err = c.callNode(ctx, i, cl, o)
+			own := shared
+			if own != nil && time.Since(r.start) > lateStart {
+				own = nil
+			}
+			cl.err = c.callNode(ctx, own, i, cl, o)
+			finished()
 			close(cl.done)
 			r.replies <- i
 		}()
@@ -81,7 +107,25 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 	return r
 }
 
-func (c *Client) callNode(ctx context.Context, i int, cl *call, o op) error {
+// lateStart is how late after its round a call may start and still share
+// the round's deadline.
+const lateStart = time.Millisecond
+
+// allDone reports whether every call in calls has finished (true for none).
+func allDone(calls []*call) bool {
+	for _, cl := range calls {
+		select {
+		case <-cl.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// callNode runs o on node i. shared, when set, is the round's deadline
+// context (a child of ctx), used when the node was identified already.
+func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) error {
 	m := c.members[i]
 	if o.skip != nil && o.skip(i) {
 		cl.replied = true
@@ -97,11 +141,15 @@ func (c *Client) callNode(ctx context.Context, i int, cl *call, o op) error {
 		return ErrNodeBusy
 	}
 	defer m.give()
-	if err := c.identify(ctx, i, max(o.timeout, identifyTimeout)); err != nil {
-		return err
+	cctx := shared
+	if cctx == nil || !m.identified.Load() {
+		if err := c.identify(ctx, i, max(o.timeout, identifyTimeout)); err != nil {
+			return err
+		}
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	cl.sent = true
 	yes, err := o.do(cctx, i, m)
 	if err != nil {

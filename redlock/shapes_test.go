@@ -138,7 +138,16 @@ func TestReentrantDepth(t *testing.T) {
 		for _, i := range []int{1, 0, 2} {
 			_, err := b.TryLock(ctx)
 			require.ErrorIs(t, err, redlock.ErrNotObtained, "another owner while job-7 holds")
-			assert.ErrorIs(t, nodeErrs(t, err)[0], redlock.ErrNodeTaken)
+			// The round ends at two "taken": the third may not have replied.
+			taken := 0
+			for _, e := range nodeErrs(t, err) {
+				if errors.Is(e, redlock.ErrNodeTaken) {
+					taken++
+				} else {
+					assert.ErrorIs(t, e, redlock.ErrNoReply)
+				}
+			}
+			assert.GreaterOrEqual(t, taken, 2)
 			require.NoError(t, leases[i].Unlock(ctx))
 		}
 		synctest.Wait()
