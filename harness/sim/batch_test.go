@@ -40,6 +40,7 @@ func TestBatch(t *testing.T) {
 	if *flagSchedules == 0 {
 		t.Skip("run by cmd/simulate: -args -schedules N -seed S [-family F|all] [-knob K] [-shard i -shards n]")
 	}
+	defer stackBallast()()
 	defer setKnob(t, *flagKnob)()
 	StrictFencing.Store(*flagStrict)
 	defer StrictFencing.Store(true)

@@ -59,27 +59,27 @@ var knobCases = []struct {
 	knob string
 	fam  Family
 	want string // when set, a schedule counts only if a violation contains it
-	// slow: skipped under -race (the CI budget there), run by go test
-	// without it.
-	slow bool
 }{
-	{"NoReleaseGuard", Stragglers, "", false},
-	{"AttachedRollback", Cancels, "", false},
-	{"NoDrift", FastClocks, "", false},
-	{"NoQuarantine", Restarts, "", false},
+	{"NoReleaseGuard", Stragglers, ""},
+	{"AttachedRollback", Cancels, ""},
+	{"NoDrift", FastClocks, ""},
+	{"NoQuarantine", Restarts, ""},
 	// Without the write-back every token comes from the epoch (no counter
 	// ever exists), which the simulator's clients, sharing one clock, see
 	// as monotonic: the write-back is what keeps tokens monotonic without
 	// relying on client clocks, which the simulator does not skew. So it is
 	// shown needed with the epoch off too.
-	{"NoFenceWriteBack+NoFenceEpoch", Fences, "", false},
-	{"NoFenceEpoch", Restarts, "", false},
+	{"NoFenceWriteBack+NoFenceEpoch", Fences, ""},
+	{"NoFenceEpoch", Restarts, ""},
 	// A semaphore at a simple majority: the bound itself must break (more
 	// than K valid leases at one instant), not only the quorum coverage.
-	{"NoShapeQuorum", Shapes, "valid leases of a semaphore", false},
-	// The drift allowance in the shapes family: a write lease over a read
-	// lease, or two reentrant owners at once.
-	{"NoDrift", Shapes, "overlaps", true},
+	{"NoShapeQuorum", Shapes, "valid leases of a semaphore"},
+	// The drift allowance in the shapes family (their own validity code):
+	// a shape lease valid for longer than its holds last on a quorum, found
+	// in a few schedules. Two owners at once follow from it rarely (2 in
+	// 3,000 schedules: docs/simulation.md), so the CI case does not wait
+	// for one.
+	{"NoDrift", Shapes, ""},
 }
 
 // knobBudget is how many schedules each knob test may run to find a
@@ -96,9 +96,6 @@ func TestKnobsAreCaught(t *testing.T) {
 			name += "_in_shapes"
 		}
 		t.Run(name, func(t *testing.T) {
-			if kc.slow && raceEnabled {
-				t.Skip("about 40 schedules to find: run without -race")
-			}
 			defer setKnob(t, kc.knob)()
 			start := time.Now()
 			var found []Result

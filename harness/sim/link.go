@@ -100,8 +100,39 @@ type reply struct {
 }
 
 // deliverBound bounds how long a delivered request waits on a paused master
-// (its command still applies on resume, as memnode does).
+// (its command still applies on resume, as memnode does): it waits between
+// deliverBound and twice that (deliveries share a context per deliverBound).
 const deliverBound = 2 * time.Second
+
+// deliveries is the context that requests delivered now wait on: one per
+// deliverBound of virtual time, ending two deliverBounds after it is made
+// (a timer per period, not per request).
+type deliveries struct {
+	mu      sync.Mutex
+	ctx     context.Context
+	at      time.Time
+	cancels []context.CancelFunc
+}
+
+func (d *deliveries) current() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now := time.Now(); d.ctx == nil || now.Sub(d.at) >= deliverBound {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*deliverBound)
+		d.ctx, d.at, d.cancels = ctx, now, append(d.cancels, cancel)
+	}
+	return d.ctx
+}
+
+// end releases every period's timer.
+func (d *deliveries) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cancel := range d.cancels {
+		cancel()
+	}
+	d.cancels = nil
+}
 
 func (l *link) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("sim link c%d-m%d: %w", l.client, l.master, ctx.Err())
@@ -134,15 +165,19 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 		<-ctx.Done() // a black hole: the caller waits for its deadline
 		return reply{err: l.ctxErr(ctx)}
 	}
+	// The delivery applies the request on the master after its delay, and
+	// its reply comes back after the reply's delay.
 	res := make(chan reply, 1)
 	run := l.m.Reconnects()
 	deliver := func() {
 		if l.m.Reconnects() != run {
 			return // sent to a run that died: lost with its connection
 		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliverBound)
-		defer cancel()
-		res <- f(dctx)
+		r := f(l.w.deliveries.current())
+		if w.rep > 0 && (r.err == nil || !errors.Is(r.err, redlock.ErrNotSent)) {
+			time.Sleep(w.rep)
+		}
+		res <- r
 	}
 	if w.req > 0 {
 		time.AfterFunc(w.req, deliver)
@@ -158,19 +193,7 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 			<-ctx.Done() // applied, reply lost
 			return reply{err: l.ctxErr(ctx)}
 		}
-		if r.err != nil && errors.Is(r.err, redlock.ErrNotSent) {
-			return r // a refused connection answers at once
-		}
-		if w.rep > 0 {
-			t := time.NewTimer(w.rep)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return reply{err: l.ctxErr(ctx)}
-			}
-		}
-		return r
+		return r // a refused connection (ErrNotSent) answers at once
 	case <-ctx.Done():
 		return reply{err: l.ctxErr(ctx)}
 	}

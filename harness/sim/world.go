@@ -76,6 +76,8 @@ type world struct {
 	sems    [][]*redlock.Semaphore // [client][name] for SemaphoreLock names
 	stores  []*memnode.FencedStore
 
+	deliveries deliveries
+
 	mu       sync.Mutex
 	cut      [][]int // [client][master] > 0: cut
 	holds    []*hold
@@ -663,7 +665,8 @@ func (w *world) finish() {
 		}
 	}
 	// Let the network's delivery goroutines end inside the bubble.
-	time.Sleep(deliverBound)
+	time.Sleep(2 * deliverBound)
+	w.deliveries.end()
 }
 
 func (w *world) result() Result {
