@@ -71,7 +71,8 @@ var (
 // clock that follows time.Now.
 func New(addr string) *Node {
 	now := time.Now()
-	n := &Node{addr: addr, keys: map[string]entry{}, guards: map[string]time.Time{}, fences: map[string]int64{}, holds: map[string]holdSet{}, waiting: map[string]holdSet{}, anchor: now, base: now, rate: 1}
+	n := &Node{addr: addr, anchor: now, base: now, rate: 1}
+	n.forgetLocked()
 	n.newRun()
 	return n
 }
@@ -166,12 +167,18 @@ func (n *Node) Restart(keepKeys bool) {
 	n.paused = false
 	n.queue = nil
 	if !keepKeys {
-		n.keys = map[string]entry{}
-		n.guards = map[string]time.Time{}
-		n.fences = map[string]int64{}
-		n.holds = map[string]holdSet{}
-		n.waiting = map[string]holdSet{}
+		n.forgetLocked()
 	}
+}
+
+// forgetLocked empties the node's data: keys, guards, fencing counters,
+// shared locks' holds and waiting marks (a start without persistence).
+func (n *Node) forgetLocked() {
+	n.keys = map[string]entry{}
+	n.guards = map[string]time.Time{}
+	n.fences = map[string]int64{}
+	n.holds = map[string]holdSet{}
+	n.waiting = map[string]holdSet{}
 }
 
 // Keys returns the lock keys the node holds now and their values (release
@@ -258,9 +265,10 @@ func checkTTL(addr string, ttl time.Duration) error {
 	return nil
 }
 
-// guardLocked leaves a release guard named g for guard (none when guard is
-// 0), dropping expired guards when there are many; n.mu must be held.
-func (n *Node) guardLocked(g string, guard time.Duration) {
+// guardLocked leaves a release guard against who (a value, or a shared
+// lock's member) acquiring key, for guard (none when guard is 0), dropping
+// expired guards when there are many; n.mu must be held.
+func (n *Node) guardLocked(key, who string, guard time.Duration) {
 	if guard <= 0 {
 		return
 	}
@@ -272,7 +280,14 @@ func (n *Node) guardLocked(g string, guard time.Duration) {
 			}
 		}
 	}
-	n.guards[g] = now.Add(max(guard.Truncate(time.Millisecond), time.Millisecond))
+	n.guards[key+"\x00"+who] = now.Add(max(guard.Truncate(time.Millisecond), time.Millisecond))
+}
+
+// guardedLocked reports whether a release guard keeps who from acquiring
+// key at now; n.mu must be held.
+func (n *Node) guardedLocked(key, who string, now time.Time) bool {
+	exp, ok := n.guards[key+"\x00"+who]
+	return ok && now.Before(exp)
 }
 
 // Info implements redlock.Node.
@@ -304,7 +319,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	err := n.do(ctx, func() {
 		fence = n.fences[key]
 		now := n.clock()
-		if exp, guarded := n.guards[key+"\x00"+value]; guarded && now.Before(exp) {
+		if n.guardedLocked(key, value, now) {
 			return
 		}
 		if e, held := n.holdsLocked(key); held {
@@ -363,7 +378,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 			ok = true
 			return
 		}
-		n.guardLocked(key+"\x00"+value, guard)
+		n.guardLocked(key, value, guard)
 	})
 	if err != nil {
 		return false, err // do not read ok: a late command may still set it

@@ -70,7 +70,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 			count = max(ours, 0)
 			return
 		}
-		if exp, guarded := n.guards[key+"\x00"+mine]; guarded && now.Before(exp) {
+		if n.guardedLocked(key, mine, now) {
 			return
 		}
 		if ours < 0 || (h.Limit > 0 && len(holds) >= h.Limit) || (h.Yield && len(waiting) > 0) {
@@ -119,7 +119,7 @@ func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 			n.setLocked(n.holds, key, false) // drops the key with its last hold
 			return
 		}
-		n.guardLocked(key+"\x00"+member(h), guard)
+		n.guardLocked(key, member(h), guard)
 	})
 	if err != nil {
 		return false, err

@@ -26,7 +26,7 @@ import (
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	renew := m.cfg.renew
 	if renew == 0 {
-		renew = 1.0 / 3
+		renew = defaultRenew
 	}
 	lease, err := m.lock(ctx, renew)
 	if err != nil {

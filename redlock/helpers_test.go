@@ -86,3 +86,6 @@ func warmUp(t *testing.T, m *redlock.Mutex) {
 	require.NoError(t, err)
 	require.NoError(t, lease.Unlock(context.Background()))
 }
+
+// plain hides every optional capability of a node.
+type plain struct{ redlock.Node }

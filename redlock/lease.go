@@ -41,8 +41,8 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		until:    r.start.Add(m.cfg.ttl - m.drift),
 		done:     make(chan struct{}),
 	}
-	for i, cl := range r.calls {
-		l.onTime[i] = d.answered[i] && cl.err == nil
+	for i := range r.calls {
+		l.onTime[i] = r.yesBy(d, i)
 	}
 	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)

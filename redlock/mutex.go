@@ -131,31 +131,31 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 		},
 	})
 	d := r.wait(ctx, m.quorum, 0)
-	qe := &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, errs: []error{ErrNotObtained}}
+	var causes []error // why it failed, besides ErrNotObtained
 	if d.yes >= m.quorum && ctx.Err() == nil {
 		validity := ttl - d.at.Sub(r.start) - m.drift
 		var fence int64
 		if m.cfg.fencing {
 			var err error
 			if fence, err = m.raiseFence(ctx, value, r, d, fences); err != nil {
-				qe.errs = append(qe.errs, err)
+				causes = append(causes, err)
 			}
 			// The lease starts only once the token is written back.
 			validity = ttl - time.Since(r.start) - m.drift
 		}
 		switch {
-		case len(qe.errs) > 1:
+		case len(causes) > 0:
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, holds)
 			return lease, nil
 		default:
-			qe.errs = append(qe.errs, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
+			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
 		}
 	}
 	m.rollback(ctx, value, r, d)
 	if p := c.dupErr.Load(); p != nil {
-		qe.errs = append(qe.errs, *p)
+		causes = append(causes, *p)
 	}
 	// Report replies that arrived while rolling back too, so that the error
 	// names every node that was taken, not only those that decided it.
@@ -166,8 +166,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 		default:
 		}
 	}
-	qe.Nodes = c.results(r, d)
-	return nil, qe
+	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...)}
 }
 
 // raiseFence computes the fencing token of an acquisition that reached a
@@ -226,7 +225,7 @@ func (m *Mutex) keyTTL() time.Duration { return m.cfg.ttl + m.cfg.lockDelay }
 func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decision) {
 	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls)
 	for i, cl := range rel.calls {
-		if d.answered[i] && acq.calls[i].err == nil {
+		if acq.yesBy(d, i) {
 			<-cl.done // bounded by the release timeout
 		}
 	}

@@ -165,10 +165,13 @@ func WithAutoRenew(fraction float64) LockOption {
 	return func(l *lockConfig) {
 		l.renew = fraction
 		if fraction == 0 {
-			l.renew = 1.0 / 3
+			l.renew = defaultRenew
 		}
 	}
 }
+
+// defaultRenew is the renewal fraction of WithAutoRenew(0) and of Do.
+const defaultRenew = 1.0 / 3
 
 // WithFencing gives every lease a fencing token (Lease.Fence) that is
 // strictly greater than the token of every lease of the same lock granted

@@ -101,9 +101,6 @@ func TestYoungAndDurableMasters(t *testing.T) {
 	})
 }
 
-// plain hides every optional capability of a node.
-type plain struct{ redlock.Node }
-
 // failover is one node whose server can be replaced (a Sentinel failover):
 // Addr stays, the server behind it changes, and the switch is a new
 // connection.

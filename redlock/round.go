@@ -94,11 +94,11 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 			if o.before != nil {
 				<-o.before[i].done // bounded by that call's own deadline
 			}
-			own := shared
-			if own != nil && time.Since(r.start) > lateStart {
-				own = nil
+			deadline := shared // nil: the call makes its own
+			if deadline != nil && time.Since(r.start) > lateStart {
+				deadline = nil
 			}
-			cl.err = c.callNode(ctx, own, i, cl, o)
+			cl.err = c.callNode(ctx, deadline, i, cl, o)
 			finished()
 			close(cl.done)
 			r.replies <- i
@@ -209,6 +209,12 @@ func (d *decision) count(i int, cl *call, need int) {
 	if d.yes == need {
 		d.at = time.Now()
 	}
+}
+
+// yesBy reports whether node i had said yes by decision d (its call's
+// fields are final once d counted it).
+func (r *round) yesBy(d decision, i int) bool {
+	return d.answered[i] && r.calls[i].err == nil
 }
 
 // settle keeps collecting replies after a decision from the nodes in

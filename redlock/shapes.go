@@ -218,8 +218,8 @@ func (m *Mutex) holdCount(r *round, d decision, holds []int) int {
 		return 1
 	}
 	high := 0
-	for i, cl := range r.calls {
-		if d.answered[i] && cl.err == nil {
+	for i := range r.calls {
+		if r.yesBy(d, i) {
 			high = max(high, holds[i])
 		}
 	}

@@ -421,9 +421,6 @@ func TestShapeLeaseRenewal(t *testing.T) {
 	})
 }
 
-// plainNode hides a node's optional capabilities.
-type plainNode struct{ redlock.Node }
-
 // Construction errors name the bad value.
 func TestShapeConstructionErrors(t *testing.T) {
 	_, nodes := mem(3)
@@ -440,7 +437,7 @@ func TestShapeConstructionErrors(t *testing.T) {
 	_, err = c.NewSemaphore(lockName, 2, redlock.WithWriterPreference())
 	assert.ErrorContains(t, err, "WithWriterPreference")
 
-	nodes[1] = plainNode{nodes[1]}
+	nodes[1] = plain{nodes[1]}
 	c2 := newClient(t, nodes)
 	_, err = c2.NewRWMutex(lockName)
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)

@@ -70,6 +70,12 @@ var dockerAvailable = func(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, dockerPingTimeout)
 	defer cancel()
 	if err := pool.Client.PingWithContext(ctx); err != nil {
+		// The client's error names its internal URL (Get
+		// "http://unix.sock/_ping"): the dial error under it is the reason.
+		var dial *net.OpError
+		if errors.As(err, &dial) {
+			err = dial
+		}
 		return fmt.Errorf("faultinject: no Docker engine answers at %s: %w (start dockerd, or set DOCKER_HOST)", pool.Client.Endpoint(), err)
 	}
 	return nil

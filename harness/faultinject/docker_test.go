@@ -15,6 +15,8 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // dockerRequire fails the test under CI=true, and skips it otherwise, when no
@@ -358,4 +360,15 @@ func TestDockerRemoveLeftovers(t *testing.T) {
 	if _, err := RemoveDockerLeftovers(ctx, "bad label"); err == nil {
 		t.Error("RemoveDockerLeftovers with a bad label: no error")
 	}
+}
+
+// With no engine at DOCKER_HOST, the reason names the endpoint and the dial
+// error under the client's, not the client's internal URL.
+func TestDockerUnavailableSaysWhy(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/quorumlock.sock")
+	err := dockerAvailable(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no Docker engine answers at unix:///nonexistent/quorumlock.sock")
+	assert.Contains(t, err.Error(), "dial unix /nonexistent/quorumlock.sock")
+	assert.NotContains(t, err.Error(), "unix.sock/_ping")
 }

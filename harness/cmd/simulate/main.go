@@ -54,7 +54,9 @@ func main() {
 	bin := filepath.Join(dir, "sim.test")
 	build := exec.Command("go", "test", "-c", "-o", bin, "github.com/quorumlock/quorumlock/harness/sim")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	check(build.Run())
+	if err := build.Run(); err != nil {
+		check(fmt.Errorf("building the simulator (package sim) failed: %w; run from the harness module: cd harness && go run ./cmd/simulate", err))
+	}
 
 	rev := "?"
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
