@@ -174,7 +174,7 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 			return // sent to a run that died: lost with its connection
 		}
 		r := f(l.w.deliveries.current())
-		if w.rep > 0 && (r.err == nil || !errors.Is(r.err, redlock.ErrNotSent)) {
+		if w.rep > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
 			time.Sleep(w.rep)
 		}
 		res <- r
