@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -62,10 +63,7 @@ type command struct {
 	done  chan struct{}
 }
 
-var (
-	_ redlock.FencingNode    = (*Node)(nil)
-	_ redlock.RestartWatcher = (*Node)(nil)
-)
+var _ redlock.FencingNode = (*Node)(nil)
 
 // New returns a running node named addr (its Addr), with no delay and a
 // clock that follows time.Now.
@@ -91,9 +89,10 @@ func (n *Node) clock() time.Time {
 	return n.base.Add(time.Duration(float64(now.Sub(n.anchor)) * n.rate))
 }
 
-// Reconnects implements redlock.RestartWatcher: it counts the node's runs
-// (New and each Restart), as a client reconnects once per run.
-func (n *Node) Reconnects() uint64 {
+// Runs counts the node's runs (New and each Restart), for a transport built
+// on the node (a simulator's network) that must drop what was sent to a run
+// that died, as a connection to it would be.
+func (n *Node) Runs() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return uint64(n.epoch)
@@ -290,16 +289,18 @@ func (n *Node) guardedLocked(key, who string, now time.Time) bool {
 	return ok && now.Before(exp)
 }
 
-// Info implements redlock.Node.
+// Info implements redlock.Node. It reports what a real Redis master
+// reports (internal/redisinfo): its uptime in whole seconds counted from its
+// start time truncated to the second, read as one second less.
 func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
-	var info redlock.ServerInfo
+	var text string
 	err := n.do(ctx, func() {
-		info = redlock.ServerInfo{RunID: n.runID, Uptime: time.Since(n.started)}
+		text = fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\nrole:master\r\n", n.runID, time.Now().Unix()-n.started.Unix())
 	})
 	if err != nil {
 		return redlock.ServerInfo{}, err
 	}
-	return info, nil
+	return redisinfo.Parse(n.addr, text)
 }
 
 // Acquire implements redlock.Node.

@@ -56,8 +56,7 @@ func Dial(addr string) (*Node, error) {
 	opt.PoolTimeout = ioTimeout
 	opt.DisableIdentity = true
 	opt.Protocol = 2
-	n := &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true}
-	return n.watch(), nil
+	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true}, nil
 }
 
 func parseAddr(addr string) (*redis.Options, error) {

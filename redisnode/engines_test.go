@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -102,7 +103,7 @@ func TestSentinel(t *testing.T) {
 	masterID := func(addr string) string {
 		info, err := adminT(t, &redis.Options{Addr: addr}).Info(ctx, "server").Result()
 		require.NoError(t, err)
-		si, err := parseServerInfo(addr, info)
+		si, err := redisinfo.Parse(addr, info)
 		require.NoError(t, err)
 		return si.RunID
 	}

@@ -15,7 +15,6 @@
 package redisnode
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,15 +22,14 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -47,45 +45,6 @@ type Node struct {
 	// client that never retries commands).
 	notSent bool
 	owned   bool
-	dials   atomic.Uint64 // connections opened to the server(s)
-}
-
-// Reconnects counts the connections the node's client has opened to its
-// server(s). A server restart or a Sentinel failover always shows up as a new
-// connection, so the coordinator's restart quarantine re-reads Info only
-// when this number changed: no round trip per lock operation. It implements
-// redlock.RestartWatcher. For a Redis Cluster client it counts the shards'
-// connections opened after New.
-func (n *Node) Reconnects() uint64 { return n.dials.Load() }
-
-// watch counts the client's new connections (Reconnects).
-func (n *Node) watch() *Node {
-	switch c := n.client.(type) {
-	case *redis.Client:
-		c.AddHook(dialCounter{&n.dials})
-	case *redis.ClusterClient:
-		c.OnNewNode(func(shard *redis.Client) { shard.AddHook(dialCounter{&n.dials}) })
-	}
-	return n
-}
-
-// dialCounter is a go-redis hook that counts successful dials.
-type dialCounter struct{ n *atomic.Uint64 }
-
-func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		if err == nil {
-			d.n.Add(1)
-		}
-		return conn, err
-	}
-}
-
-func (d dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (d dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // New wraps a go-redis client the caller built and keeps owning: Close leaves
@@ -120,10 +79,10 @@ func New(client redis.UniversalClient) (*Node, error) {
 			return nil, errors.New("redisnode: the *redis.Client's options lack ContextTimeoutEnabled: true" + why)
 		}
 		if o.Addr == "FailoverClient" {
-			return (&Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c)}).watch(), nil
+			return &Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c)}, nil
 		}
 		// go-redis normalises MaxRetries: -1 (none) becomes 0, 0 becomes 3.
-		return (&Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0}).watch(), nil
+		return &Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0}, nil
 	case *redis.ClusterClient:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.ClusterClient")
@@ -135,7 +94,7 @@ func New(client redis.UniversalClient) (*Node, error) {
 		if len(o.Addrs) == 0 {
 			return nil, errors.New("redisnode: the *redis.ClusterClient has no Options().Addrs (built with ClusterSlots or NewFailoverClusterClient?); give it the cluster's seed addresses")
 		}
-		return (&Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")"}).watch(), nil
+		return &Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")"}, nil
 	case *redis.Ring:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.Ring")
@@ -259,8 +218,12 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 	return res == 1, err
 }
 
-// Info identifies the server process, from INFO server: RunID is run_id and
-// Uptime is uptime_in_seconds. A Sentinel client reads the current master, so
+// Info identifies the server process, from INFO server and replication:
+// RunID is run_id and Uptime is uptime_in_seconds less one second (Redis
+// counts it from a start time truncated to the second), except on a master that
+// was promoted from a replica (master_replid2 set), whose Uptime is 0: it
+// may lack keys written on the old master until its promotion, at a time
+// INFO does not tell. A Sentinel client reads the current master, so
 // a failover shows as a new RunID (it is a restart for the lock). A Cluster
 // client reads every master: RunID is their run_ids, sorted and joined with
 // ",", and Uptime is the smallest uptime, so any master's restart or a
@@ -272,11 +235,11 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 		var up time.Duration
 		err := n.do(ctx, func(ctx context.Context) error {
 			return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-				text, err := c.Info(ctx, "server").Result()
+				text, err := c.Info(ctx, "server", "replication").Result()
 				if err != nil {
 					return err
 				}
-				si, err := parseServerInfo(c.Options().Addr, text)
+				si, err := redisinfo.Parse(c.Options().Addr, text)
 				if err != nil {
 					return err
 				}
@@ -301,13 +264,13 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	var text string
 	err := n.do(ctx, func(ctx context.Context) error {
 		var err error
-		text, err = n.client.Info(ctx, "server").Result()
+		text, err = n.client.Info(ctx, "server", "replication").Result()
 		return err
 	})
 	if err != nil {
 		return redlock.ServerInfo{}, err
 	}
-	return parseServerInfo(n.addr, text)
+	return redisinfo.Parse(n.addr, text)
 }
 
 func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
@@ -385,29 +348,4 @@ func slotKey(key, suffix string) (string, error) {
 		return "", fmt.Errorf("redisnode: %w: key %q has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, key)
 	}
 	return "{" + key + "}" + suffix, nil
-}
-
-func parseServerInfo(addr, text string) (redlock.ServerInfo, error) {
-	var si redlock.ServerInfo
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "run_id":
-			si.RunID = v
-		case "uptime_in_seconds":
-			s, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return si, fmt.Errorf("redisnode: %s: bad uptime_in_seconds %q in INFO server", addr, v)
-			}
-			si.Uptime = time.Duration(s) * time.Second
-		}
-	}
-	if si.RunID == "" {
-		return si, fmt.Errorf("redisnode: %s: INFO server has no run_id", addr)
-	}
-	return si, nil
 }

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // Client coordinates locks over a fixed set of nodes. Create it with New and
@@ -29,8 +27,9 @@ type Client struct {
 	giveUp    chan struct{} // closed when Close gives up on queued releases
 	closeOnce sync.Once
 
+	idSem  chan struct{} // one identification pass at a time (identity.go)
 	idMu   sync.Mutex
-	runIDs map[string]int // server run_id -> index of the member that has it
+	runIDs map[string]int // server run_id -> index of the member that reported it
 	dupErr atomic.Pointer[error]
 
 	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
@@ -38,17 +37,17 @@ type Client struct {
 
 // member is one node with the client's bookkeeping for it.
 type member struct {
-	node        Node
-	addr        string
-	inflight    atomic.Int32
-	identified  atomic.Bool
-	idMu        sync.Mutex
-	identifying chan struct{} // under idMu; closed when the running identification ends
-	durable     bool          // exempt from the restart quarantine
+	node       Node
+	addr       string
+	inflight   atomic.Int32
+	identified atomic.Bool // member of the identified set (identity.go)
+	idFailed   atomic.Bool // its last identity read failed
+	probeMu    sync.Mutex
+	probing    chan struct{} // under probeMu; closed when the running probe ends
+	durable    bool          // exempt from the restart quarantine
 
 	// Restart quarantine state, under mu.
 	runID       string
-	conns       uint64    // Reconnects() when runID was read
 	quarantined time.Time // votes count again from this moment on
 
 	mu       sync.Mutex
@@ -73,10 +72,11 @@ func (m *member) tryTake(limit int) bool {
 func (m *member) give() { m.inflight.Add(-1) }
 
 // New returns a Client over nodes. It does not contact them: each node's
-// server identity is read before its first vote, and a server listed twice
-// under different addresses (127.0.0.1:6379 and localhost:6379) makes every
-// later operation fail with ErrInvalidConfig, so that one server never casts
-// two votes.
+// server identity is read before its first vote (together with every other
+// node's, see docs/algorithm.md, "One vote per server"), and a server listed
+// twice under different addresses (127.0.0.1:6379 and localhost:6379) makes
+// the operation that finds it and every later one fail with
+// ErrInvalidConfig, so that one server never casts two votes.
 //
 // Defaults: quorum N/2+1, node timeout 50ms, release timeout 100ms, drift
 // factor 0.01, 16 calls in flight per node, no owner label. Errors wrap
@@ -92,7 +92,7 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, giveUp: make(chan struct{}), runIDs: map[string]int{}}
+	c := &Client{cfg: cfg, giveUp: make(chan struct{}), idSem: make(chan struct{}, 1), runIDs: map[string]int{}}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {
@@ -104,9 +104,6 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		}
 		seen[addr] = i
 		c.members = append(c.members, &member{node: n, addr: addr})
-		if _, ok := n.(RestartWatcher); cfg.quarantine && !ok {
-			return nil, configError("WithRestartQuarantine: node %d (%s, %T) does not implement RestartWatcher", i, addr, n)
-		}
 	}
 	for _, d := range cfg.durable {
 		j, ok := seen[d]
@@ -243,138 +240,6 @@ func (c *Client) usable() error {
 	}
 	if c.closed.Load() {
 		return ErrClosed
-	}
-	return nil
-}
-
-// identify reads the server identity of member i before its first vote. A
-// server already identified behind another member poisons the client: one
-// server must never cast two votes.
-//
-// One identification per node runs at a time: calls that find one running
-// (a cold or slow node can take up to the timeout) wait for its outcome
-// instead of piling more INFO calls on the node, and try again themselves
-// if it failed.
-func (c *Client) identify(ctx context.Context, i int, timeout time.Duration) error {
-	m := c.members[i]
-	if m.identified.Load() {
-		return nil // the common case: no timer, no context
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for !m.identified.Load() {
-		m.idMu.Lock()
-		running := m.identifying
-		if running == nil {
-			m.identifying = make(chan struct{})
-		}
-		m.idMu.Unlock()
-		if running == nil {
-			return c.identifyOnce(ctx, i)
-		}
-		select {
-		case <-running:
-		case <-ctx.Done():
-			return fmt.Errorf("identifying the server: %w", ctx.Err())
-		}
-	}
-	return nil
-}
-
-// identifyOnce runs the identification that member i's identifying channel
-// stands for, and closes that channel when done.
-func (c *Client) identifyOnce(ctx context.Context, i int) error {
-	m := c.members[i]
-	defer func() {
-		m.idMu.Lock()
-		close(m.identifying)
-		m.identifying = nil
-		m.idMu.Unlock()
-	}()
-	conns := c.reconnects(m)
-	info, err := m.node.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("identifying the server: %w", err)
-	}
-	c.sawServer(m, info, conns)
-	c.idMu.Lock()
-	defer c.idMu.Unlock()
-	if j, dup := c.runIDs[info.RunID]; dup && j != i {
-		err := configError("nodes %d (%s) and %d (%s) are the same server (run_id %s): one server must not vote twice", j, c.members[j].addr, i, m.addr, info.RunID)
-		c.dupErr.CompareAndSwap(nil, &err)
-		return err
-	}
-	c.runIDs[info.RunID] = i
-	m.identified.Store(true)
-	return nil
-}
-
-// reconnects reads a node's connection count (0 without the capability).
-func (c *Client) reconnects(m *member) uint64 {
-	if w, ok := m.node.(RestartWatcher); ok {
-		return w.Reconnects()
-	}
-	return 0
-}
-
-// sawServer records the server behind m, read when the node's connection
-// count was conns, and starts a quarantine if it is a new run (or a young
-// first one) and the quarantine is on.
-func (c *Client) sawServer(m *member, info ServerInfo, conns uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	known := m.runID != ""
-	m.conns = conns
-	if info.RunID == m.runID {
-		return
-	}
-	m.runID = info.RunID
-	if !c.cfg.quarantine || m.durable {
-		return
-	}
-	q := c.cfg.quarantineFor
-	if q == 0 {
-		q = time.Duration(c.maxTTL.Load())
-	}
-	// A new run of a known server may lack keys granted until just now:
-	// the old run may have kept granting after we last saw it (a failover
-	// to a standby that started after that is young, yet lacks them too),
-	// so it waits the whole quarantine. A server met for the first time
-	// lacks at most what was granted before it started.
-	left := q
-	if !known {
-		left = q - info.Uptime
-	}
-	if left > 0 {
-		m.quarantined = now.Add(left)
-	}
-}
-
-// checkQuarantine decides whether a yes vote of member m counts: not while
-// its server is in quarantine. When the node opened a new connection since
-// its server was last identified, the server is read again first (a restart
-// or failover always means a new connection).
-func (c *Client) checkQuarantine(ctx context.Context, m *member) error {
-	if !c.cfg.quarantine || m.durable || knobs.NoQuarantine.Load() {
-		return nil
-	}
-	conns := c.reconnects(m)
-	m.mu.Lock()
-	changed := conns != m.conns
-	m.mu.Unlock()
-	if changed {
-		info, err := m.node.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: checking for a restart: %w", ErrNodeQuarantined, err)
-		}
-		c.sawServer(m, info, conns)
-	}
-	m.mu.Lock()
-	until := m.quarantined
-	m.mu.Unlock()
-	if left := time.Until(until); left > 0 {
-		return fmt.Errorf("%w for %v more", ErrNodeQuarantined, left.Round(time.Millisecond))
 	}
 	return nil
 }

@@ -27,11 +27,13 @@ func TestValidityIsMeasuredFromTheStart(t *testing.T) {
 		}
 		c := newClient(t, nodes)
 		m := newMutex(t, c, redlock.WithTTL(time.Second))
-		// The first contact reads each server's identity first: two trips.
+		// The first contact reads each server's identity first (alone, then
+		// in a pass over the nodes read by then): the three fastest are
+		// identified in turn, and the attempt does not wait for the slow two.
 		start := time.Now()
 		lease, err := m.TryLock(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, 6*time.Millisecond, time.Since(start), "decided at the 3rd reply of two trips")
+		assert.Less(t, time.Since(start), 40*time.Millisecond, "decided before the slow nodes' first reply")
 		require.NoError(t, lease.Unlock(context.Background()))
 
 		start = time.Now()

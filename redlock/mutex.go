@@ -132,7 +132,9 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 	})
 	d := r.wait(ctx, m.quorum, 0)
 	var causes []error // why it failed, besides ErrNotObtained
-	if d.yes >= m.quorum && ctx.Err() == nil {
+	// A duplicate server found while the attempt ran fails it (its own
+	// vote never counted; see identity.go).
+	if d.yes >= m.quorum && ctx.Err() == nil && c.dupErr.Load() == nil {
 		validity := ttl - d.at.Sub(r.start) - m.drift
 		var fence int64
 		if m.cfg.fencing {

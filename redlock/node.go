@@ -26,8 +26,9 @@ type Node interface {
 	// contains a password.
 	Addr() string
 	// Info identifies the server process behind the node. The coordinator
-	// reads it once, before the node's first vote, to refuse a server that
-	// is listed twice under different addresses.
+	// reads every node's before a node's first vote, to refuse a server that
+	// is listed twice under different addresses, and, with the restart
+	// quarantine, after every yes vote.
 	Info(ctx context.Context) (ServerInfo, error)
 	// Acquire sets key to value with the given TTL if key is absent
 	// (SET NX PX), unless a release guard for key and value exists (see
@@ -110,21 +111,15 @@ type Hold struct {
 	Yield bool
 }
 
-// RestartWatcher is a Node that can tell, without a round trip, that its
-// server may have changed: the capability behind WithRestartQuarantine.
-type RestartWatcher interface {
-	Node
-	// Reconnects counts the connections the node has opened to its
-	// server(s). A restart or a failover of the server always shows up as a
-	// new connection; the coordinator re-reads Info only when it changed.
-	Reconnects() uint64
-}
-
 // ServerInfo identifies one run of a server.
 type ServerInfo struct {
 	// RunID is unique to one run of the server process (Redis's run_id).
 	RunID string
-	// Uptime is how long that run has lasted.
+	// Uptime is how long that run has held the data it serves: how long
+	// the process has run, or 0 when it may have lost data more recently
+	// than that without a new RunID (a replica promoted to master, at an
+	// unknown time). The restart quarantine treats a server met for the
+	// first time as having lost keys Uptime ago.
 	Uptime time.Duration
 }
 

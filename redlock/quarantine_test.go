@@ -32,7 +32,7 @@ func TestRestartQuarantineKeepsARestartedMasterFromVoting(t *testing.T) {
 				ttl := 2 * time.Second
 				a := newMutex(t, newClient(t, nodes, opts...), redlock.WithTTL(ttl))
 				b := newMutex(t, newClient(t, nodes, opts...), redlock.WithTTL(ttl))
-				time.Sleep(ttl) // the masters have been up for the quarantine
+				time.Sleep(ttl + time.Second) // up for the quarantine (uptime reads 1s less, as from Redis)
 
 				down := fmt.Errorf("partitioned: %w", redlock.ErrNotSent)
 				ms[2].Fail(down)
@@ -58,7 +58,7 @@ func TestRestartQuarantineKeepsARestartedMasterFromVoting(t *testing.T) {
 				require.ErrorIs(t, held.Unlock(context.Background()), redlock.ErrLockLost)
 
 				// After the quarantine (the longest TTL) master 0 votes again.
-				time.Sleep(time.Until(start.Add(ttl)))
+				time.Sleep(time.Until(start.Add(ttl + time.Second))) // B met it after its restart: its uptime reads up to 1s less
 				other, err = b.TryLock(context.Background())
 				require.NoError(t, err)
 				require.NoError(t, other.Unlock(context.Background()))
@@ -85,7 +85,7 @@ func TestYoungAndDurableMasters(t *testing.T) {
 		if errs[2] != nil { // the attempt may be decided before its reply
 			assert.ErrorIs(t, errs[2], redlock.ErrNoReply, "a durable master is not quarantined")
 		}
-		time.Sleep(4 * time.Second)
+		time.Sleep(5 * time.Second) // its uptime reads 1s less, as from Redis
 		lease, err := m.TryLock(context.Background())
 		require.NoError(t, err)
 		require.NoError(t, lease.Unlock(context.Background()))
@@ -95,9 +95,6 @@ func TestYoungAndDurableMasters(t *testing.T) {
 		_, err = redlock.New(nodes, redlock.WithRestartQuarantine(0, "nowhere:1"))
 		require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 		assert.Contains(t, err.Error(), `"nowhere:1"`)
-		_, err = redlock.New([]redlock.Node{plain{ms[0]}}, redlock.WithRestartQuarantine(0))
-		require.ErrorIs(t, err, redlock.ErrInvalidConfig)
-		assert.Contains(t, err.Error(), "does not implement RestartWatcher")
 	})
 }
 
@@ -106,8 +103,7 @@ func TestYoungAndDurableMasters(t *testing.T) {
 // connection.
 type failover struct {
 	*memnode.Node
-	mu       sync.Mutex
-	switches uint64
+	mu sync.Mutex
 }
 
 func (f *failover) server() *memnode.Node {
@@ -119,7 +115,7 @@ func (f *failover) server() *memnode.Node {
 func (f *failover) to(n *memnode.Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Node, f.switches = n, f.switches+1
+	f.Node = n
 }
 
 func (f *failover) Addr() string { return "mem-0" }
@@ -134,11 +130,6 @@ func (f *failover) Extend(ctx context.Context, key, value string, ttl time.Durat
 }
 func (f *failover) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
 	return f.server().Release(ctx, key, value, guard)
-}
-func (f *failover) Reconnects() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.switches + f.Node.Reconnects()
 }
 
 // A failover to a standby that started after the client last saw the old
@@ -157,7 +148,7 @@ func TestQuarantineAfterAFailoverToAYoungStandby(t *testing.T) {
 		opt := redlock.WithRestartQuarantine(0)
 		a := newMutex(t, newClient(t, nodes, opt), redlock.WithTTL(ttl))
 		b := newMutex(t, newClient(t, nodes, opt), redlock.WithTTL(ttl))
-		time.Sleep(ttl)                               // the masters have been up for the quarantine
+		time.Sleep(ttl + time.Second)                 // up for the quarantine (uptime reads 1s less)
 		lease, err := b.TryLock(context.Background()) // B meets the pivot
 		require.NoError(t, err)
 		require.NoError(t, lease.Unlock(context.Background()))
@@ -165,7 +156,7 @@ func TestQuarantineAfterAFailoverToAYoungStandby(t *testing.T) {
 
 		time.Sleep(500 * time.Millisecond) // B has not seen the pivot since
 		standby := memnode.New("mem-0-standby")
-		time.Sleep(ttl + 500*time.Millisecond) // up longer than the quarantine, younger than B's last look
+		time.Sleep(ttl + 1500*time.Millisecond) // up longer than the quarantine, younger than B's last look
 		down := fmt.Errorf("partitioned: %w", redlock.ErrNotSent)
 		ms[2].Fail(down)
 		held, err := a.TryLock(context.Background()) // A holds {pivot, 1}

@@ -160,7 +160,11 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 		return o.no
 	}
 	if o.vote {
-		if err := c.checkQuarantine(cctx, m); err != nil {
+		if p := c.dupErr.Load(); p != nil {
+			cl.held = true // a vote after a duplicate server was found never counts
+			return *p
+		}
+		if err := c.checkQuarantine(cctx, i); err != nil {
 			cl.held = true
 			return err
 		}

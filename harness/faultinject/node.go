@@ -30,9 +30,8 @@ type Node struct {
 }
 
 var (
-	_ redlock.FencingNode    = (*Node)(nil)
-	_ redlock.ShapeNode      = (*Node)(nil)
-	_ redlock.RestartWatcher = (*Node)(nil)
+	_ redlock.FencingNode = (*Node)(nil)
+	_ redlock.ShapeNode   = (*Node)(nil)
 )
 
 // dialNode builds the Node of the master called name behind proxyAddr.
@@ -91,10 +90,6 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
 	return n.rn.ReleaseHold(ctx, key, h, guard)
 }
-
-// Reconnects implements redlock.RestartWatcher: the connections opened to
-// the proxy, which a restart or failover behind it closes.
-func (n *Node) Reconnects() uint64 { return n.rn.Reconnects() }
 
 // Inspect reads the current value of key on the master and its remaining
 // TTL, bounded by ctx (an error wrapping ctx.Err() when it ends first).

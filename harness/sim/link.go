@@ -44,13 +44,11 @@ func withWorker(ctx context.Context, id int) context.Context {
 }
 
 var (
-	_ redlock.FencingNode    = (*link)(nil)
-	_ redlock.RestartWatcher = (*link)(nil)
-	_ redlock.ShapeNode      = (*link)(nil)
+	_ redlock.FencingNode = (*link)(nil)
+	_ redlock.ShapeNode   = (*link)(nil)
 )
 
-func (l *link) Addr() string       { return l.m.Addr() }
-func (l *link) Reconnects() uint64 { return l.m.Reconnects() }
+func (l *link) Addr() string { return l.m.Addr() }
 func (l *link) setExtra(d time.Duration) {
 	l.mu.Lock()
 	l.extra = d
@@ -168,9 +166,9 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 	// The delivery applies the request on the master after its delay, and
 	// its reply comes back after the reply's delay.
 	res := make(chan reply, 1)
-	run := l.m.Reconnects()
+	run := l.m.Runs()
 	deliver := func() {
-		if l.m.Reconnects() != run {
+		if l.m.Runs() != run {
 			return // sent to a run that died: lost with its connection
 		}
 		r := f(l.w.deliveries.current())

@@ -19,6 +19,15 @@ var (
 	NoDrift atomic.Bool
 	// NoQuarantine: WithRestartQuarantine counts every vote.
 	NoQuarantine atomic.Bool
+	// NoVoteIdentity: the restart quarantine trusts the server identity it
+	// read before a vote instead of reading it after: a restart that the
+	// client did not see (a client that met the server before it, a proxy
+	// that kept the connection) is missed.
+	NoVoteIdentity atomic.Bool
+	// SingleIdentify: a node's first contact reads its own identity only,
+	// without the passes over every node, so a server listed twice that
+	// restarts between the first contacts of its two addresses votes twice.
+	SingleIdentify atomic.Bool
 	// NoFenceWriteBack: WithFencing hands out max+1 without writing it back
 	// to a quorum.
 	NoFenceWriteBack atomic.Bool
@@ -29,4 +38,17 @@ var (
 	// majority) instead of max(quorum, N*K/(K+1)+1), so K+1 holders can
 	// each find a majority with room (the bug TestSemaphoreBound found).
 	NoShapeQuorum atomic.Bool
+	// DialTimeoutNotSent: a node call whose dial timed out counts as not
+	// sent (ErrNotSent), like a refused one, so its release is dropped
+	// although the server may have queued the call (a paused server whose
+	// accept queue is full).
+	DialTimeoutNotSent atomic.Bool
+	// NoPanicRelease: Mutex.Do does not release the lease or stop its
+	// renewal when the function panics.
+	NoPanicRelease atomic.Bool
+	// RawUptime: a server's uptime is taken as INFO's uptime_in_seconds,
+	// which Redis counts from its start time truncated to the second, so a
+	// client meeting a server just after its restart ends the quarantine up
+	// to 1s early.
+	RawUptime atomic.Bool
 )
