@@ -53,6 +53,12 @@ var (
 	// ErrNoReply (per node): no reply had arrived when the operation was
 	// decided; the call may still complete in the background.
 	ErrNoReply = errors.New("redlock: no reply yet")
+	// ErrNodeDenied is wrapped by a Node's error when the server refused the
+	// call for a reason that retrying cannot mend (a wrong password, a user
+	// without the permission: Redis's WRONGPASS, NOAUTH, NOPERM). The
+	// server's own reply stays in the chain (errors.As finds it). Lock and Do
+	// stop retrying at once when an attempt fails with such a node.
+	ErrNodeDenied = errors.New("redlock: node denied access")
 )
 
 func configError(format string, args ...any) error {
@@ -129,6 +135,8 @@ func (e *QuorumError) Error() string {
 			why = "no reply"
 		case errors.Is(r.Err, ErrNodeQuarantined):
 			why = "quarantined"
+		case errors.Is(r.Err, ErrNodeDenied):
+			why, item = "access denied", item+" ("+r.Err.Error()+")"
 		default:
 			item += " (" + r.Err.Error() + ")"
 		}

@@ -59,6 +59,8 @@ func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
 			return lease, nil
 		case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
 			return nil, withCtxErr(ctx, err)
+		case denied(err):
+			return nil, err // a wrong password stays wrong: no retry
 		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 			return nil, err
 		}
@@ -70,6 +72,21 @@ func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
 			return nil, withCtxErr(ctx, err)
 		}
 	}
+}
+
+// denied reports whether a failed attempt's error names a node that denied
+// access (ErrNodeDenied): retrying cannot help.
+func denied(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	for _, r := range qe.Nodes {
+		if errors.Is(r.Err, ErrNodeDenied) {
+			return true
+		}
+	}
+	return false
 }
 
 // withCtxErr makes err wrap ctx.Err() when ctx has ended, so that a caller
