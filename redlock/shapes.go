@@ -58,7 +58,11 @@ type RWMutex struct {
 // implement ShapeNode. Errors wrap ErrInvalidConfig: NewMutex's,
 // WithFencing, or a node without the capability (named by its Addr).
 func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
-	r, err := c.newMutex("NewRWMutex", name, &Hold{Group: readerGroup}, opts)
+	// Readers always yield to a live waiting mark: preference is the
+	// waiting writer's choice (only a writer with WithWriterPreference
+	// leaves marks), so it works whatever option the readers' RWMutex, in
+	// this process or another, was built with.
+	r, err := c.newMutex("NewRWMutex", name, &Hold{Group: readerGroup, Yield: true}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +72,6 @@ func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 	}
 	if w.cfg.preferWrite {
 		token, _ := c.newValue()
-		r.hold.Yield = true
 		w.hold.Waiter = token
 		// Until this writer's next attempt renews the mark: its backoff
 		// plus an attempt and its rollback, twice.
@@ -77,15 +80,21 @@ func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 	return &RWMutex{r: r, w: w}, nil
 }
 
-// WithWriterPreference gives waiting writers of an RWMutex preference: a
+// WithWriterPreference gives the writers of an RWMutex preference: a
 // writer's attempt that is refused leaves a mark on the nodes that refused
-// it, and new readers are refused there while the mark lives, so a stream
-// of readers cannot starve a writer. The mark lives twice the writer's
-// retry backoff maximum plus node and release timeouts (renewed by each
-// attempt of a waiting Lock, removed where the writer gets the lock), so a
-// writer that gives up, or a single TryLock, keeps readers out that long.
-// Readers holding the lock keep it (and may Extend) until they release.
-// Only NewRWMutex accepts it. Default: off (readers may starve writers).
+// it, and new read leases of the lock (of every RWMutex of the name, in any
+// process, whether or not it was built with this option) are refused there
+// while the mark lives, so a stream of readers cannot starve the writer: it
+// gets in once the read leases held when it started waiting have ended. The
+// mark lives twice the writer's retry backoff maximum plus node and release
+// timeouts (renewed by each attempt of a waiting Lock, removed where the
+// writer gets the lock), so a writer that gives up, or a single TryLock,
+// keeps readers out that long. Readers holding the lock keep it (and may
+// Extend) until they release. As with sync.RWMutex, a reader must not wait
+// for a new read lease while it keeps one: with a writer waiting, the new
+// one is refused until the held one ends, so the writer waits out the held
+// lease's validity (renewal, which goes on, makes that forever). Only
+// NewRWMutex accepts it. Default: off (readers may starve writers).
 func WithWriterPreference() LockOption { return func(l *lockConfig) { l.preferWrite = true } }
 
 // RLock acquires a read lease, retrying like Mutex.Lock (with its errors).
@@ -123,9 +132,11 @@ type Semaphore struct {
 // NewSemaphore returns a semaphore called name that admits k holders.
 //
 // For k > 1 a majority of nodes is not enough: its quorum is the larger of
-// the client's and n*k/(k+1)+1 for n nodes (n = 3: 3 for any k > 1; n = 5:
-// 4 for k = 2..4), so it tolerates fewer failed nodes than a mutex (none
-// for n = 3). Every
+// the client's and floor(n*k/(k+1))+1 for n nodes (n = 3: 3 for any k > 1;
+// n = 5: 4 for k = 2 and 3, 5 for k >= 4; every node once k >= n-1), so it
+// tolerates fewer failed nodes than a mutex: none for n = 3 and k > 1, one
+// for n = 5 and k = 2 or 3, none for n = 5 and k >= 4 (docs/shapes.md has
+// the table and the derivation). Every
 // client of the semaphore must use the same k: the holds of semaphores with
 // different k exclude each other, so a wrong k blocks instead of exceeding
 // the bound. It takes NewMutex's options (except WithFencing) with the same
@@ -148,10 +159,14 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphor
 }
 
 // semaphoreQuorum is the least quorum that keeps n nodes, each admitting k
-// holds, from granting k+1 holders: those would occupy at least (k+1)*q
-// node places, more than the n*k there are, when q > n*k/(k+1). A majority
-// is not enough for k > 1: with n = 3, q = 2 and k = 2, holders on nodes
-// {0,1}, {1,2} and {0,2} are three (TestSemaphoreBound found it).
+// holds, from granting k+1 holders: those would occupy (k+1)*q node places,
+// more than the n*k there are, when (k+1)*q > n*k, so some node would hold
+// k+1 (impossible); the least such q is floor(n*k/(k+1))+1. Any smaller q
+// is unsafe: k+1 holders laid out round the nodes, q consecutive nodes
+// each, put at most k on any node. A majority is not enough for k > 1: with
+// n = 3, q = 2 and k = 2, holders on nodes {0,1}, {1,2} and {0,2} are three
+// (TestSemaphoreBound found it). For k = 1 it is the majority; for
+// k >= n-1 it is n.
 func semaphoreQuorum(n, k int) int { return n*k/(k+1) + 1 }
 
 // Acquire takes one of the k places, retrying like Mutex.Lock (with its

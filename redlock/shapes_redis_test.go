@@ -211,3 +211,81 @@ func TestSemaphoreOnRealServers(t *testing.T) {
 		})
 	}
 }
+
+// Issue 16 item 6 on real servers: six readers re-lock continuously with
+// overlapping leases; a writer with preference gets in (within a generous
+// 30 s) and never while a reader holds, whether the readers share its
+// RWMutex or use their own clients and RWMutexes built without the option.
+func TestRWMutexWriterPreferenceOnRealServers(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		for _, readers := range []string{"same-rwmutex", "other-clients-without-option"} {
+			t.Run(fmt.Sprintf("N=%d/%s", n, readers), func(t *testing.T) {
+				ms := startMasters(t, n)
+				c := realClient(t, ms.nodes)
+				rw, err := c.NewRWMutex(lockName, redlock.WithWriterPreference())
+				require.NoError(t, err)
+				w := rwWorkload{writer: rw, hold: 50 * time.Millisecond, wait: 30 * time.Second, rounds: 1000}
+				clients := []*redlock.Client{c}
+				for range 6 {
+					r := rw
+					if readers != "same-rwmutex" {
+						rc := realClient(t, ms.nodes)
+						clients = append(clients, rc)
+						r, err = rc.NewRWMutex(lockName)
+						require.NoError(t, err)
+					}
+					w.readers = append(w.readers, r)
+				}
+				out := w.run(t)
+				t.Logf("writer waited %v (err %v); %d read leases, at most %d readers at once", out.waited, out.err, out.reads, out.most)
+				require.NoError(t, out.err, "the writer gets in")
+				assert.Zero(t, out.overlaps, "a reader held while the writer did")
+				assert.GreaterOrEqual(t, out.most, 2, "readers shared the lock")
+				for _, c := range clients {
+					require.NoError(t, c.Close(context.Background()))
+				}
+				ms.noLockKeys(t)
+			})
+		}
+	}
+}
+
+// Issue 16 item 7 on real servers: with one master of N killed, a
+// semaphore of k is acquired exactly where docs/shapes.md's quorum table
+// leaves room for a failed master (quorum <= N-1), and a refused attempt
+// names that quorum.
+func TestSemaphoreQuorumOnRealServers(t *testing.T) {
+	byN := map[int][]semaphoreCell{}
+	var ns []int
+	for _, cell := range semaphoreTable(t) {
+		if byN[cell.n] == nil {
+			ns = append(ns, cell.n)
+		}
+		byN[cell.n] = append(byN[cell.n], cell)
+	}
+	for _, n := range ns {
+		t.Run(fmt.Sprint("N=", n), func(t *testing.T) {
+			ms := startMasters(t, n)
+			require.NoError(t, ms.servers[n-1].Kill())
+			c := realClient(t, ms.nodes)
+			ctx := context.Background()
+			for _, cell := range byN[n] {
+				sem, err := c.NewSemaphore(fmt.Sprintf("%s:k%d", lockName, cell.k), cell.k)
+				require.NoError(t, err)
+				l, err := sem.TryAcquire(ctx)
+				if cell.quorum <= n-1 {
+					require.NoError(t, err, "k=%d, quorum %d: one failed master is tolerated", cell.k, cell.quorum)
+					require.NoError(t, l.Unlock(ctx))
+					continue
+				}
+				require.ErrorIs(t, err, redlock.ErrNotObtained, "k=%d, quorum %d: no failed master is tolerated", cell.k, cell.quorum)
+				var qe *redlock.QuorumError
+				require.ErrorAs(t, err, &qe)
+				assert.Equal(t, cell.quorum, qe.Quorum)
+			}
+			require.NoError(t, ms.servers[n-1].Restart()) // the releases queued for it complete
+			require.NoError(t, c.Close(ctx))
+			ms.noLockKeys(t)
+		})
+	}
+}

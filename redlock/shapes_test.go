@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -264,62 +269,187 @@ func TestRWMutexReadersAndWriter(t *testing.T) {
 	})
 }
 
-// A stream of overlapping readers starves a writer without preference; with
-// WithWriterPreference the writer gets in, and never while a reader's lease
-// is valid.
-func TestRWMutexWriterPreference(t *testing.T) {
-	for _, prefer := range []bool{false, true} {
-		t.Run(fmt.Sprint("prefer=", prefer), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ms, nodes := mem(3)
-				c := newClient(t, nodes)
-				opts := []redlock.LockOption{redlock.WithTTL(time.Second)}
-				if prefer {
-					opts = append(opts, redlock.WithWriterPreference())
-				}
-				rw, err := c.NewRWMutex(lockName, opts...)
-				require.NoError(t, err)
-				stop, cancel := context.WithCancel(context.Background())
-				var rec spans
-				var wg sync.WaitGroup
-				for i := range 3 {
-					wg.Go(func() {
-						time.Sleep(time.Duration(i) * 10 * time.Millisecond)
-						for stop.Err() == nil {
-							l, err := rw.RLock(stop)
-							if err == nil {
-								rec.hold(stop, false, l, 30*time.Millisecond)
-							}
-						}
-					})
-				}
-				time.Sleep(50 * time.Millisecond)
-				ctx, cancelW := context.WithTimeout(context.Background(), 3*time.Second)
-				w, err := rw.Lock(ctx)
-				cancelW()
-				if prefer {
-					require.NoError(t, err, "the writer gets in")
-					rec.hold(context.Background(), true, w, 10*time.Millisecond)
-				} else {
-					require.ErrorIs(t, err, redlock.ErrNotObtained, "readers starve the writer")
-					require.ErrorIs(t, err, context.DeadlineExceeded)
-				}
-				cancel()
-				wg.Wait()
-				most, writes := rec.check(t, 1<<30)
-				assert.GreaterOrEqual(t, most, 2, "readers shared the lock")
-				assert.Equal(t, map[bool]int{false: 0, true: 1}[prefer], writes)
-				require.NoError(t, c.Close(context.Background()))
-				for _, m := range ms {
-					for k := range m.Keys() {
-						assert.Contains(t, k, ":waiting", "only a waiting mark may outlive the holders (it expires)")
+// rwWorkload is issue 16's item 6: six readers re-lock in a loop, reader i
+// holding each read lease for hold*(6+i)/6 (their workload; the different
+// lengths make the leases overlap), at most rounds times each; once they
+// have re-locked three times each on average and two hold at once, one
+// writer calls Lock with a context of wait.
+// Shared counters check that no reader holds while the writer does (a
+// counter window lies inside the lease's: from Lock's return to Unlock).
+type rwWorkload struct {
+	writer  *redlock.RWMutex
+	readers []*redlock.RWMutex // one per reader goroutine (may repeat)
+	hold    time.Duration
+	wait    time.Duration
+	rounds  int
+}
+
+type rwOutcome struct {
+	err      error         // the writer's Lock
+	waited   time.Duration // how long that Lock took
+	most     int           // the most readers that held at once
+	reads    int           // read leases obtained
+	overlaps int           // times a reader and the writer held at once
+}
+
+func (w rwWorkload) run(t *testing.T) rwOutcome {
+	t.Helper()
+	var readers, writers, most, reads, overlaps atomic.Int64
+	shared := make(chan struct{})
+	var once sync.Once
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, rw := range w.readers {
+		hold := w.hold * time.Duration(6+i) / 6
+		wg.Go(func() {
+			for range w.rounds {
+				l, err := rw.RLock(stop)
+				if err != nil {
+					if stop.Err() != nil {
+						return
 					}
+					continue
 				}
-				time.Sleep(2 * time.Second)
-				assert.Zero(t, ownKeys(ms))
-			})
+				got := reads.Add(1)
+				n := readers.Add(1)
+				if writers.Load() > 0 {
+					overlaps.Add(1)
+				}
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if n >= 2 && got >= int64(3*len(w.readers)) {
+					once.Do(func() { close(shared) })
+				}
+				time.Sleep(hold) // the reader's workload
+				readers.Add(-1)
+				_ = l.Unlock(context.Background())
+			}
 		})
 	}
+	var out rwOutcome
+	bound := time.NewTimer(w.wait)
+	select {
+	case <-shared:
+		bound.Stop()
+	case <-bound.C:
+		cancel()
+		wg.Wait()
+		t.Fatalf("the readers did not get going within %v", w.wait)
+	}
+	ctx, cancelW := context.WithTimeout(context.Background(), w.wait)
+	start := time.Now()
+	lease, err := w.writer.Lock(ctx)
+	out.waited = time.Since(start)
+	cancelW()
+	out.err = err
+	if err == nil {
+		writers.Add(1)
+		if readers.Load() > 0 {
+			overlaps.Add(1)
+		}
+		time.Sleep(w.hold) // the writer's workload
+		writers.Add(-1)
+		assert.NoError(t, lease.Unlock(context.Background()))
+	}
+	cancel()
+	wg.Wait()
+	out.most, out.reads, out.overlaps = int(most.Load()), int(reads.Load()), int(overlaps.Load())
+	return out
+}
+
+// A stream of six overlapping readers starves a writer without preference;
+// with WithWriterPreference the writer gets in once the readers' leases
+// held at the time end, and never while a reader holds. The readers either
+// share the writer's RWMutex or each use their own client and an RWMutex
+// built without the option (other processes): preference is the writer's
+// (issue 16 item 6: such readers never yielded, and the writer starved).
+func TestRWMutexWriterPreference(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		for _, readers := range []string{"same-rwmutex", "other-clients-without-option"} {
+			for _, prefer := range []bool{false, true} {
+				t.Run(fmt.Sprintf("N=%d/%s/prefer=%v", n, readers, prefer), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						ms, nodes := mem(n)
+						c := newClient(t, nodes)
+						opts := []redlock.LockOption{redlock.WithTTL(time.Second)}
+						if prefer {
+							opts = append(opts, redlock.WithWriterPreference())
+						}
+						rw, err := c.NewRWMutex(lockName, opts...)
+						require.NoError(t, err)
+						w := rwWorkload{writer: rw, hold: 60 * time.Millisecond, wait: 30 * time.Second, rounds: 2000}
+						clients := []*redlock.Client{c}
+						for range 6 {
+							r := rw
+							if readers != "same-rwmutex" {
+								rc := newClient(t, nodes)
+								clients = append(clients, rc)
+								r, err = rc.NewRWMutex(lockName, redlock.WithTTL(time.Second))
+								require.NoError(t, err)
+							}
+							w.readers = append(w.readers, r)
+						}
+						out := w.run(t)
+						t.Logf("writer waited %v (err %v); %d read leases, at most %d readers at once", out.waited, out.err, out.reads, out.most)
+						assert.Zero(t, out.overlaps, "a reader held while the writer did")
+						assert.GreaterOrEqual(t, out.most, 2, "readers shared the lock")
+						if prefer {
+							require.NoError(t, out.err, "the writer gets in")
+						} else {
+							require.ErrorIs(t, out.err, redlock.ErrNotObtained, "readers starve the writer")
+							require.ErrorIs(t, out.err, context.DeadlineExceeded)
+						}
+						for _, c := range clients {
+							require.NoError(t, c.Close(context.Background()))
+						}
+						for _, m := range ms {
+							for k := range m.Keys() {
+								assert.Contains(t, k, ":waiting", "only a waiting mark may outlive the holders (it expires)")
+							}
+						}
+						time.Sleep(2 * time.Second)
+						assert.Zero(t, ownKeys(ms))
+					})
+				})
+			}
+		}
+	}
+}
+
+// A reader that waits for a new read lease while it keeps the one it has
+// (hand over hand) is refused while a writer with preference waits, like
+// recursive read locking in sync.RWMutex: the writer gets in once the kept
+// lease's validity is over, not before.
+func TestRWMutexHandOverHandReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		ctx := context.Background()
+		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithWriterPreference())
+		require.NoError(t, err)
+		r1, err := rw.TryRLock(ctx)
+		require.NoError(t, err)
+		var w *redlock.Lease
+		var werr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			w, werr = rw.Lock(wctx)
+		})
+		synctest.Wait() // the writer's first attempt was refused and marked the nodes
+		_, err = rw.TryRLock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "a new read lease while the writer waits")
+		wg.Wait()
+		require.NoError(t, werr)
+		assert.False(t, time.Now().Before(r1.Until()), "the writer got in only after the kept lease's validity")
+		require.ErrorIs(t, r1.Unlock(ctx), redlock.ErrLockLost)
+		require.NoError(t, w.Unlock(ctx))
+		require.NoError(t, c.Close(ctx))
+		time.Sleep(2 * time.Second)
+		assert.Zero(t, ownKeys(ms))
+	})
 }
 
 // A reader that never unlocks (its process died) keeps the writer out
@@ -445,4 +575,90 @@ func TestShapeConstructionErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "does not implement ShapeNode")
 	_, err = c2.NewMutex(lockName)
 	assert.NoError(t, err, "a mutex needs no capability")
+}
+
+// semaphoreCell is one cell of docs/shapes.md's semaphore quorum table.
+type semaphoreCell struct {
+	n, k   int
+	quorum int
+}
+
+// semaphoreTable reads the semaphore quorum table from docs/shapes.md: the
+// table whose header starts "| N | k = 1". A column "k >= N-1" gives
+// cells for k = N-1 and for a large k (100).
+func semaphoreTable(t *testing.T) []semaphoreCell {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "shapes.md"))
+	require.NoError(t, err)
+	cells := func(line string) []string {
+		parts := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return parts
+	}
+	lines := strings.Split(string(raw), "\n")
+	var out []semaphoreCell
+	seen := map[[2]int]bool{}
+	add := func(c semaphoreCell) {
+		if !seen[[2]int{c.n, c.k}] {
+			seen[[2]int{c.n, c.k}] = true
+			out = append(out, c)
+		}
+	}
+	for i, line := range lines {
+		if !strings.HasPrefix(line, "| N | k = 1") {
+			continue
+		}
+		head := cells(line)
+		for _, row := range lines[i+2:] {
+			if !strings.HasPrefix(row, "|") {
+				break
+			}
+			vals := cells(row)
+			require.Len(t, vals, len(head), "row %q", row)
+			n, err := strconv.Atoi(vals[0])
+			require.NoError(t, err, "row %q", row)
+			for j, h := range head[1:] {
+				q, err := strconv.Atoi(vals[j+1])
+				require.NoError(t, err, "cell %q of row %q", vals[j+1], row)
+				if h == "k >= N-1" {
+					add(semaphoreCell{n, n - 1, q})
+					add(semaphoreCell{n, 100, q})
+					continue
+				}
+				k, err := strconv.Atoi(strings.TrimPrefix(h, "k = "))
+				require.NoError(t, err, "column %q", h)
+				add(semaphoreCell{n, k, q})
+			}
+		}
+		break
+	}
+	require.NotEmpty(t, out, "no semaphore quorum table in docs/shapes.md")
+	return out
+}
+
+// Issue 16 item 7: every cell of docs/shapes.md's semaphore quorum table is
+// the formula max(N/2+1, floor(N*k/(k+1))+1) and the quorum the code uses
+// (read from the QuorumError of an attempt on failed nodes).
+func TestSemaphoreQuorumTable(t *testing.T) {
+	for _, cell := range semaphoreTable(t) {
+		t.Run(fmt.Sprintf("N=%d/k=%d", cell.n, cell.k), func(t *testing.T) {
+			assert.Equal(t, max(cell.n/2+1, cell.n*cell.k/(cell.k+1)+1), cell.quorum, "the formula")
+			ms, nodes := mem(cell.n)
+			c := newClient(t, nodes)
+			sem, err := c.NewSemaphore(lockName, cell.k)
+			require.NoError(t, err)
+			for _, m := range ms {
+				m.Fail(errors.New("down"))
+			}
+			_, err = sem.TryAcquire(context.Background())
+			for _, m := range ms {
+				m.Fail(nil)
+			}
+			var qe *redlock.QuorumError
+			require.ErrorAs(t, err, &qe)
+			assert.Equal(t, cell.quorum, qe.Quorum, "the code's quorum")
+		})
+	}
 }
