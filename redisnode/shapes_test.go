@@ -17,8 +17,8 @@ import (
 // key without and with a hash tag): groups share or exclude, the limit
 // holds, a retried acquire is idempotent, a release removes only its own
 // hold and refuses a foreign one, the guard refuses a late acquire, extend
-// never creates, waiting marks keep yielding readers out, and the key's
-// expiry covers its latest hold and goes with the last one.
+// never creates, waiting marks keep yielding readers out for their TTL, and
+// the key's expiry covers its latest hold and goes with the last one.
 func TestShapeScriptsOnRealServers(t *testing.T) {
 	ctx := context.Background()
 	srv := redisproc.StartT(t, redisproc.Config{})
@@ -113,6 +113,26 @@ func TestShapeScriptsOnRealServers(t *testing.T) {
 				assert.Zero(t, acquire(redlock.Hold{Group: "w", ID: "w2", Limit: 1}, time.Minute), "one writer")
 				assert.Zero(t, acquire(r1, time.Minute), "no reader while a writer holds")
 				assert.True(t, release(w, 0))
+				gone(key)
+
+				// A mark lives WaitTTL, then a yielding reader gets in, and
+				// the mark's key has an expiry while it lives.
+				w3 := redlock.Hold{Group: "w", ID: "w3", Limit: 1, Waiter: "writer3", WaitTTL: 200 * time.Millisecond}
+				r4 := redlock.Hold{Group: "r", ID: "r4", Yield: true}
+				assert.Equal(t, 1, acquire(r1, time.Minute))
+				assert.Zero(t, acquire(w3, time.Minute))
+				mttl, err := tc.raw.PTTL(ctx, waiting).Result()
+				require.NoError(t, err)
+				assert.Positive(t, mttl, "the mark's key expires with its latest mark")
+				assert.LessOrEqual(t, mttl, 200*time.Millisecond)
+				assert.Zero(t, acquire(r4, time.Minute), "the mark lives")
+				require.Eventually(t, func() bool {
+					got, err := n.AcquireHold(ctx, key, r4, time.Minute)
+					return err == nil && got == 2
+				}, 10*time.Second, 10*time.Millisecond, "a yielding reader gets in once the mark expired")
+				gone(waiting)
+				assert.True(t, release(r1, 0))
+				assert.True(t, release(r4, 0))
 				gone(key)
 
 				// Semaphore: at most Limit holds.

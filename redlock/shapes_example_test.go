@@ -64,7 +64,8 @@ func ExampleClient_NewReentrant() {
 }
 
 // A read-write lock: readers share it, each with its own lease; a writer
-// waits for them, and with WithWriterPreference new readers wait for it.
+// waits for them, and with WithWriterPreference new readers (of any RWMutex
+// of the name) wait for it.
 func ExampleClient_NewRWMutex() {
 	client, err := redlock.New(memNodes())
 	if err != nil {
@@ -87,6 +88,13 @@ func ExampleClient_NewRWMutex() {
 	fmt.Println("writer refused while reading:", errors.Is(err, redlock.ErrNotObtained))
 	_, err = rw.TryRLock(ctx)
 	fmt.Println("new reader refused while a writer waits:", errors.Is(err, redlock.ErrNotObtained))
+	other, err := client.NewRWMutex("catalog") // another process's, built without the option
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = other.TryRLock(ctx) // preference is the writer's: every reader yields
+	fmt.Println("its readers wait too:", errors.Is(err, redlock.ErrNotObtained))
 
 	r1.Unlock(ctx) // r2 keeps its own hold
 	fmt.Println("r2 still valid:", r2.Valid())
@@ -98,6 +106,7 @@ func ExampleClient_NewRWMutex() {
 	// readers: 2
 	// writer refused while reading: true
 	// new reader refused while a writer waits: true
+	// its readers wait too: true
 	// r2 still valid: true
 	// writer after the readers: true
 }
