@@ -13,13 +13,18 @@ import (
 )
 
 var knobVars = map[string]*atomic.Bool{
-	"NoReleaseGuard":   &knobs.NoReleaseGuard,
-	"AttachedRollback": &knobs.AttachedRollback,
-	"NoDrift":          &knobs.NoDrift,
-	"NoQuarantine":     &knobs.NoQuarantine,
-	"NoFenceWriteBack": &knobs.NoFenceWriteBack,
-	"NoFenceEpoch":     &knobs.NoFenceEpoch,
-	"NoShapeQuorum":    &knobs.NoShapeQuorum,
+	"NoReleaseGuard":     &knobs.NoReleaseGuard,
+	"AttachedRollback":   &knobs.AttachedRollback,
+	"NoDrift":            &knobs.NoDrift,
+	"NoQuarantine":       &knobs.NoQuarantine,
+	"NoFenceWriteBack":   &knobs.NoFenceWriteBack,
+	"NoFenceEpoch":       &knobs.NoFenceEpoch,
+	"NoShapeQuorum":      &knobs.NoShapeQuorum,
+	"NoVoteIdentity":     &knobs.NoVoteIdentity,
+	"RawUptime":          &knobs.RawUptime,
+	"SingleIdentify":     &knobs.SingleIdentify,
+	"DialTimeoutNotSent": &knobs.DialTimeoutNotSent,
+	"NoPanicRelease":     &knobs.NoPanicRelease,
 }
 
 func knobNames() []string {
@@ -80,6 +85,24 @@ var knobCases = []struct {
 	// 3,000 schedules: docs/simulation.md), so the CI case does not wait
 	// for one.
 	{"NoDrift", Shapes, ""},
+	// Issue 16. The restart quarantine judged by the server's Info read
+	// after every vote: without that read a restart that nobody saw (the
+	// link keeps connections open across it, as a proxy does) counts.
+	{"NoVoteIdentity", Late, ""},
+	// Uptime as Redis prints it (counted from a start truncated to the
+	// second): a client that first meets a master within a second of its
+	// empty restart may take it for a second older, and quarantine it for
+	// nothing.
+	{"RawUptime", Late, ""},
+	// One server listed twice, restarting between the first contacts of
+	// its two addresses: without the identification passes it votes twice.
+	{"SingleIdentify", Aliases, "masters, quorum"},
+	// A dial that timed out on a paused master's full accept queue taken
+	// for a call never sent: the release is dropped and the straggler the
+	// master applies at resume stays.
+	{"DialTimeoutNotSent", Leaks, "orphan key"},
+	// Do that does not release when its function panics.
+	{"NoPanicRelease", Leaks, "after its Do returned"},
 }
 
 // knobBudget is how many schedules each knob test may run to find a
@@ -92,7 +115,7 @@ const knobBudget = 400
 func TestKnobsAreCaught(t *testing.T) {
 	for _, kc := range knobCases {
 		name := kc.knob
-		if kc.fam == Shapes && kc.knob != "NoShapeQuorum" {
+		if kc.fam == Shapes && kc.knob != "NoShapeQuorum" || kc.knob == "NoQuarantine" && kc.fam == Late {
 			name += "_in_shapes"
 		}
 		t.Run(name, func(t *testing.T) {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/notsent"
 	"github.com/quorumlock/quorumlock/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -21,9 +24,26 @@ import (
 // makes stragglers. Every call's weather is drawn from the link's own
 // random stream (seeded from the schedule's seed and the link's position),
 // so the draws on one link do not depend on other links' timing.
+//
+// A link is also a proxy that keeps the client's connections open across
+// a restart of the server behind it (a TCP proxy or load balancer): nothing
+// on the link tells the client that the server changed. A request in flight
+// to a run that died is lost with the proxy's connection to that run;
+// later requests reach the new run. The client learns of a restart only
+// from what the server itself says (Info's run_id and uptime).
+//
+// The link keeps a pool of connections as go-redis does: a call takes an
+// idle one or dials a new one, and a call that ends without its reply (a
+// timeout) discards its connection. A new connection to a master whose
+// accept queue is full (BacklogPause) times out on its dial: nothing is
+// sent, and the error is classified by internal/notsent as a real node's
+// is (unknown, not redlock.ErrNotSent).
 type link struct {
 	w              *world
 	client, master int
+	addr           int // position in the client's node list (== master, but for an alias)
+	alias          bool
+	from           time.Time // an alias: unreachable until then (its first contacts come after)
 	m              *memnode.Node
 
 	mu    sync.Mutex
@@ -31,6 +51,8 @@ type link struct {
 	extra time.Duration      // SlowLink: added to every request
 	// released: key+"\x00"+value whose release reached the master
 	released map[string]time.Time
+	// conns: open connections (idle or busy); busy: calls using one.
+	conns, busy int
 }
 
 type workerKey struct{}
@@ -48,7 +70,13 @@ var (
 	_ redlock.ShapeNode   = (*link)(nil)
 )
 
-func (l *link) Addr() string { return l.m.Addr() }
+// Addr is the master's address, or for an alias another spelling of it.
+func (l *link) Addr() string {
+	if l.alias {
+		return l.m.Addr() + "-alias"
+	}
+	return l.m.Addr()
+}
 func (l *link) setExtra(d time.Duration) {
 	l.mu.Lock()
 	l.extra = d
@@ -70,7 +98,7 @@ func (l *link) draw(ctx context.Context, op int) weather {
 	defer l.mu.Unlock()
 	rng := l.rngs[id]
 	if rng == nil {
-		rng = rand.New(rand.NewPCG(l.w.plan.Seed, uint64(1+l.client)<<40|uint64(1+l.master)<<20|uint64(id)))
+		rng = rand.New(rand.NewPCG(l.w.plan.Seed, uint64(1+l.client)<<40|uint64(1+l.addr)<<20|uint64(id)))
 		l.rngs[id] = rng
 	}
 	n := l.w.plan.Net
@@ -95,6 +123,9 @@ type reply struct {
 	fence int64
 	info  redlock.ServerInfo
 	err   error
+	// dialTimeout: the call needed a new connection and its dial timed out
+	// (nothing sent; whatever the error says, the master may be alive).
+	dialTimeout bool
 }
 
 // deliverBound bounds how long a delivered request waits on a paused master
@@ -156,13 +187,22 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 	if w.req > l.w.plan.Net.BaseMax || w.rep > l.w.plan.Net.BaseMax {
 		l.w.cover(NetSpike)
 	}
-	if l.w.isCut(l.client, l.master) || w.dropReq {
+	if l.w.isCut(l.client, l.master) || w.dropReq || time.Now().Before(l.from) {
 		if w.dropReq {
 			l.w.cover(DropRequest)
 		}
 		<-ctx.Done() // a black hole: the caller waits for its deadline
 		return reply{err: l.ctxErr(ctx)}
 	}
+	if !l.takeConn() {
+		// The master's accept queue is full: the dial times out (at the
+		// caller's deadline) and nothing is sent.
+		<-ctx.Done()
+		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+	}
+	broken := true // a call that ends without its reply discards its connection
+	defer func() { l.putConn(broken) }()
 	// The delivery applies the request on the master after its delay, and
 	// its reply comes back after the reply's delay.
 	res := make(chan reply, 1)
@@ -191,9 +231,37 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 			<-ctx.Done() // applied, reply lost
 			return reply{err: l.ctxErr(ctx)}
 		}
+		broken = false
 		return r // a refused connection (ErrNotSent) answers at once
 	case <-ctx.Done():
 		return reply{err: l.ctxErr(ctx)}
+	}
+}
+
+// takeConn takes an idle connection, or dials a new one; it reports false
+// when the dial times out (the master is paused with its accept queue full).
+func (l *link) takeConn() bool {
+	full := l.w.backlogFull(l.master)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy == l.conns {
+		if full {
+			return false
+		}
+		l.conns++
+	}
+	l.busy++
+	return true
+}
+
+// putConn gives a call's connection back, or discards it (go-redis closes a
+// connection whose read timed out).
+func (l *link) putConn(broken bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.busy--
+	if broken {
+		l.conns--
 	}
 }
 
@@ -286,8 +354,8 @@ func (l *link) Release(ctx context.Context, key, value string, guard time.Durati
 		}
 		return reply{ok: ok, err: err}
 	})
-	if r.err != nil && errors.Is(r.err, redlock.ErrNotSent) {
-		l.w.excuse(l.master, value) // the coordinator stops retrying: documented
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.excuse(l.master, value) // refused: the coordinator stops retrying, documented
 	}
 	return r.ok, r.err
 }
@@ -333,8 +401,8 @@ func (l *link) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 		}
 		return reply{ok: ok, err: err}
 	})
-	if r.err != nil && errors.Is(r.err, redlock.ErrNotSent) {
-		l.w.excuse(l.master, h.ID) // the coordinator stops retrying: documented
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.excuse(l.master, h.ID) // refused: the coordinator stops retrying, documented
 	}
 	return r.ok, r.err
 }

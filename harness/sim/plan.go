@@ -30,10 +30,15 @@ const (
 	Restarts   Family = "restarts"   // restarts without keys, asymmetric cuts, quarantine on
 	Fences     Family = "fences"     // fencing across shifting quorums, client pauses
 	Shapes     Family = "shapes"     // reentrant, read-write and semaphore locks under mixed faults
+	// Issue 16: what independent probes found and a million schedules of the
+	// families above did not.
+	Late    Family = "late"    // a majority restarts empty; clients that first meet it after (restart quarantine)
+	Aliases Family = "aliases" // one server listed twice, restarting between its addresses' first contacts
+	Leaks   Family = "leaks"   // paused masters whose accept queue fills; Do functions that panic
 )
 
 // Families lists every family, in a fixed order.
-var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes}
+var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes, Late, Aliases, Leaks}
 
 // ShapeKind is the kind of lock on one name (docs/shapes.md).
 type ShapeKind int
@@ -98,12 +103,28 @@ const (
 	NetSpike
 	DropRequest
 	DropReply
+	// LateClient: a client (a new process) that first contacts the masters
+	// at At, its warm-up then, its workers after.
+	LateClient
+	// AliasAddr: Master listed a second time (another spelling of its
+	// address) in every client, unreachable until At: its first contacts
+	// come after At.
+	AliasAddr
+	// BacklogPause: a master paused for Dur whose accept queue is full
+	// Delay after the pause began: from then on a call that needs a new
+	// connection times out on its dial, while calls on connections already
+	// open are queued and run at resume.
+	BacklogPause
+	// DoPanic: a worker's Mutex.Do whose function panics (the worker
+	// recovers it); drawn per acquisition with Plan.DoPanicP.
+	DoPanic
 	numKinds
 )
 
 var kindNames = [...]string{"pause", "crash", "restart-keep", "restart-empty", "clock-jump",
 	"drift-within", "drift-beyond", "partition", "isolate", "slow-link", "client-pause",
-	"caller-cancel", "net-delay", "net-spike", "drop-request", "drop-reply"}
+	"caller-cancel", "net-delay", "net-spike", "drop-request", "drop-reply",
+	"late-client", "alias", "backlog-pause", "do-panic"}
 
 func (k FaultKind) String() string { return kindNames[k] }
 
@@ -125,6 +146,12 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case MasterPause, MasterCrash, Isolate:
 		s += fmt.Sprintf(" m%d for %v", f.Master, f.Dur)
+	case BacklogPause:
+		s += fmt.Sprintf(" m%d for %v, accept queue full after %v", f.Master, f.Dur, f.Delay)
+	case LateClient:
+		s += fmt.Sprintf(" c%d", f.Client)
+	case AliasAddr:
+		s += fmt.Sprintf(" m%d listed twice, second address reachable from here", f.Master)
 	case RestartKeep, RestartEmpty:
 		s += fmt.Sprintf(" m%d", f.Master)
 	case ClockJump:
@@ -178,7 +205,36 @@ type Plan struct {
 	// re-entry works across processes).
 	Shapes []Shape
 	Owners []int
+	// DoPanicP: chance that a worker's acquisition is a Mutex.Do whose
+	// function panics (family Leaks; redlock's retry jitter, unseeded).
+	DoPanicP float64
 }
+
+// late returns when client c first contacts the masters (since the
+// schedule's start), and whether it is a late client at all.
+func (p Plan) late(c int) (time.Duration, bool) {
+	for _, f := range p.Faults {
+		if f.Kind == LateClient && f.Client == c {
+			return f.At, true
+		}
+	}
+	return 0, false
+}
+
+// aliases lists the faults that list a server a second time.
+func (p Plan) aliases() []Fault {
+	var out []Fault
+	for _, f := range p.Faults {
+		if f.Kind == AliasAddr {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// addrs is how many addresses each client lists: one per master, and the
+// aliases.
+func (p Plan) addrs() int { return p.Masters + len(p.aliases()) }
 
 // shape is the lock on name i.
 func (p Plan) shape(i int) Shape {
@@ -296,6 +352,26 @@ func NewPlan(seed uint64, f Family) Plan {
 		for range p.Clients {
 			p.Owners = append(p.Owners, r.IntN(p.Clients))
 		}
+	case Late:
+		// Restarts as the restarts family, plus clients that meet the
+		// restarted masters for the first time (below).
+		p.Quar = true
+		p.Delay = 0
+		p.Clients = 3 + r.IntN(2)
+		kinds = []FaultKind{RestartEmpty, Partition, Partition}
+		nFaults = r.IntN(3)
+	case Aliases:
+		// One vote per server: no quarantine (its read after each vote
+		// would also see one run behind two addresses), restarts keep
+		// their keys, so every lease's coverage is judged.
+		p.Quar = false
+		kinds = []FaultKind{MasterPause, Partition, SlowLink}
+		nFaults = r.IntN(3)
+	case Leaks:
+		p.Clients = 3 + r.IntN(2)
+		p.DoPanicP = 0.1 + 0.2*r.Float64()
+		kinds = []FaultKind{BacklogPause, BacklogPause, MasterPause, SlowLink}
+		nFaults = r.IntN(3)
 	}
 	for range nFaults {
 		k := kinds[r.IntN(len(kinds))]
@@ -324,11 +400,50 @@ func NewPlan(seed uint64, f Family) Plan {
 			}
 		case SlowLink:
 			ft.Delay = nodeTimeout + time.Duration(r.Int64N(int64(p.TTL)))
+		case BacklogPause:
+			ft.Dur, ft.Delay = p.backlogPause(r)
 		}
+		p.Faults = append(p.Faults, ft)
+	}
+	switch f {
+	case Late:
+		// A bare majority of the masters restarts empty within 100 ms
+		// (a rolling restart gone wrong, a zone outage), and one or two
+		// clients meet the masters for the first time within a TTL after.
+		at := p.TTL/2 + time.Duration(r.Int64N(int64(p.Duration-p.TTL)))
+		for _, m := range r.Perm(p.Masters)[:p.Masters/2+1] {
+			p.Faults = append(p.Faults, Fault{Kind: RestartEmpty, Master: m, At: at + time.Duration(r.Int64N(int64(100*time.Millisecond)))})
+		}
+		for c := range 1 + r.IntN(p.Clients-2) {
+			p.Faults = append(p.Faults, Fault{Kind: LateClient, Client: p.Clients - 1 - c, At: at + time.Duration(r.Int64N(int64(p.TTL)))})
+		}
+	case Aliases:
+		// The second address's first contacts come after the server
+		// restarted (with its keys: a new run_id) since the first's.
+		m := r.IntN(p.Masters)
+		at := time.Duration(r.Int64N(int64(p.Duration / 2)))
+		p.Faults = append(p.Faults, Fault{Kind: RestartKeep, Master: m, At: time.Duration(r.Int64N(int64(at) + 1))},
+			Fault{Kind: AliasAddr, Master: m, At: at})
+	case Leaks:
+		// A pause shorter than the TTL with a full accept queue that ends
+		// with the workload, so that a straggler it applies at resume is
+		// still there when the clients have closed.
+		ft := Fault{Kind: BacklogPause, Master: r.IntN(p.Masters)}
+		ft.Dur, ft.Delay = p.backlogPause(r)
+		ft.At = p.Duration - ft.Dur
 		p.Faults = append(p.Faults, ft)
 	}
 	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 	return p
+}
+
+// backlogPause draws a BacklogPause's length (0.5 to 0.95 TTL, as the
+// probes of issue 16 paused) and when its accept queue is full (within the
+// first half of the pause: about a second under four clients on a real
+// Redis, whose default backlog is 511).
+func (p Plan) backlogPause(r *rand.Rand) (dur, full time.Duration) {
+	dur = time.Duration(float64(p.TTL) * (0.5 + 0.45*r.Float64()))
+	return dur, time.Duration(r.Int64N(int64(dur / 2)))
 }
 
 // driftAllowance is the validity the coordinator subtracts (redlock's
@@ -367,6 +482,9 @@ func (p Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed=%d family=%s masters=%d clients=%d workers=%d names=%d ttl=%v lockdelay=%v drift=%v maxinflight=%d fencing=%v quarantine=%v renew=%v lockretry=%v duration=%v net=%+v pause=%.2f cancel=%.2f",
 		p.Seed, p.Family, p.Masters, p.Clients, p.Workers, len(p.Names), p.TTL, p.Delay, p.Drift, p.MaxIn, p.Fencing, p.Quar, p.Renew, p.LockRetry, p.Duration, p.Net, p.PauseP, p.CancelP)
+	if p.DoPanicP > 0 {
+		fmt.Fprintf(&b, " dopanic=%.2f", p.DoPanicP)
+	}
 	if p.Shapes != nil {
 		fmt.Fprintf(&b, " shapes=%v owners=%v", p.Shapes, p.Owners)
 	}

@@ -15,17 +15,25 @@ var (
 	flagKnob   = flag.String("knob", "none", "TestReplay, TestBatch: the safety mechanism switched off (none, "+strings.Join(knobNames(), ", ")+")")
 )
 
-// ciSchedules is the CI budget per family of TestSimulate.
-const ciSchedules = 400
+// ciSchedules is the CI budget per family of TestSimulate; the families
+// of issue 16 (late, aliases, leaks) run fewer (ciNewSchedules) so that
+// the CI time stays about what it was.
+const (
+	ciSchedules    = 400
+	ciNewSchedules = 100
+)
 
 // TestSimulate runs the CI-sized simulation: fixed seeds in every family,
 // every knob off. Any failure prints its seed and the replay command.
 func TestSimulate(t *testing.T) {
-	n := uint64(ciSchedules)
-	if testing.Short() || raceEnabled {
-		n = ciSchedules / 10
-	}
 	for _, fam := range Families {
+		n := uint64(ciSchedules)
+		if fam == Late || fam == Aliases || fam == Leaks {
+			n = ciNewSchedules
+		}
+		if testing.Short() || raceEnabled {
+			n /= 10
+		}
 		t.Run(string(fam), func(t *testing.T) {
 			var s Summary
 			start := time.Now()
@@ -56,7 +64,7 @@ func TestDeterministic(t *testing.T) {
 		if NewPlan(seed, fam).String() != NewPlan(seed, fam).String() {
 			t.Fatalf("seed %d: two plans differ", seed)
 		}
-		if p := NewPlan(seed, fam); p.Renew || p.LockRetry {
+		if p := NewPlan(seed, fam); p.Renew || p.LockRetry || p.DoPanicP > 0 {
 			continue // redlock's own jitter: not replayable exactly
 		}
 		a, b := runOne(t, seed, fam), runOne(t, seed, fam)

@@ -79,7 +79,8 @@ type world struct {
 	deliveries deliveries
 
 	mu       sync.Mutex
-	cut      [][]int // [client][master] > 0: cut
+	cut      [][]int     // [client][master] > 0: cut
+	full     []time.Time // [master]: in a BacklogPause, its accept queue is full from then (zero: not)
 	holds    []*hold
 	accepted [][]int // per name: hold indexes of accepted fenced writes
 	viol     []string
@@ -93,6 +94,10 @@ type world struct {
 	attempts int
 	maxG     int  // most goroutines seen (process-wide)
 	keyLoss  bool // a master lost keys (restart or crash), quarantine or not
+	// poisoned: a client found one server behind two addresses; its later
+	// releases fail with ErrInvalidConfig and are not retried, so its keys
+	// may outlive Close (by at most their TTL, still checked).
+	poisoned bool
 	hist     []string
 }
 
@@ -175,11 +180,19 @@ func Run(plan Plan) Result {
 	if plan.Renew {
 		lopts = append(lopts, redlock.WithAutoRenew(0))
 	}
+	w.full = make([]time.Time, plan.Masters)
 	for c := range plan.Clients {
 		var ls []*link
 		var ns []redlock.Node
 		for m := range plan.Masters {
-			l := &link{w: w, client: c, master: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			ls = append(ls, l)
+			ns = append(ns, l)
+		}
+		// A server listed twice: its second address, last in the list.
+		for _, a := range plan.aliases() {
+			l := &link{w: w, client: c, master: a.Master, addr: len(ls), alias: true, from: w.t0.Add(a.At),
+				m: w.masters[a.Master], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
 			ls = append(ls, l)
 			ns = append(ns, l)
 		}
@@ -219,30 +232,58 @@ func Run(plan Plan) Result {
 	// Masters have been up for a while before the clients start.
 	time.Sleep(plan.TTL + plan.Delay)
 	// Each client meets every master (reads its identity) one after the
-	// other, so that no worker's first call races another's for it.
-	for c, cl := range w.clients {
-		mu, err := cl.NewMutex("warm-up", redlock.WithTTL(plan.TTL))
-		if err != nil {
-			panic(err)
+	// other, so that no worker's first call races another's for it. A late
+	// client does so when it starts.
+	for c := range w.clients {
+		if _, late := plan.late(c); !late {
+			w.warmUp(c)
 		}
-		if lease, err := mu.TryLock(context.Background()); err == nil {
-			_ = lease.Unlock(context.Background())
-		}
-		w.checkStats(c)
 	}
 	time.Sleep(time.Until(w.t0))
 
 	var wg sync.WaitGroup
 	wg.Go(w.faults)
 	for c := range plan.Clients {
-		for k := range plan.Workers {
-			rng := rand.New(rand.NewPCG(plan.Seed, uint64(100000+c*64+k)))
-			wg.Go(func() { w.worker(c, c*64+k, rng) })
+		start := func() {
+			for k := range plan.Workers {
+				rng := rand.New(rand.NewPCG(plan.Seed, uint64(100000+c*64+k)))
+				wg.Go(func() { w.worker(c, c*64+k, rng) })
+			}
 		}
+		if at, late := plan.late(c); late {
+			wg.Go(func() {
+				time.Sleep(time.Until(w.t0.Add(at)))
+				w.warmUp(c)
+				start()
+			})
+			continue
+		}
+		start()
 	}
 	wg.Wait()
 	w.finish()
 	return w.result()
+}
+
+// warmUp is client c's first contact with every master: one lock and
+// unlock, before its workers start.
+func (w *world) warmUp(c int) {
+	mu, err := w.clients[c].NewMutex("warm-up", redlock.WithTTL(w.plan.TTL))
+	if err != nil {
+		panic(err)
+	}
+	if lease, err := mu.TryLock(context.Background()); err == nil {
+		_ = lease.Unlock(context.Background())
+	}
+	w.checkStats(c)
+}
+
+// backlogFull reports whether master m is paused with its accept queue
+// full (a BacklogPause past its Delay): new connections time out.
+func (w *world) backlogFull(m int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.full[m].IsZero() && !time.Now().Before(w.full[m])
 }
 
 // faults applies the plan's faults at their times and heals everything at
@@ -261,6 +302,15 @@ func (w *world) faults() {
 		case MasterPause:
 			var resume func()
 			evs = append(evs, ev{f.At, func() { resume = m.Pause() }}, ev{end, func() { resume() }})
+		case BacklogPause:
+			var resume func()
+			setFull := func(at time.Time) {
+				w.mu.Lock()
+				w.full[f.Master] = at
+				w.mu.Unlock()
+			}
+			evs = append(evs, ev{f.At, func() { resume = m.Pause(); setFull(time.Now().Add(f.Delay)) }},
+				ev{end, func() { setFull(time.Time{}); resume() }})
 		case MasterCrash:
 			evs = append(evs, ev{f.At, func() {
 				m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
@@ -319,6 +369,14 @@ var (
 
 func (w *world) checkErr(op string, err error, allowed []error) {
 	if err == nil {
+		return
+	}
+	if len(w.plan.aliases()) > 0 && errors.Is(err, redlock.ErrInvalidConfig) {
+		// A server found behind two addresses: the client refuses all work,
+		// releases included (their keys expire with their TTL).
+		w.mu.Lock()
+		w.poisoned = true
+		w.mu.Unlock()
 		return
 	}
 	for _, a := range allowed {
@@ -396,6 +454,11 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 			timeout = time.Duration(1e6 + rng.Int64N(80e6))
 			w.cover(CallerCancel)
 		}
+		if p.DoPanicP > 0 && sh.Kind == MutexLock && rng.Float64() < p.DoPanicP {
+			w.doPanic(c, id, ni, timeout, rng)
+			w.checkStats(c)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), timeout)
 		var lease *redlock.Lease
 		var err error
@@ -421,6 +484,68 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 	}
 }
 
+// doPanicked is what a DoPanic function panics with.
+type doPanicked struct{}
+
+// doPanic runs Mutex.Do with a function that holds the lease a while and
+// panics; the worker recovers the panic, as net/http and job runners do.
+// Do must have released the lease when it returns: a lease still valid
+// after Do returned is held (and renewed) by nobody's code, and its key
+// outlives the client's work.
+func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
+	p := w.plan
+	holdFor := time.Duration(rng.Int64N(int64(p.TTL)))
+	backoff := p.TTL/50 + time.Duration(rng.Int64N(int64(p.TTL/5)))
+	ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), timeout)
+	defer cancel()
+	h := &hold{depth: 1}
+	var lease *redlock.Lease
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(doPanicked); !ok {
+					panic(r)
+				}
+			}
+		}()
+		return w.mutexes[c][ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
+			lease = l
+			h.client, h.name, h.start, h.fence = c, p.Names[ni], time.Now(), l.Fence()
+			w.mu.Lock()
+			w.attempts++
+			h.idx = len(w.holds)
+			w.holds = append(w.holds, h)
+			w.mu.Unlock()
+			w.cover(DoPanic)
+			w.log("c%d acquired %s in Do until +%v fence %d", c, h.name, l.Until().Sub(h.start), h.fence)
+			w.checkHolds(h, Shape{}, l)
+			w.write(h, ni, l)
+			sleep(holdFor, fctx.Done())
+			// The work stops here: the lease's interval ends now (or at its
+			// validity's end), whatever the release then takes.
+			h.end = l.Until()
+			if now := time.Now(); now.Before(h.end) {
+				h.end = now
+			}
+			w.log("c%d's Do function on %s panics (context: %v)", c, h.name, context.Cause(fctx))
+			panic(doPanicked{})
+		})
+	}()
+	if lease == nil {
+		w.mu.Lock()
+		w.attempts++
+		w.mu.Unlock()
+		w.checkErr("do", err, lockErrs)
+		sleep(backoff, nil)
+		return
+	}
+	w.log("c%d's Do on %s returned (its function panicked), lease valid: %v", c, h.name, lease.Valid())
+	if lease.Valid() {
+		w.violate("c%d's lease on %s is still valid after its Do returned (the function panicked): held and renewed by nobody (until +%v)",
+			c, h.name, time.Until(lease.Until()))
+	}
+}
+
 // holdLease records and holds one lease; h carries the shape's details
 // (write, depth). A reentrant outer lease may re-enter once while held.
 func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *rand.Rand) {
@@ -436,6 +561,9 @@ func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *ran
 	w.mu.Unlock()
 	w.log("c%d acquired %s%s until +%v fence %d holds %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence, lease.Holds())
 	w.checkHolds(h, sh, lease)
+	if len(p.aliases()) > 0 && lease.Valid() {
+		w.checkCoverage(h, sh, lease) // granted by a quorum of servers, not of addresses
+	}
 	w.write(h, ni, lease)
 	if sh.Kind == ReentrantLock && h.depth == 1 && rng.IntN(3) == 0 {
 		// Re-enter while holding: the same owner must get in at once.
@@ -595,7 +723,9 @@ func (w *world) checkCoverage(h *hold, sh Shape, lease *redlock.Lease) {
 			n++
 		}
 	}
-	if q := sh.quorum(w.plan.Masters); n < q {
+	// Servers, not addresses, are counted: a server listed twice holds one
+	// key, and a lease granted by its two addresses is on one server.
+	if q := sh.quorum(w.plan.addrs()); n < q {
 		w.mu.Lock()
 		loss := w.keyLoss
 		w.mu.Unlock()
@@ -639,6 +769,10 @@ func (w *world) finish() {
 		for _, k := range names {
 			if p.Shapes != nil && strings.HasSuffix(k, ":waiting") {
 				continue // a writer's waiting mark: it lives waitTTL (checked below)
+			}
+			if w.poisoned {
+				w.log("key %s on m%d after every client closed (a client found a duplicate server)", k, mi)
+				continue
 			}
 			if p.Shapes == nil || !strings.Contains(keys[k], "\n") {
 				if !w.excused[fmt.Sprint(mi)+"\x00"+keys[k]] {
