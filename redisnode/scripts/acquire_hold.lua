@@ -15,8 +15,9 @@
 -- ARGV[5]  a waiting writer's name, or '' (none): recorded when this acquire
 --          is refused (except by a guard), removed when it succeeds
 -- ARGV[6]  how long a waiting mark lives, in milliseconds
--- ARGV[7]  '1' to be refused while any waiting mark is live (a reader under
---          writer preference), else '0'
+-- ARGV[7]  '1' to be refused while any waiting mark is live (a reader:
+--          redlock sets it for every read hold, so a writer that leaves
+--          marks gets preference over every reader), else '0'
 --
 -- Commands used: TIME, ZREMRANGEBYSCORE, ZSCORE, ZRANGE, ZCARD, ZADD, ZREM,
 -- EXISTS, PEXPIREAT.
