@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // aclLocker is the minimal ACL of docs/nodes.md for lock names starting with
@@ -70,14 +71,25 @@ func TestMinimalACL(t *testing.T) {
 		require.True(t, errors.As(err, &rerr), "%s: %v", what, err)
 		assert.Equal(t, any(rerr), any(err), "%s: unwrapped", what)
 		assert.True(t, strings.HasPrefix(err.Error(), prefix), "%s: %v", what, err)
+		assert.NotErrorIs(t, err, redlock.ErrNodeDenied, what)
 		t.Logf("%s: %v", what, err)
 	}
-	isNoPerm := func(what string, err error) { t.Helper(); isReply(what, "NOPERM", err) }
+	// A denial wraps redlock.ErrNodeDenied, names the node, and keeps the
+	// reply in the chain.
+	isNoPerm := func(what string, err error) {
+		t.Helper()
+		var rerr redis.Error
+		require.True(t, errors.As(err, &rerr), "%s: %v", what, err)
+		assert.True(t, strings.HasPrefix(rerr.Error(), "NOPERM "), "%s: %v", what, rerr)
+		assert.ErrorIs(t, err, redlock.ErrNodeDenied, what)
+		assert.Equal(t, "redlock: node denied access: "+srv.Addr()+": "+rerr.Error(), err.Error(), what)
+		t.Logf("%s: %v", what, err)
+	}
 	// A name outside the key pattern.
 	_, err = n.Acquire(ctx, "other", "v", time.Minute)
 	isNoPerm("key outside the pattern", err)
 
-	// A user without EVALSHA and EVAL: NOPERM as itself.
+	// A user without EVALSHA and EVAL: NOPERM.
 	nv := dialT(t, "redis://noeval:pw@"+srv.Addr())
 	_, err = nv.Extend(ctx, "locks:d", "v", time.Minute)
 	isNoPerm("Extend without EVALSHA", err)
@@ -99,7 +111,9 @@ func TestMinimalACL(t *testing.T) {
 		_, err = d.Acquire(ctx, "locks:e", "v", time.Minute)
 		require.Error(t, err, addr)
 		assert.NotContains(t, err.Error(), secret)
-		t.Logf("%s: %v", redactURL(addr), err)
+		assert.ErrorIs(t, err, redlock.ErrNodeDenied, addr)
+		assert.Contains(t, err.Error(), srv.Addr(), "names the node")
+		t.Logf("%s: %v", shownAddr(addr), err)
 	}
 }
 

@@ -5,14 +5,18 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Lock-safe go-redis settings of clients built by Dial.
@@ -56,15 +60,82 @@ func Dial(addr string) (*Node, error) {
 	opt.PoolTimeout = ioTimeout
 	opt.DisableIdentity = true
 	opt.Protocol = 2
+	// Maintenance notifications need RESP3; left on ("auto"), go-redis
+	// v9.23's NewClient resolves the host name (for up to 2s) to classify
+	// the endpoint, so Dial would block on DNS.
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true}, nil
+}
+
+// maxShown bounds how much of a value a Dial error quotes.
+const maxShown = 100
+
+// quote quotes s for an error message, at most maxShown bytes of it (cut at
+// a rune boundary) followed by "..." and its length when it is longer.
+func quote(s string) string {
+	if len(s) <= maxShown {
+		return strconv.Quote(s)
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
+// shownAddr is addr as Dial's errors may show it (quoted, bounded): a URL's
+// whole userinfo (everything between "://" and the last '@', so also a
+// password holding an unescaped '/', '?', '#' or '@', or a user-only
+// userinfo) is replaced with "xxxxx", and a string that is no URL but may
+// hold a password is not shown at all.
+func shownAddr(addr string) string {
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		if strings.Contains(addr, "@") || hasPrefixFold(addr, "redis:") || hasPrefixFold(addr, "rediss:") {
+			return "(address not shown: it may hold a password)"
+		}
+		return quote(addr)
+	}
+	if strings.Contains(scheme, "@") {
+		return "(address not shown: it may hold a password)"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "xxxxx" + rest[at:]
+	}
+	return quote(scheme + "://" + rest)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// checkChars refuses white space, control characters and invalid UTF-8
+// anywhere: net.SplitHostPort accepts " host:1", which would fail only at
+// the first call. In a URL, percent-encode them (a space is %20).
+func checkChars(addr string) error {
+	if strings.TrimSpace(addr) != addr {
+		return fmt.Errorf("redisnode: address %s has leading or trailing white space", shownAddr(addr))
+	}
+	for i, r := range addr {
+		switch {
+		case unicode.IsControl(r) || r == utf8.RuneError:
+			return fmt.Errorf("redisnode: address %s has a control character or invalid UTF-8 at byte %d", shownAddr(addr), i)
+		case unicode.IsSpace(r):
+			return fmt.Errorf("redisnode: address %s has white space at byte %d (in a URL, percent-encode it: %%20)", shownAddr(addr), i)
+		}
+	}
+	return nil
 }
 
 func parseAddr(addr string) (*redis.Options, error) {
 	if addr == "" {
 		return nil, errors.New("redisnode: empty address")
 	}
+	if err := checkChars(addr); err != nil {
+		return nil, err
+	}
 	if !strings.Contains(addr, "://") {
-		if strings.HasPrefix(addr, "redis:") || strings.HasPrefix(addr, "rediss:") {
+		if hasPrefixFold(addr, "redis:") || hasPrefixFold(addr, "rediss:") {
 			return nil, errors.New("redisnode: a URL needs the form redis://host or rediss://host (address not shown: it may hold a password)")
 		}
 		if strings.Contains(addr, "@") {
@@ -72,10 +143,13 @@ func parseAddr(addr string) (*redis.Options, error) {
 		}
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
-			return nil, fmt.Errorf("redisnode: address %q is neither host:port nor a redis:// or rediss:// URL", addr)
+			return nil, fmt.Errorf("redisnode: address %s is neither host:port nor a redis:// or rediss:// URL", quote(addr))
 		}
 		if host == "" {
-			return nil, fmt.Errorf("redisnode: address %q has no host", addr)
+			return nil, fmt.Errorf("redisnode: address %s has no host", quote(addr))
+		}
+		if err := checkHost(host); err != nil {
+			return nil, err
 		}
 		if err := checkPort(port); err != nil {
 			return nil, err
@@ -85,85 +159,96 @@ func parseAddr(addr string) (*redis.Options, error) {
 	return parseURL(addr)
 }
 
-func checkPort(port string) error {
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
-		return fmt.Errorf("redisnode: bad port %q (want 1..65535)", port)
+// maxHost is the longest host name DNS allows.
+const maxHost = 253
+
+func checkHost(host string) error {
+	if len(host) > maxHost {
+		return fmt.Errorf("redisnode: host %s is longer than %d bytes", quote(host), maxHost)
 	}
 	return nil
 }
 
-// rawPassword extracts the password of a URL from its text, without parsing,
-// so that even a URL that does not parse can be kept out of error messages.
-func rawPassword(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return ""
+func checkPort(port string) error {
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return fmt.Errorf("redisnode: bad port %s (want 1..65535)", quote(port))
 	}
-	rest := s[i+3:]
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		rest = rest[:j]
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return ""
-	}
-	_, pass, ok := strings.Cut(rest[:at], ":")
-	if !ok {
-		return ""
-	}
-	return pass
+	return nil
 }
 
-// redactURL replaces the password of a URL's text with "xxxxx".
-func redactURL(s string) string {
-	pass := rawPassword(s)
-	if pass == "" {
-		return s
+// validScheme reports whether s has the syntax of a URL scheme (RFC 3986:
+// a letter, then letters, digits, '+', '-', '.'), so that it can be shown.
+func validScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case r < utf8.RuneSelf && unicode.IsLetter(r):
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
 	}
-	i := strings.Index(s, "://") + 3
-	rest := s[i:]
-	end := len(rest)
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		end = j
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return s[:i] + user + ":xxxxx" + rest[at:]
+	return s != ""
 }
 
+// parseURL parses a redis:// or rediss:// URL. It splits the userinfo off
+// by hand before url.Parse sees the rest, so that no message built from the
+// rest (a bad host, port, db or query) can hold a part of the password.
 func parseURL(addr string) (*redis.Options, error) {
-	pass := rawPassword(addr)
-	shown := redactURL(addr)
-	u, err := url.Parse(addr)
+	shown := shownAddr(addr)
+	scheme, rest, _ := strings.Cut(addr, "://")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss":
+	default:
+		if !validScheme(scheme) || len(scheme) > maxShown {
+			return nil, fmt.Errorf("redisnode: unsupported scheme in %s (want redis or rediss)", shown)
+		}
+		return nil, fmt.Errorf("redisnode: unsupported scheme %q in %s (want redis or rediss)", scheme, shown)
+	}
+	authEnd := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authEnd = i
+	}
+	if strings.Contains(rest[authEnd:], "@") {
+		return nil, fmt.Errorf("redisnode: URL %s has an '@' after its host part: percent-encode '/', '?', '#' and '@' in a user name or password (%%2F, %%3F, %%23, %%40), and '@' in a query value (%%40)", shown)
+	}
+	var user *url.Userinfo
+	if at := strings.LastIndex(rest[:authEnd], "@"); at >= 0 {
+		// url.Parse checks and unescapes the userinfo; its error (which
+		// quotes a bad escape) is not shown.
+		u, err := url.Parse("redis://" + rest[:at] + "@host")
+		if err != nil || u.User == nil {
+			return nil, fmt.Errorf("redisnode: URL %s has a bad user name or password (a character that must be percent-encoded, such as a space or '%%', or a bad %%XX escape; not shown)", shown)
+		}
+		user = u.User
+		rest = rest[at+1:]
+	}
+	u, err := url.Parse(strings.ToLower(scheme) + "://" + rest)
 	if err != nil {
-		msg := fmt.Sprintf("redisnode: cannot parse URL %q", shown)
+		msg := fmt.Sprintf("redisnode: cannot parse URL %s", shown)
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			detail := ue.Err.Error()
-			if pass == "" || !strings.Contains(detail, pass) {
-				msg += ": " + detail
-			}
+			msg += ": " + bounded(ue.Err.Error())
 		}
 		return nil, errors.New(msg)
 	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, fmt.Errorf("redisnode: unsupported scheme %q in %q (want redis or rediss)", u.Scheme, shown)
+	if u.Opaque != "" || u.User != nil {
+		return nil, fmt.Errorf("redisnode: URL %s has no //host part", shown)
 	}
-	if u.Opaque != "" {
-		return nil, fmt.Errorf("redisnode: URL %q has no //host part", shown)
-	}
-	if u.Fragment != "" || strings.Contains(addr, "#") {
-		return nil, fmt.Errorf("redisnode: URL %q has a #fragment", shown)
+	if u.Fragment != "" || strings.Contains(rest, "#") {
+		return nil, fmt.Errorf("redisnode: URL %s has a #fragment", shown)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return nil, fmt.Errorf("redisnode: URL %q has no host", shown)
+		return nil, fmt.Errorf("redisnode: URL %s has no host", shown)
+	}
+	if err := checkHost(host); err != nil {
+		return nil, err
 	}
 	port := u.Port()
 	if port == "" {
 		if strings.HasSuffix(u.Host, ":") {
-			return nil, fmt.Errorf("redisnode: URL %q has an empty port", shown)
+			return nil, fmt.Errorf("redisnode: URL %s has an empty port", shown)
 		}
 		port = "6379"
 	}
@@ -171,26 +256,26 @@ func parseURL(addr string) (*redis.Options, error) {
 		return nil, err
 	}
 	opt := &redis.Options{Addr: net.JoinHostPort(host, port)}
-	if u.User != nil {
-		opt.Username = u.User.Username()
-		opt.Password, _ = u.User.Password()
+	if user != nil {
+		opt.Username = user.Username()
+		opt.Password, _ = user.Password()
 	}
 	switch p := strings.TrimPrefix(u.Path, "/"); {
 	case u.Path == "" || u.Path == "/":
 	default:
 		db, err := strconv.Atoi(p)
 		if err != nil || db < 0 || strconv.Itoa(db) != p {
-			return nil, fmt.Errorf("redisnode: bad db %q in URL (want /N with N >= 0)", p)
+			return nil, fmt.Errorf("redisnode: bad db %s in URL (want /N with N >= 0)", quote(p))
 		}
 		opt.DB = db
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("redisnode: bad query in URL %q", shown)
+		return nil, fmt.Errorf("redisnode: bad query in URL %s", shown)
 	}
 	if u.Scheme == "redis" {
 		for k := range q {
-			return nil, fmt.Errorf("redisnode: query parameter %q is not allowed on redis:// (TLS parameters need rediss://)", k)
+			return nil, fmt.Errorf("redisnode: query parameter %s is not allowed on redis:// (TLS parameters need rediss://)", quote(k))
 		}
 		return opt, nil
 	}
@@ -200,6 +285,27 @@ func parseURL(addr string) (*redis.Options, error) {
 	}
 	opt.TLSConfig = tc
 	return opt, nil
+}
+
+// bounded cuts an error text to about maxShown bytes.
+func bounded(s string) string {
+	if len(s) <= 2*maxShown {
+		return s
+	}
+	cut := 2 * maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
+}
+
+// fileError names a certificate file that could not be read, bounded.
+func fileError(param, file string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("redisnode: %s %s: %w", param, quote(file), err)
 }
 
 func tlsConfig(host string, q url.Values) (*tls.Config, error) {
@@ -225,7 +331,7 @@ func tlsConfig(host string, q url.Values) (*tls.Config, error) {
 		vals[i] = v
 	}
 	for k := range q {
-		return nil, fmt.Errorf("redisnode: unknown query parameter %q (want ca_file, cert_file, key_file, server_name)", k)
+		return nil, fmt.Errorf("redisnode: unknown query parameter %s (want ca_file, cert_file, key_file, server_name)", quote(k))
 	}
 	caFile, certFile, keyFile, serverName := vals[0], vals[1], vals[2], vals[3]
 	if serverName == "" {
@@ -235,11 +341,11 @@ func tlsConfig(host string, q url.Values) (*tls.Config, error) {
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("redisnode: ca_file: %w", err)
+			return nil, fileError("ca_file", caFile, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redisnode: ca_file %q holds no PEM certificate", caFile)
+			return nil, fmt.Errorf("redisnode: ca_file %s holds no PEM certificate", quote(caFile))
 		}
 		tc.RootCAs = pool
 	}
@@ -249,7 +355,11 @@ func tlsConfig(host string, q url.Values) (*tls.Config, error) {
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("redisnode: cert_file %q / key_file %q: %w", certFile, keyFile, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				return nil, fileError("cert_file/key_file", pe.Path, err)
+			}
+			return nil, fmt.Errorf("redisnode: cert_file %s / key_file %s: %s", quote(certFile), quote(keyFile), bounded(err.Error()))
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -5,9 +5,15 @@
 // Every call is bounded by its context: the clients the package accepts apply
 // context deadlines to socket I/O, so a paused or unreachable master costs a
 // call no more than its deadline. A call whose context ends returns an error
-// wrapping ctx.Err(). An error reply of the server (CROSSSLOT, NOPERM,
-// READONLY, WRONGTYPE, OOM, a script error) is returned as itself: errors.As
-// finds the go-redis redis.Error and its text is unchanged.
+// wrapping ctx.Err(). An error reply of the server (CROSSSLOT, READONLY,
+// WRONGTYPE, OOM, a script error) is returned as itself: errors.As finds the
+// go-redis redis.Error and its text is unchanged. A reply that denies access
+// (NOAUTH, WRONGPASS, NOPERM) is wrapped: the error wraps
+// redlock.ErrNodeDenied, names the node ("redlock: node denied access:
+// host:port: WRONGPASS ..."), and errors.As still finds the reply. A dial the
+// server refused wraps redlock.ErrNotSent and says "connection refused"; a
+// dial that timed out does not wrap ErrNotSent (the server may be paused with
+// a full accept queue, holding commands it will run when it resumes).
 //
 // Keys: every key a script touches for one lock shares the lock key's hash
 // slot, so the scripts run through a Redis Cluster client. A lock key that
@@ -20,7 +26,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/notsent"
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
 
 	"github.com/quorumlock/quorumlock/redlock"
@@ -104,6 +110,13 @@ func New(client redis.UniversalClient) (*Node, error) {
 		return nil, fmt.Errorf("redisnode: unsupported client type %T (want *redis.Client or *redis.ClusterClient)", client)
 	}
 }
+
+// String returns "redisnode.Node(" + Addr() + ")": printing a Node with
+// %v or %+v never shows its client's options (a password).
+func (n Node) String() string { return "redisnode.Node(" + n.addr + ")" }
+
+// GoString is String, for %#v.
+func (n Node) GoString() string { return n.String() }
 
 // Addr names the node in errors and stats: host:port for a standalone master,
 // "cluster(...)" or "sentinel(...)" for the other kinds. It never contains a
@@ -283,9 +296,12 @@ func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...
 	return res, err
 }
 
-// do runs fn and classifies its error: a Redis error reply as itself, a
-// context expiry wrapping ctx.Err(), a failed dial of a client that never
-// retries wrapping redlock.ErrNotSent.
+// do runs fn and classifies its error: a Redis error reply as itself, except
+// a denial (NOAUTH, WRONGPASS, NOPERM), which wraps redlock.ErrNodeDenied
+// and names the node; a context expiry wrapping ctx.Err(); a failed dial of
+// a client that never retries wrapping redlock.ErrNotSent when notsent.Dial
+// says nothing can have been sent (a refused connection, not a timed-out
+// dial).
 func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", redlock.ErrNotSent, err)
@@ -296,14 +312,29 @@ func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
+		if denied(rerr) {
+			return fmt.Errorf("%w: %s: %w", redlock.ErrNodeDenied, n.addr, err)
+		}
 		return err
 	}
 	err = ctxerr.Wrap(ctx, err)
-	var op *net.OpError
-	if n.notSent && errors.As(err, &op) && op.Op == "dial" {
-		return fmt.Errorf("%w: %w", redlock.ErrNotSent, err)
+	if n.notSent {
+		return notsent.Dial(err)
 	}
 	return err
+}
+
+// denied reports whether a Redis error reply refuses the call for a reason
+// that retrying cannot mend: no or a wrong password, or an ACL user without
+// the permission.
+func denied(rerr redis.Error) bool {
+	msg := rerr.Error()
+	for _, prefix := range []string{"NOAUTH ", "WRONGPASS ", "NOPERM "} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func ttlMillis(ttl time.Duration) (int64, error) {

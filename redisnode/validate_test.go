@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,7 +40,7 @@ func TestDialRejectsBadAddresses(t *testing.T) {
 		{"u:" + secret + "@host:1", "with '@'"},
 		{"redis:///", "no host"},
 		{"redis://u:" + secret + "@host:1#frag", "fragment"},
-		{"redis://u:s3%zzcret@host:1", "cannot parse URL"},
+		{"redis://u:s3%zzcret@host:1", "bad user name or password"},
 		{"redis://u:" + secret + "@host:1?ca_file=/x", `"ca_file" is not allowed on redis://`},
 		{"rediss://u:" + secret + "@host:1?foo=bar", `unknown query parameter "foo"`},
 		{"rediss://u:" + secret + "@host:1?cert_file=/x", "both or neither"},
@@ -97,6 +98,7 @@ func TestDialAcceptsAddresses(t *testing.T) {
 	assert.Equal(t, ioTimeout, o.PoolTimeout)
 	assert.True(t, o.DisableIdentity)
 	assert.Equal(t, 2, o.Protocol)
+	assert.Equal(t, maintnotifications.ModeDisabled, o.MaintNotificationsConfig.Mode, "no DNS lookup in NewClient")
 
 	for addr, name := range map[string]string{
 		"rediss://h.example":                             "h.example",
