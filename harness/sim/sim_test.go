@@ -2,7 +2,6 @@ package sim
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +60,7 @@ func TestDeterministic(t *testing.T) {
 	const n = 40
 	for seed := uint64(1); total < n; seed++ {
 		fam := Families[seed%uint64(len(Families))]
-		if NewPlan(seed, fam).String() != NewPlan(seed, fam).String() {
+		if a, b := NewPlan(seed, fam), NewPlan(seed, fam); a.String() != b.String() {
 			t.Fatalf("seed %d: two plans differ", seed)
 		}
 		if p := NewPlan(seed, fam); p.Renew || p.LockRetry || p.DoPanicP > 0 {
@@ -111,5 +110,3 @@ func flagSet(name string) bool {
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
-
-func knobDesc(fam Family, knob string) string { return fmt.Sprintf("%s/%s", fam, knob) }

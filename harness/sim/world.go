@@ -85,7 +85,6 @@ type world struct {
 	accepted [][]int // per name: hold indexes of accepted fenced writes
 	viol     []string
 	unsafe   []string
-	broken   []string
 	// excused: master+"\x00"+value whose release was refused (ErrNotSent:
 	// the coordinator stops retrying, documented) or whose acquire landed
 	// after its release's guard had expired (a straggler older than the TTL)
