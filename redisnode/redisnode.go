@@ -10,7 +10,10 @@
 // go-redis redis.Error and its text is unchanged. A reply that denies access
 // (NOAUTH, WRONGPASS, NOPERM) is wrapped: the error wraps
 // redlock.ErrNodeDenied, names the node ("redlock: node denied access:
-// host:port: WRONGPASS ..."), and errors.As still finds the reply. A dial the
+// host:port: WRONGPASS ..."), and errors.As still finds the reply; on a
+// client that never retries it also wraps redlock.ErrNotSent when the
+// command was refused before it ran (not for a NOPERM of a command inside a
+// script). A dial the
 // server refused wraps redlock.ErrNotSent and says "connection refused"; a
 // dial that timed out does not wrap ErrNotSent (the server may be paused with
 // a full accept queue, holding commands it will run when it resumes).
@@ -313,7 +316,7 @@ func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		if denied(rerr) {
-			return fmt.Errorf("%w: %s: %w", redlock.ErrNodeDenied, n.addr, err)
+			return &deniedError{addr: n.addr, reply: err, notSent: n.notSent && unexecuted(rerr)}
 		}
 		return err
 	}
@@ -322,6 +325,34 @@ func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 		return notsent.Dial(err)
 	}
 	return err
+}
+
+// deniedError is a call the server denied: it wraps redlock.ErrNodeDenied
+// and the reply, and redlock.ErrNotSent when the command was refused before
+// it ran (so it had no effect and needs no release).
+type deniedError struct {
+	addr    string
+	reply   error
+	notSent bool
+}
+
+func (e *deniedError) Error() string {
+	return redlock.ErrNodeDenied.Error() + ": " + e.addr + ": " + e.reply.Error()
+}
+
+func (e *deniedError) Unwrap() []error {
+	if e.notSent {
+		return []error{redlock.ErrNodeDenied, e.reply, redlock.ErrNotSent}
+	}
+	return []error{redlock.ErrNodeDenied, e.reply}
+}
+
+// unexecuted reports whether a denial refused the command itself before it
+// ran: a failed authentication, or an ACL refusal of the command or its keys
+// (not of a command inside a script, which may follow writes the script
+// already made).
+func unexecuted(rerr redis.Error) bool {
+	return !strings.HasPrefix(rerr.Error(), "NOPERM ") || !strings.Contains(rerr.Error(), "script")
 }
 
 // denied reports whether a Redis error reply refuses the call for a reason
