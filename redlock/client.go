@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +25,11 @@ type Client struct {
 	owner   string // URL-encoded host, pid and label stored after the token
 	work    tracker
 
-	closed    atomic.Bool   // Close was called: no new acquisitions
-	giveUp    chan struct{} // closed when Close gives up on queued releases
-	closeOnce sync.Once
+	closed     atomic.Bool   // Close was called: no new acquisitions
+	closing    chan struct{} // closed when Close is called: retry at once
+	giveUp     chan struct{} // closed when Close gives up on queued releases
+	closeOnce  sync.Once
+	giveUpOnce sync.Once
 
 	idSem  chan struct{} // one identification pass at a time (identity.go)
 	idMu   sync.Mutex
@@ -50,9 +54,10 @@ type member struct {
 	runID       string
 	quarantined time.Time // votes count again from this moment on
 
-	mu       sync.Mutex
-	backlog  []pendingRelease
-	draining bool
+	mu        sync.Mutex
+	backlog   []pendingRelease
+	draining  bool
+	abandoned int // releases dropped by Close (or the backlog cap) unconfirmed
 }
 
 // tryTake takes one of the node's in-flight slots; the count never exceeds
@@ -86,13 +91,16 @@ func (m *member) give() { m.inflight.Add(-1) }
 // adding a node that can fail: prefer odd N.
 func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	cfg := defaultClientConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, configError("client option %d of %d is nil", i, len(opts))
+		}
 		o(&cfg)
 	}
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, giveUp: make(chan struct{}), idSem: make(chan struct{}, 1), runIDs: map[string]int{}}
+	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), idSem: make(chan struct{}, 1), runIDs: map[string]int{}}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {
@@ -159,7 +167,10 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 		return nil, err
 	}
 	l := defaultLockConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, configError("%s %q: lock option %d of %d is nil", ctor, name, i, len(opts))
+		}
 		o(&l)
 	}
 	if err := validate(len(c.members), c.cfg, &l); err != nil {
@@ -206,30 +217,81 @@ func (c *Client) Stats() Stats {
 }
 
 // Close stops the client from taking new locks and waits for its background
-// work: calls to stragglers, rollbacks, releases, and queued release retries
-// (which run until their node answers). After Close is called, Lock, TryLock
-// and Extend fail at once with ErrClosed; Unlock still releases.
+// work: calls to stragglers, rollbacks, releases, and queued release retries.
+// After Close is called, Lock, TryLock and Extend fail at once with
+// ErrClosed; Unlock still releases.
 //
-// When ctx ends first, Close abandons the queued release retries (their
-// keys, if any, expire with their TTL), waits at most the node timeout plus
-// the release timeout more for the calls already in flight (each is bounded
-// by its own deadline), and returns an error wrapping ctx.Err(), whatever
-// other goroutines are doing. Close does not close the nodes.
+// Close is bounded even when ctx never ends. Once it is called, queued
+// releases are retried at once and then every min(node timeout, 100ms).
+// Close waits until the work is done or ctx ends, or, when ctx has no
+// deadline, for at most the node timeout plus three release timeouts (350ms
+// by default); give it a context with a longer deadline to wait longer for a
+// node that may come back (a paused master). Then it abandons what is still
+// queued (those keys, if any, expire with their TTL) and waits at most the
+// node timeout plus the release timeout more for the calls in flight (each
+// is bounded by its own deadline), whatever other goroutines are doing: a
+// context.Background() Close returns within 500ms by default.
+//
+// It returns nil when every release it waited for was confirmed or needed
+// no more (the node refused the connection: nothing runs there); otherwise
+// an error wrapping ErrNotReleased that counts the abandoned releases per
+// node, and ctx.Err() when ctx ended first. Close does not close the nodes.
+// It is safe to call more than once and concurrently with other methods.
 func (c *Client) Close(ctx context.Context) error {
 	c.closed.Store(true)
+	c.closeOnce.Do(func() { close(c.closing) })
+	before := c.abandonedNow()
+	var bound <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(c.cfg.nodeTimeout + 3*c.cfg.releaseTimeout)
+		defer t.Stop()
+		bound = t.C
+	}
 	select {
 	case <-c.work.idle():
-		return nil
+		return c.abandonedErr(ctx, before)
 	case <-ctx.Done():
+	case <-bound:
 	}
-	c.closeOnce.Do(func() { close(c.giveUp) })
+	c.giveUpOnce.Do(func() { close(c.giveUp) })
 	t := time.NewTimer(c.cfg.nodeTimeout + c.cfg.releaseTimeout)
 	defer t.Stop()
 	select {
 	case <-c.work.idle():
 	case <-t.C:
 	}
-	return fmt.Errorf("redlock: close: gave up on queued releases: %w", ctx.Err())
+	return c.abandonedErr(ctx, before)
+}
+
+// abandonedNow returns each node's count of abandoned releases.
+func (c *Client) abandonedNow() []int {
+	out := make([]int, len(c.members))
+	for i, m := range c.members {
+		m.mu.Lock()
+		out[i] = m.abandoned
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// abandonedErr returns Close's error: the releases abandoned since before
+// (per node), and ctx.Err() when ctx has ended; nil when there are none and
+// ctx is live.
+func (c *Client) abandonedErr(ctx context.Context, before []int) error {
+	var parts []string
+	for i, n := range c.abandonedNow() {
+		if d := n - before[i]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%d on %s", d, c.members[i].addr))
+		}
+	}
+	var errs []error
+	if len(parts) > 0 {
+		errs = append(errs, fmt.Errorf("%w: close abandoned queued releases (%s); their keys, if any, expire with their TTL", ErrNotReleased, strings.Join(parts, ", ")))
+	}
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("redlock: close: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // usable returns the error that stops new work: ErrClosed, or the

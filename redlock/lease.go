@@ -48,7 +48,9 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
 	l.mu.Unlock()
 	if renew > 0 {
-		go l.renew(time.Duration(float64(m.cfg.ttl) * renew))
+		// Never more often than every millisecond (Do's default 1/3 of a
+		// TTL of 1-2ms); WithAutoRenew rejects such a fraction.
+		go l.renew(max(time.Duration(float64(m.cfg.ttl)*renew), time.Millisecond))
 	}
 	return l
 }

@@ -106,8 +106,9 @@ type Hold struct {
 	// Waiter, when not empty, names a waiting writer: see AcquireHold.
 	Waiter  string
 	WaitTTL time.Duration
-	// Yield refuses the acquire while any waiting mark is live (readers
-	// under writer preference).
+	// Yield refuses the acquire while any waiting mark is live (every read
+	// hold of an RWMutex: only a writer with WithWriterPreference leaves
+	// marks).
 	Yield bool
 }
 

@@ -35,6 +35,11 @@ type lockConfig struct {
 	renew       float64 // fraction of the TTL between renewals; 0: off
 	fencing     bool
 	preferWrite bool // WithWriterPreference (NewRWMutex only)
+	// cancelMargin is how long before the validity deadline Do cancels
+	// its function's context (WithCancelMargin; a tenth of the TTL unless
+	// marginSet).
+	cancelMargin time.Duration
+	marginSet    bool
 }
 
 func defaultClientConfig() clientConfig {
@@ -99,21 +104,21 @@ func WithOwnerLabel(label string) ClientOption {
 	return func(c *clientConfig) { c.ownerLabel = label }
 }
 
-// WithRestartQuarantine refuses the yes votes of a node whose server has
-// restarted or failed over (a new run_id) for d from the moment the client
-// notices it, and those of a server younger than d when the client first
-// meets it until it has been up for d.
-// A master that restarts without its keys (no persistence, or a promoted
-// replica that lacked them) would otherwise let a second client in while the
-// first still holds the lock; after d every key it lost has expired anyway.
-// Its votes still take the key, which is released like any other; the
-// node's result says ErrNodeQuarantined. Detection costs no round trip per
-// operation: the client re-reads a node's Info only after the node opened a
-// new connection (RestartWatcher), which a restart or failover always
-// causes. Nodes whose Addr is in durable (masters with appendfsync always,
-// which keep their keys) are exempt. d = 0 selects the longest TTL plus
-// lock-delay of the client's mutexes. Every node must implement
-// RestartWatcher. Default: off.
+// WithRestartQuarantine refuses the yes votes of a server that may have
+// lost keys a lease relies on: a server whose run (run_id) the client has
+// known for less than d, or that was younger than d when the client first
+// met it, stays in quarantine until d has passed. A master that restarts
+// without its keys (no persistence, or a promoted replica that lacked them)
+// would otherwise let a second client in while the first still holds the
+// lock; after d every key it lost has expired anyway. Every yes vote is
+// judged by the server's own Info, read right after the vote (one more round
+// trip per yes vote), so a restart is caught whichever client saw what
+// before and whichever connection survived it (docs/algorithm.md, "Restart
+// quarantine"). A quarantined node's vote still takes the key, which is
+// released like any other; the node's result says ErrNodeQuarantined. Nodes
+// whose Addr is in durable (masters with appendfsync always, which keep
+// their keys) are exempt. d = 0 selects the longest TTL plus lock-delay of
+// the client's mutexes. Default: off.
 func WithRestartQuarantine(d time.Duration, durable ...string) ClientOption {
 	return func(c *clientConfig) {
 		c.quarantine, c.quarantineFor, c.durable = true, d, durable
@@ -168,6 +173,17 @@ func WithAutoRenew(fraction float64) LockOption {
 			l.renew = defaultRenew
 		}
 	}
+}
+
+// WithCancelMargin sets how long before a lease's validity deadline Mutex.Do
+// cancels its function's context when no renewal has moved the deadline. The
+// deadline already lies before the earliest moment the keys can expire on a
+// quorum (drift included); the margin covers the time between the deadline
+// and the function noticing: a process starved of CPU runs its timers late
+// (docs/algorithm.md measures it). Default: a tenth of the TTL. Must be at
+// least 0 and below the TTL minus the drift allowance.
+func WithCancelMargin(d time.Duration) LockOption {
+	return func(l *lockConfig) { l.cancelMargin, l.marginSet = d, true }
 }
 
 // defaultRenew is the renewal fraction of WithAutoRenew(0) and of Do.
@@ -250,11 +266,21 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("max attempts %d must not be negative", l.maxAttempts)
 	case l.lockDelay < 0:
 		return configError("lock delay %v must not be negative", l.lockDelay)
+	case l.ttl > maxKeyTTL || l.lockDelay > maxKeyTTL-l.ttl:
+		return configError("TTL %v plus lock delay %v must not exceed %v", l.ttl, l.lockDelay, maxKeyTTL)
 	case l.renew < 0 || l.renew >= 1 || l.renew != l.renew:
 		return configError("auto-renew fraction %v must be in [0, 1)", l.renew)
+	case l.renew > 0 && time.Duration(float64(l.ttl)*l.renew) < time.Millisecond:
+		return configError("auto-renew fraction %v of TTL %v renews every %v, below 1ms (Redis's resolution)", l.renew, l.ttl, time.Duration(float64(l.ttl)*l.renew))
+	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl)):
+		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl))
 	}
 	return nil
 }
+
+// maxKeyTTL bounds a lock key's TTL plus lock-delay: far beyond any real
+// lock, and far from overflowing a time.Duration or Redis's milliseconds.
+const maxKeyTTL = 100 * 365 * 24 * time.Hour
 
 // checkName rejects lock names that cannot keep every key of one lock in one
 // Redis Cluster hash slot: a name containing '{' or '}' must carry a valid

@@ -87,24 +87,29 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 // queueRelease keeps a release that failed on a node that may hold the key.
 // A paused server executes, when it resumes, an acquire it had queued; a
 // release sent meanwhile may never reach it (a connection opened while a
-// server is paused cannot even say HELLO), and an acquire applied just
-// before a partition loses its reply while the release is refused until the
-// partition heals. So the release is retried until the node answers: once
-// it has, the acquire either ran before it (and was deleted) or runs after
-// it (and is refused by the guard). A refused connection also ends the
-// retry: the process is gone, and what a restart reloads from its disk
-// expires on the key's own schedule. One goroutine per node drains the queue
-// with backoff (from min(node timeout, 100ms), doubling up to 1s) and stops
-// when the queue is empty or Close gives up.
+// server is paused cannot even say HELLO, and once its accept queue is full
+// new dials time out), and an acquire applied just before a partition loses
+// its reply while the release is refused until the partition heals. So the
+// release is retried until the node answers: once it has, the acquire
+// either ran before it (and was deleted) or runs after it (and is refused by
+// the guard). A refused connection also ends the retry: the process is gone,
+// and what a restart reloads from its disk expires on the key's own
+// schedule. A timed-out dial does not: the server may be alive and paused.
+// One goroutine per node drains the queue with backoff (from min(node
+// timeout, 100ms), doubling up to 1s) and stops when the queue is empty.
+// Once Close is called it retries at once, then every min(node timeout,
+// 100ms); when Close gives up it abandons the queue.
 func (c *Client) queueRelease(m *member, p pendingRelease) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	select {
 	case <-c.giveUp:
+		m.abandoned++
 		return
 	default:
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if len(m.backlog) >= maxBacklog {
+		m.abandoned++
 		return
 	}
 	m.backlog = append(m.backlog, p)
@@ -121,10 +126,9 @@ func (c *Client) drain(m *member) {
 	delay := first
 	for {
 		m.mu.Lock()
-		select {
-		case <-c.giveUp:
+		if isClosed(c.giveUp) {
+			m.abandoned += len(m.backlog)
 			m.backlog = nil
-		default:
 		}
 		if len(m.backlog) == 0 {
 			m.draining = false
@@ -154,12 +158,29 @@ func (c *Client) drain(m *member) {
 			delay = first
 			continue
 		}
+		// Close wakes a long backoff once; after that the retries come
+		// every `first` until Close gives up.
+		wake := c.closing
+		if isClosed(c.closing) {
+			delay, wake = first, nil
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
+		case <-wake:
 		case <-c.giveUp:
-			t.Stop()
 		}
+		t.Stop()
 		delay = min(2*delay, time.Second)
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -1,0 +1,86 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Close(context.Background()) is bounded by the client's own timeouts when
+// releases keep failing: a node that fails every call with a plain error
+// (which used to keep the release retry looping forever, and a synctest
+// bubble spinning), a paused node, and two failing nodes. It says which
+// releases it abandoned, wrapping ErrNotReleased, and names the node.
+func TestCloseWithoutDeadlineIsBounded(t *testing.T) {
+	for _, fault := range []string{"plain-error", "paused", "two-failing"} {
+		t.Run(fault, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ms, nodes := mem(5)
+				c, err := redlock.New(nodes)
+				require.NoError(t, err)
+				m := newMutex(t, c)
+				warmUp(t, m)
+				lease, err := m.TryLock(context.Background())
+				require.NoError(t, err)
+				boom := errors.New("boom: not a Redis reply")
+				switch fault {
+				case "plain-error":
+					ms[0].Fail(boom)
+				case "paused":
+					defer ms[0].Pause()()
+				case "two-failing":
+					ms[0].Fail(boom)
+					ms[1].Fail(boom)
+				}
+				_ = lease.Unlock(context.Background()) // a quorum confirms; the rest is queued
+				time.Sleep(time.Second)                // virtual: the failed call has hit its deadline
+				synctest.Wait()
+				require.Positive(t, c.Stats().Backlog[0], "the failed release is queued for retry")
+				returned := make(chan error, 1)
+				go func() { returned <- c.Close(context.Background()) }()
+				var cerr error
+				select {
+				case cerr = <-returned:
+				case <-time.After(time.Hour): // virtual time: an unbounded Close never returns
+					t.Fatal("Close(context.Background()) did not return")
+				}
+				require.ErrorIs(t, cerr, redlock.ErrNotReleased)
+				assert.Contains(t, cerr.Error(), "mem-0")
+				assert.NotErrorIs(t, cerr, context.Canceled)
+				assert.Equal(t, 0, c.Stats().Backlog[0], "nothing left queued")
+			})
+		})
+	}
+}
+
+// A Close whose context has a deadline waits up to it for a node that comes
+// back, and then reports nothing abandoned: the release that was queued while
+// the master was paused reaches it when it resumes, and no key is left.
+func TestCloseWithDeadlineWaitsForAPausedNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c, err := redlock.New(nodes)
+		require.NoError(t, err)
+		m := newMutex(t, c)
+		warmUp(t, m)
+		lease, err := m.TryLock(context.Background())
+		require.NoError(t, err)
+		resume := ms[0].Pause()
+		_ = lease.Unlock(context.Background())
+		go func() {
+			time.Sleep(3 * time.Second)
+			resume()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, c.Close(ctx))
+		assert.Empty(t, ms[0].Keys(), "the queued release reached the resumed master")
+	})
+}
