@@ -45,6 +45,7 @@ type member struct {
 	addr       string
 	inflight   atomic.Int32
 	identified atomic.Bool // member of the identified set (identity.go)
+	lagging    atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
 	idFailed   atomic.Bool // its last identity read failed
 	probeMu    sync.Mutex
 	probing    chan struct{} // under probeMu; closed when the running probe ends

@@ -17,7 +17,7 @@ type Lease struct {
 	token    string
 	value    string
 	acquired []*call // each node's acquire call, possibly still running
-	onTime   []bool  // nodes whose acquire had said yes by the decision
+	onTime   []bool  // nodes that said yes by the decision of the acquire or of an Extend (under mu)
 	fence    int64   // fencing token (WithFencing), 0 without
 	holds    int     // live holds of the lease's group at acquire (Holds)
 
@@ -186,10 +186,16 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if released {
 		return fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
 	}
+	// No Extend starts once the lease has ended (above); wait out one that
+	// is running (a renewal racing this Unlock: bounded by its round's
+	// deadline), so that what it learnt about the nodes is in onTime.
+	l.extendMu.Lock()
+	expected := l.healthy()
+	l.extendMu.Unlock()
 	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired)
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(ctx, &d, m.c.cfg.releaseTimeout, l.onTime)
+		r.settle(ctx, &d, m.c.cfg.releaseTimeout, expected)
 	}
 	if d.yes >= m.quorum {
 		return nil
@@ -199,6 +205,28 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		qe.errs = []error{ErrLockLost}
 	}
 	return withCtxErr(ctx, qe)
+}
+
+// healthy returns the nodes Unlock waits for (up to the release timeout)
+// after a quorum confirmed: those that said yes to the acquire by its
+// decision, or since, or to an Extend, and those whose acquire is still
+// running on a node whose last call did not fail (just behind the quorum,
+// as when Unlock follows Lock at once). Only a node whose acquire failed,
+// or that is lagging (its last call failed or timed out), is left to the
+// background.
+func (l *Lease) healthy() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]bool, len(l.onTime))
+	for i, on := range l.onTime {
+		cl := l.acquired[i]
+		if isClosed(cl.done) {
+			out[i] = on || cl.err == nil
+		} else {
+			out[i] = !l.m.c.members[i].lagging.Load()
+		}
+	}
+	return out
 }
 
 // Extend resets the TTL on every node that still holds the token
@@ -251,6 +279,9 @@ func (l *Lease) Extend(ctx context.Context) error {
 			// Ended while the call ran (validity passed, or Unlock): Done
 			// cannot reopen.
 			return fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
+		}
+		for i := range l.onTime {
+			l.onTime[i] = l.onTime[i] || r.yesBy(d, i)
 		}
 		if until := r.start.Add(ttl - m.drift); until.After(l.until) {
 			l.until = until

@@ -152,6 +152,7 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 	}
 	cl.sent = true
 	yes, err := o.do(cctx, i, m)
+	m.lagging.Store(err != nil)
 	if err != nil {
 		return err
 	}
