@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -82,5 +83,25 @@ func TestCloseWithDeadlineWaitsForAPausedNode(t *testing.T) {
 		defer cancel()
 		require.NoError(t, c.Close(ctx))
 		assert.Empty(t, ms[0].Keys(), "the queued release reached the resumed master")
+	})
+}
+
+// A release the server denies (ErrNodeDenied: the user lacks a permission)
+// is not retried: retrying cannot help, and a queued denied release used to
+// keep Close waiting until its context ended.
+func TestDeniedReleaseIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		c := newClient(t, nodes)
+		m := newMutex(t, c)
+		warmUp(t, m)
+		lease, err := m.TryLock(context.Background())
+		require.NoError(t, err)
+		ms[0].Fail(fmt.Errorf("%w: mem-0: NOPERM this user has no permissions to run the 'evalsha' command", redlock.ErrNodeDenied))
+		require.NoError(t, lease.Unlock(context.Background()), "a quorum confirmed")
+		time.Sleep(time.Minute) // virtual: a retried release would still be queued
+		synctest.Wait()
+		assert.Equal(t, 0, c.Stats().Backlog[0], "the denied release was dropped")
+		require.NoError(t, c.Close(context.Background()))
 	})
 }

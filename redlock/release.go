@@ -95,6 +95,8 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 // the guard). A refused connection also ends the retry: the process is gone,
 // and what a restart reloads from its disk expires on the key's own
 // schedule. A timed-out dial does not: the server may be alive and paused.
+// A release the server denied (ErrNodeDenied: a permission the user lacks)
+// is dropped: retrying cannot help, and its key expires with its TTL.
 // One goroutine per node drains the queue with backoff (from min(node
 // timeout, 100ms), doubling up to 1s) and stops when the queue is empty.
 // Once Close is called it retries at once, then every min(node timeout,
@@ -149,10 +151,13 @@ func (c *Client) drain(m *member) {
 		// the server process that may have received the acquire is gone,
 		// and whatever a restart brings back from its disk expires on the
 		// key's own schedule.
-		if err == nil || errors.Is(err, ErrNotSent) {
+		if err == nil || errors.Is(err, ErrNotSent) || errors.Is(err, ErrNodeDenied) {
 			m.mu.Lock()
 			if len(m.backlog) > 0 {
 				m.backlog = m.backlog[1:]
+				if errors.Is(err, ErrNodeDenied) && !errors.Is(err, ErrNotSent) {
+					m.abandoned++ // denied: retrying cannot help; the key expires with its TTL
+				}
 			}
 			m.mu.Unlock()
 			delay = first
