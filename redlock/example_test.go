@@ -26,7 +26,13 @@ func Example() {
 		fmt.Println(err) // invalid options are rejected here, naming the bad value
 		return
 	}
-	defer client.Close(context.Background()) // waits for background cleanup
+	defer func() {
+		// Waits for background cleanup: until this deadline (without one, at
+		// most ~0.5 s by default); an error says which releases were abandoned.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = client.Close(ctx)
+	}()
 
 	mutex, err := client.NewMutex("invoices:42", redlock.WithTTL(10*time.Second))
 	if err != nil {
