@@ -2,7 +2,6 @@ package faultinject
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -76,8 +75,6 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg strin
 	t.Helper()
 	require.Eventually(t, cond, timeout, 10*time.Millisecond, append([]any{msg}, args...)...)
 }
-
-func inCI() bool { return os.Getenv("CI") == "true" }
 
 // waitUp polls until every client answers PING: after a restart or a heal,
 // the first command on a pooled connection may still meet the old, closed
