@@ -3,9 +3,9 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: test test-lib test-harness deps vet fmt-check bench chaos simulate
+.PHONY: test test-lib test-harness deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet test-lib test-harness
+test: deps fmt-check vet staticcheck test-lib test-harness
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -41,6 +41,13 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	cd harness && $(GO) vet ./...
+
+# staticcheck runs a pinned release through the Go module proxy (no install
+# step; the first run downloads and builds it).
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+staticcheck:
+	$(STATICCHECK) ./...
+	cd harness && $(STATICCHECK) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./redlock/
