@@ -16,12 +16,15 @@ type Lease struct {
 	m        *Mutex
 	token    string
 	value    string
-	acquired []*call // each node's acquire call, possibly still running
-	onTime   []bool  // nodes that said yes by the decision of the acquire or of an Extend (under mu)
-	fence    int64   // fencing token (WithFencing), 0 without
-	holds    int     // live holds of the lease's group at acquire (Holds)
+	acquired []*call       // each node's acquire call, possibly still running
+	onTime   []bool        // nodes that said yes by the decision of the acquire or of an Extend (under mu)
+	fence    int64         // fencing token (WithFencing), 0 without
+	holds    int           // live holds of the lease's group at acquire (Holds)
+	decided  time.Duration // how long the acquire took to reach its quorum
 
-	extendMu sync.Mutex // serialises Extend calls
+	// extending serialises Extend calls (a one-slot semaphore: a channel,
+	// so that a wait for it is durable inside a testing/synctest bubble).
+	extending chan struct{}
 
 	mu    sync.Mutex // guards the fields below; never held across a call
 	until time.Time
@@ -39,7 +42,10 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		acquired: r.calls,
 		onTime:   make([]bool, len(r.calls)),
 		until:    r.start.Add(m.cfg.ttl - m.drift),
+		decided:  d.at.Sub(r.start),
 		done:     make(chan struct{}),
+
+		extending: make(chan struct{}, 1),
 	}
 	for i := range r.calls {
 		l.onTime[i] = r.yesBy(d, i)
@@ -161,11 +167,13 @@ func (l *Lease) Err() error {
 // waits. It may be called after the validity ended (the compare-and-delete
 // removes only this lease's token) and after Client.Close.
 //
-// It returns nil once a quorum confirmed the deletion and the nodes that
-// answered the acquire in time have answered too (at most the release
-// timeout longer, so that a lock taken right after Unlock does not meet
-// this lease's keys on healthy nodes; a node that was already a straggler at
-// acquire time is not waited for). Otherwise its *QuorumError wraps
+// It waits out a renewal that is running, and returns nil once a quorum
+// confirmed the deletion and the nodes that have answered the lease (its
+// acquire or an Extend) have confirmed too (at most the release timeout
+// longer, so that a lock taken right after Unlock does not meet this lease's
+// keys on healthy nodes), plus, for at most twice the acquire's decision
+// time, nodes whose acquire is still running and whose last call did not
+// fail (a node that is a straggler is not waited for). Otherwise its *QuorumError wraps
 // ErrLockLost when more than N-quorum nodes no longer held the token
 // (expired or taken over), or ErrNotReleased when nodes failed or timed out
 // (their releases are retried in the background, see Client.Close), plus
@@ -189,13 +197,18 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	// No Extend starts once the lease has ended (above); wait out one that
 	// is running (a renewal racing this Unlock: bounded by its round's
 	// deadline), so that what it learnt about the nodes is in onTime.
-	l.extendMu.Lock()
-	expected := l.healthy()
-	l.extendMu.Unlock()
+	l.extending <- struct{}{}
+	answered, pending := l.healthy()
+	<-l.extending
 	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired)
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if ctx.Err() == nil {
-		r.settle(ctx, &d, m.c.cfg.releaseTimeout, expected)
+		r.settle(ctx, &d, m.c.cfg.releaseTimeout, answered)
+	}
+	if ctx.Err() == nil {
+		// Just behind the quorum, or just hung: wait as long as two
+		// acquire decisions took, no more.
+		r.settle(ctx, &d, min(m.c.cfg.releaseTimeout, 2*l.decided+time.Millisecond), pending)
 	}
 	if d.yes >= m.quorum {
 		return nil
@@ -207,26 +220,27 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	return withCtxErr(ctx, qe)
 }
 
-// healthy returns the nodes Unlock waits for (up to the release timeout)
-// after a quorum confirmed: those that said yes to the acquire by its
-// decision, or since, or to an Extend, and those whose acquire is still
-// running on a node whose last call did not fail (just behind the quorum,
-// as when Unlock follows Lock at once). Only a node whose acquire failed,
-// or that is lagging (its last call failed or timed out), is left to the
-// background.
-func (l *Lease) healthy() []bool {
+// healthy returns the nodes Unlock waits for after a quorum confirmed:
+// answered, those that said yes to the acquire by its decision, or since,
+// or to an Extend (waited for up to the release timeout); pending, those
+// whose acquire is still running on a node whose last call did not fail
+// (just behind the quorum, as when Unlock follows Lock at once, or just
+// hung: waited for briefly). A node whose acquire failed, or that is lagging
+// (its last call failed or timed out), is left to the background.
+func (l *Lease) healthy() (answered, pending []bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]bool, len(l.onTime))
+	answered = make([]bool, len(l.onTime))
+	pending = make([]bool, len(l.onTime))
 	for i, on := range l.onTime {
 		cl := l.acquired[i]
 		if isClosed(cl.done) {
-			out[i] = on || cl.err == nil
+			answered[i] = on || cl.err == nil
 		} else {
-			out[i] = !l.m.c.members[i].lagging.Load()
+			pending[i] = !l.m.c.members[i].lagging.Load()
 		}
 	}
-	return out
+	return answered, pending
 }
 
 // Extend resets the TTL on every node that still holds the token
@@ -243,8 +257,8 @@ func (l *Lease) healthy() []bool {
 // ErrNotExtended and the lease keeps its previous deadline. After
 // Client.Close it fails with ErrClosed.
 func (l *Lease) Extend(ctx context.Context) error {
-	l.extendMu.Lock()
-	defer l.extendMu.Unlock()
+	l.extending <- struct{}{}
+	defer func() { <-l.extending }()
 	m := l.m
 	c := m.c
 	if err := c.usable(); err != nil {

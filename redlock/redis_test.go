@@ -588,7 +588,7 @@ func TestUnlockLeavesNoKeyWhileRenewalRaces(t *testing.T) {
 		lease, err := m.Lock(lctx)
 		cancel()
 		require.NoError(t, err, "cycle %d", i)
-		time.Sleep(time.Duration(i%41) * time.Millisecond) // the workload: hold 0-40ms
+		time.Sleep(time.Duration(5+i%41) * time.Millisecond) // the workload: hold 5-45ms
 		if err := lease.Unlock(ctx); err != nil {
 			continue // not confirmed: nothing was promised
 		}

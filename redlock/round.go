@@ -142,10 +142,16 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 	}
 	defer m.give()
 	cctx := shared
-	if cctx == nil || !m.identified.Load() {
+	// Only a vote needs the node identified; a release goes out whatever
+	// became of its identity since the acquire (a client that found a
+	// duplicate server must still clean up).
+	if o.vote && !m.identified.Load() {
 		if err := c.identify(ctx, i, max(o.timeout, identifyTimeout)); err != nil {
 			return err
 		}
+		cctx = nil
+	}
+	if cctx == nil {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
