@@ -84,8 +84,8 @@ func (s *memoryServer) started() {
 }
 
 // hook runs before every command: it holds commands while paused, moves the
-// miniredis clock to the virtual clock, and answers INFO server (which
-// miniredis lacks) so that restart detection works.
+// miniredis clock to the virtual clock, and answers INFO server and
+// replication (which miniredis lacks) so that restart detection works.
 //
 // Commands a Lua script issues also pass through the hook, on a fresh peer,
 // while the script's command holds the miniredis lock: those must not touch
@@ -105,15 +105,31 @@ func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
 		}
 	}
 	s.syncTime()
-	if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
+	if cmd == "INFO" && infoSections(args) {
 		s.mu.Lock()
 		info := fmt.Sprintf("# Server\r\nredis_version:0.0.0-miniredis\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n",
 			s.runID, int64(time.Since(s.since).Seconds()))
 		s.mu.Unlock()
+		info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
 		c.WriteBulk(info)
 		return true
 	}
 	return false
+}
+
+// infoSections reports whether an INFO command asks only for the server and
+// replication sections (one or both, as Redis 7 accepts several), which
+// this hook answers.
+func infoSections(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	for _, a := range args {
+		if !strings.EqualFold(a, "server") && !strings.EqualFold(a, "replication") {
+			return false
+		}
+	}
+	return true
 }
 
 // scriptPeer reports whether c is the peer of a call made by a Lua script.
