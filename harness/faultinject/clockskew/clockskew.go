@@ -405,6 +405,9 @@ func (c *Clock) Rate() float64 {
 	return c.rate
 }
 
+// calibrateTries bounds Calibrate's attempts.
+const calibrateTries = 5
+
 // Start returns the libfaketime start time the Clock assumes for the process.
 func (c *Clock) Start() time.Time {
 	c.mu.Lock()
@@ -419,25 +422,35 @@ func (c *Clock) Start() time.Time {
 // call, and writes the current setting back. During that one call the
 // process's clock runs ahead by its age, so call Calibrate right after the
 // process started, before it holds data. Errors come from now or from
-// writing the file; on error the current setting is written back.
+// writing the file; on error the current setting is written back. A reading
+// that puts the start after the call (a process younger than half the
+// call's duration) is retried, up to calibrateTries times.
 func (c *Clock) Calibrate(ctx context.Context, now func(context.Context) (time.Time, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := writeSpec(c.path, "+0 x2"); err != nil {
 		return err
 	}
-	t1 := time.Now()
-	fake, err := now(ctx)
-	t2 := time.Now()
-	if err == nil {
+	// The midpoint estimate is off by up to half the call's duration, so a
+	// process younger than that (just started, on a loaded machine) can
+	// compute a start time after the call: it is older at the next try.
+	var err error
+	for try := 0; try < calibrateTries; try++ {
+		t1 := time.Now()
+		var fake time.Time
+		fake, err = now(ctx)
+		t2 := time.Now()
+		if err != nil {
+			break
+		}
 		mid := t1.Add(t2.Sub(t1) / 2)
 		// fake = S + 2(mid - S) = 2mid - S  =>  S = mid - (fake - mid)
 		s := mid.Add(-fake.Sub(mid))
-		if !s.Before(t1) {
-			err = fmt.Errorf("clockskew: calibrating %q: computed start time %v is not before the call; the process does not follow the file", c.path, s)
-		} else {
+		if s.Before(t1) {
 			c.start = s
+			break
 		}
+		err = fmt.Errorf("clockskew: calibrating %q: computed start time %v is not before the call (%d tries); the process does not follow the file", c.path, s, try+1)
 	}
 	t := time.Now()
 	if werr := c.setLocked(t, c.offsetAtLocked(t), c.rate); werr != nil && err == nil {
