@@ -220,6 +220,9 @@ func verdict(rep Report) Verdict {
 	if rep.Err != nil || len(rep.PersistentLeaks) > 0 || rep.ProcessesLeft > 0 || rep.GoroutinesLeft > 0 {
 		return Fail
 	}
+	if rep.Acquisitions == 0 {
+		return Fail // nothing was locked: "no violation" would be vacuous
+	}
 	if (rep.Expect == Safe) == (rep.Violations == 0) {
 		return Pass
 	}

@@ -139,15 +139,16 @@ func TestVerdict(t *testing.T) {
 		r    Report
 		want Verdict
 	}{
-		{Report{Expect: Safe}, Pass},
-		{Report{Expect: Safe, Violations: 1}, Fail},
-		{Report{Expect: Unsafe, Violations: 1}, Pass},
-		{Report{Expect: Unsafe}, Fail},
-		{Report{Expect: Safe, LeakedKeys: 2, Leaked: []string{"a", "b"}}, Pass},
-		{Report{Expect: Safe, LeakedKeys: 1, PersistentLeaks: []string{"a"}}, Fail},
-		{Report{Expect: Unsafe, Violations: 1, ProcessesLeft: 1}, Fail},
-		{Report{Expect: Unsafe, Violations: 1, GoroutinesLeft: 1}, Fail},
-		{Report{Expect: Safe, Err: os.ErrDeadlineExceeded}, Fail},
+		{Report{Expect: Safe, Acquisitions: 9}, Pass},
+		{Report{Expect: Safe}, Fail}, // nothing locked: vacuous
+		{Report{Expect: Safe, Acquisitions: 9, Violations: 1}, Fail},
+		{Report{Expect: Unsafe, Acquisitions: 9, Violations: 1}, Pass},
+		{Report{Expect: Unsafe, Acquisitions: 9}, Fail},
+		{Report{Expect: Safe, Acquisitions: 9, LeakedKeys: 2, Leaked: []string{"a", "b"}}, Pass},
+		{Report{Expect: Safe, Acquisitions: 9, LeakedKeys: 1, PersistentLeaks: []string{"a"}}, Fail},
+		{Report{Expect: Unsafe, Acquisitions: 9, Violations: 1, ProcessesLeft: 1}, Fail},
+		{Report{Expect: Unsafe, Acquisitions: 9, Violations: 1, GoroutinesLeft: 1}, Fail},
+		{Report{Expect: Safe, Acquisitions: 9, Err: os.ErrDeadlineExceeded}, Fail},
 	}
 	for i, c := range cases {
 		if got := verdict(c.r); got != c.want {
