@@ -2,9 +2,7 @@ package redlock_test
 
 import (
 	"context"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,26 +30,7 @@ func BenchmarkDoCancelLateness(b *testing.B) {
 				b.Fatal(err)
 			}
 			if starved {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-				stop := make(chan struct{})
-				var spin sync.WaitGroup
-				for range 8 {
-					spin.Add(1)
-					go func() {
-						defer spin.Done()
-						for x := 0; ; x++ {
-							if x%1024 == 0 {
-								select {
-								case <-stop:
-									return
-								default:
-								}
-							}
-						}
-					}()
-				}
-				defer spin.Wait()
-				defer close(stop)
+				starveCPU(b)
 			}
 			late := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,3 +91,33 @@ func warmUp(t *testing.T, m *redlock.Mutex) {
 
 // plain hides every optional capability of a node.
 type plain struct{ redlock.Node }
+
+// starveCPU leaves the process one P (GOMAXPROCS=1) shared with 8 goroutines
+// that spin until the test ends, so timers and wake-ups run late, as on a
+// starved machine. The test's cleanup stops them and restores GOMAXPROCS.
+func starveCPU(tb testing.TB) {
+	tb.Helper()
+	prev := runtime.GOMAXPROCS(1)
+	stop := make(chan struct{})
+	var spin sync.WaitGroup
+	for range 8 {
+		spin.Add(1)
+		go func() {
+			defer spin.Done()
+			for x := 0; ; x++ {
+				if x%1024 == 0 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	tb.Cleanup(func() {
+		close(stop)
+		spin.Wait()
+		runtime.GOMAXPROCS(prev)
+	})
+}
