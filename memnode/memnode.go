@@ -390,16 +390,21 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 // FencedStore is a resource protected by fencing tokens, for tests and
 // examples: it accepts a write only with a token at least the highest it has
 // seen, so a holder that paused past its lease cannot overwrite the work of
-// the next one. The zero value is ready to use and safe for concurrent use.
+// the next one. It refuses a token below 1: fencing tokens start at 1, and a
+// 0 is what a lease without redlock.WithFencing carries. The zero value is
+// ready to use and safe for concurrent use.
 type FencedStore struct {
 	mu      sync.Mutex
 	highest int64
 	value   string
 }
 
-// Write stores value if token is at least the highest token seen, and
-// otherwise refuses it with an error naming both tokens.
+// Write stores value if token is at least 1 and at least the highest token
+// seen, and otherwise refuses it with an error naming the tokens.
 func (s *FencedStore) Write(token int64, value string) error {
+	if token < 1 {
+		return fmt.Errorf("memnode: fenced write refused: token %d is not a fencing token (a lease of a mutex without redlock.WithFencing?)", token)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if token < s.highest {

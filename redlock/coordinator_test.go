@@ -301,7 +301,7 @@ func TestLockErrorAlwaysWrapsContextError(t *testing.T) {
 // Issue 8, defect 7: bad input gives errors, never panics.
 func TestBadInputNeverPanics(t *testing.T) {
 	var typedNil *memnode.Node
-	_, err := redlock.New([]redlock.Node{memnode.New("a"), typedNil})
+	_, err := redlock.New([]redlock.Node{memnode.New("a"), typedNil, memnode.New("c")})
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "node 1 is nil")
 	_, err = redlock.New([]redlock.Node{nil})
@@ -364,7 +364,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	_, err := redlock.New(nil)
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
-	_, err = redlock.New([]redlock.Node{nodes[0], nodes[0]})
+	_, err = redlock.New([]redlock.Node{nodes[0], nodes[0], nodes[1]})
 	require.ErrorContains(t, err, `duplicate node address "mem-0"`)
 }
 

@@ -92,8 +92,10 @@ func TestFencingTokenStartsANewEpochWhenCountersAreLost(t *testing.T) {
 
 // A holder that pauses past its validity writes with a stale token; the
 // fenced resource refuses it because the next holder's token is higher.
-// Without fencing both tokens are 0 and the stale write gets through: that
-// is the violation fencing exists for.
+// Without fencing the leases have no token (FenceToken reports false, Fence
+// reads 0): a resource cannot tell the stale write from the next one, which
+// is the violation fencing exists for, and FencedStore refuses the 0 rather
+// than take it for a token.
 func TestFencedResourceRefusesAPausedHolder(t *testing.T) {
 	for _, fencing := range []bool{true, false} {
 		t.Run(fmt.Sprint("fencing=", fencing), func(t *testing.T) {
@@ -111,16 +113,25 @@ func TestFencedResourceRefusesAPausedHolder(t *testing.T) {
 				time.Sleep(2 * time.Second) // a GC pause past the validity
 				next, err := m.TryLock(context.Background())
 				require.NoError(t, err)
-				require.NoError(t, store.Write(next.Fence(), "next"))
-				stale := store.Write(paused.Fence(), "paused") // it wakes up and writes
-				if fencing {
-					require.Error(t, stale)
-					assert.Contains(t, stale.Error(), "below the highest seen")
-					v, _ := store.Read()
-					assert.Equal(t, "next", v)
-				} else {
-					assert.NoError(t, stale, "without fencing the stale write is accepted")
+				if !fencing {
+					_, ok := next.FenceToken()
+					assert.False(t, ok, "a lease without fencing has no token")
+					err := store.Write(next.Fence(), "next")
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "not a fencing token")
+					require.NoError(t, next.Unlock(context.Background()))
+					return
 				}
+				nextToken, ok := next.FenceToken()
+				require.True(t, ok)
+				pausedToken, ok := paused.FenceToken()
+				require.True(t, ok)
+				require.NoError(t, store.Write(nextToken, "next"))
+				stale := store.Write(pausedToken, "paused") // it wakes up and writes
+				require.Error(t, stale)
+				assert.Contains(t, stale.Error(), "below the highest seen")
+				v, _ := store.Read()
+				assert.Equal(t, "next", v)
 				require.NoError(t, next.Unlock(context.Background()))
 			})
 		})
@@ -180,5 +191,33 @@ func TestFencingTokensStrictlyIncreaseUnderFaults(t *testing.T) {
 		assert.Equal(t, 1000, got)
 		_, highest := store.Read()
 		assert.Equal(t, last, highest)
+	})
+}
+
+// FenceToken tells a lease without fencing from one with a token: only a
+// mutex made with WithFencing hands out tokens, and those start at 1.
+func TestFenceTokenSaysWhetherFencingIsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes := mem(3)
+		c := newClient(t, nodes)
+		for _, fencing := range []bool{false, true} {
+			var opts []redlock.LockOption
+			if fencing {
+				opts = append(opts, redlock.WithFencing())
+			}
+			m, err := c.NewMutex(fmt.Sprint("fence-token-", fencing), opts...)
+			require.NoError(t, err)
+			lease, err := m.TryLock(context.Background())
+			require.NoError(t, err)
+			token, ok := lease.FenceToken()
+			assert.Equal(t, fencing, ok)
+			if fencing {
+				assert.GreaterOrEqual(t, token, int64(1))
+				assert.Equal(t, lease.Fence(), token)
+			} else {
+				assert.Zero(t, token)
+			}
+			require.NoError(t, lease.Unlock(context.Background()))
+		}
 	})
 }

@@ -67,6 +67,11 @@ type LockOption func(*lockConfig)
 
 // WithQuorum sets the number of nodes that must agree. Default: N/2+1. Must
 // be in (N/2, N]: anything lower lets two holders coexist.
+//
+// New refuses exactly two nodes unless WithQuorum(2) is given: the quorum of
+// 2 nodes is both of them, so one node down stops every lock, which is no
+// better than one node and fails twice as often. WithQuorum(2) says that
+// this is intended.
 func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = q } }
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
@@ -189,7 +194,7 @@ func WithCancelMargin(d time.Duration) LockOption {
 // defaultRenew is the renewal fraction of WithAutoRenew(0) and of Do.
 const defaultRenew = 1.0 / 3
 
-// WithFencing gives every lease a fencing token (Lease.Fence) that is
+// WithFencing gives every lease a fencing token (Lease.FenceToken) that is
 // strictly greater than the token of every lease of the same lock granted
 // before it, across different quorums: the acquire reads each node's counter
 // in the same atomic step, the token is the maximum plus one, and before the
@@ -231,6 +236,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("quorum %d must not be negative", c.quorum)
 	case c.quorum != 0 && (c.quorum <= n/2 || c.quorum > n):
 		return configError("quorum %d must be in (%d/2, %d] for %d nodes", c.quorum, n, n, n)
+	case n == 2 && c.quorum == 0:
+		return configError("2 nodes tolerate no failure (the quorum is both): use 3 or more, or WithQuorum(2) to accept that")
 	case c.nodeTimeout <= 0:
 		return configError("node timeout %v must be positive", c.nodeTimeout)
 	case c.releaseTimeout <= 0:
