@@ -239,3 +239,89 @@ func TestDocsListEveryScript(t *testing.T) {
 		}
 	}
 }
+
+// quickStartBlock returns the Go code block of the README's "Quick start"
+// section without its import block.
+func quickStartBlock(readme string) (string, bool) {
+	_, section, ok := strings.Cut(readme, "\n## Quick start\n")
+	if !ok {
+		return "", false
+	}
+	_, block, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		return "", false
+	}
+	block, _, ok = strings.Cut(block, "\n```\n")
+	if !ok {
+		return "", false
+	}
+	if strings.HasPrefix(block, "import (") {
+		_, block, _ = strings.Cut(block, "\n)\n")
+	}
+	return strings.TrimLeft(block, "\n"), true
+}
+
+// funcBody returns the body of the function name in the Go source src,
+// without its braces and with one level of indentation removed.
+func funcBody(t *testing.T, src, name string) string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "", src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == name {
+			body := src[fset.Position(fd.Body.Lbrace).Offset+1 : fset.Position(fd.Body.Rbrace).Offset]
+			lines := strings.Split(strings.Trim(body, "\n"), "\n")
+			for i, l := range lines {
+				lines[i] = strings.TrimPrefix(l, "\t")
+			}
+			return strings.Join(lines, "\n")
+		}
+	}
+	t.Fatalf("no func %s", name)
+	return ""
+}
+
+// nodeLoop is the first statement of the quick start, which builds the
+// nodes: "var nodes []redlock.Node" and the for loop after it, up to its
+// closing brace.
+var nodeLoop = regexp.MustCompile(`(?s)^var nodes \[\]redlock\.Node\nfor .*?\n}\n`)
+
+// TestReadmeQuickStartIsTheExample: the README's quick start is the body of
+// quickStart (run by Example), line for line, except for the loop that
+// builds the nodes: the README dials real masters with redisnode.Dial, the
+// example makes in-memory ones with memnode.New so that it runs anywhere.
+func TestReadmeQuickStartIsTheExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, ok := quickStartBlock(string(readme))
+	if !ok {
+		t.Fatal("README.md has no Go block under \"## Quick start\"")
+	}
+	body := funcBody(t, string(src), "quickStart") + "\n"
+	readmeLoop, exampleLoop := nodeLoop.FindString(block), nodeLoop.FindString(body)
+	if !strings.Contains(readmeLoop, "redisnode.Dial(") {
+		t.Fatalf("the README's quick start does not open with a loop that dials the nodes with redisnode.Dial:\n%s", block)
+	}
+	if !strings.Contains(exampleLoop, "memnode.New(") {
+		t.Fatalf("quickStart does not open with a loop that makes the nodes with memnode.New:\n%s", body)
+	}
+	readmeRest, exampleRest := block[len(readmeLoop):]+"\n", body[len(exampleLoop):]
+	if readmeRest != exampleRest {
+		rl, el := strings.Split(readmeRest, "\n"), strings.Split(exampleRest, "\n")
+		for i := range min(len(rl), len(el)) {
+			if rl[i] != el[i] {
+				t.Fatalf("the README's quick start differs from quickStart in redlock/example_test.go after the node loop, line %d:\nREADME:  %q\nexample: %q", i+1, rl[i], el[i])
+			}
+		}
+		t.Fatalf("the README's quick start and quickStart differ in length: %d and %d lines after the node loop", len(rl), len(el))
+	}
+}
