@@ -14,6 +14,14 @@
 // bubble its TTLs, delays and uptime run on the bubble's virtual clock and
 // tests of expiry are instant and deterministic. A Node is safe for
 // concurrent use by multiple goroutines.
+//
+// To model a master that is down (a refused connection), make it fail with
+// an error wrapping redlock.ErrNotSent (Node.Fail): the client then knows
+// the command never reached it. A plain error means the outcome is unknown,
+// and the client keeps retrying the release of a key the master may hold,
+// as it must with a real master. The package Example shows it;
+// TestInvoiceJobOnVirtualTime in memnode/example_test.go is the pattern for
+// testing code that uses the lock inside a testing/synctest bubble.
 package memnode
 
 import (
