@@ -61,6 +61,7 @@ var issue16Seeds = []struct {
 	{1, Late, "NoVoteIdentity"},
 	{61, Late, "RawUptime"},
 	{1, Aliases, "SingleIdentify"},
+	{374, Aliases, "UnreadJoins"},
 	{28, Leaks, "DialTimeoutNotSent"}, {89, Leaks, "DialTimeoutNotSent"},
 	{1, Leaks, "NoPanicRelease"},
 }

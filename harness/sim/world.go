@@ -93,10 +93,6 @@ type world struct {
 	attempts int
 	maxG     int  // most goroutines seen (process-wide)
 	keyLoss  bool // a master lost keys (restart or crash), quarantine or not
-	// poisoned: a client found one server behind two addresses; its later
-	// releases fail with ErrInvalidConfig and are not retried, so its keys
-	// may outlive Close (by at most their TTL, still checked).
-	poisoned bool
 	hist     []string
 }
 
@@ -371,11 +367,8 @@ func (w *world) checkErr(op string, err error, allowed []error) {
 		return
 	}
 	if len(w.plan.aliases()) > 0 && errors.Is(err, redlock.ErrInvalidConfig) {
-		// A server found behind two addresses: the client refuses all work,
-		// releases included (their keys expire with their TTL).
-		w.mu.Lock()
-		w.poisoned = true
-		w.mu.Unlock()
+		// A server found behind two addresses: the client refuses new
+		// work (its releases still go out: checked after Close).
 		return
 	}
 	for _, a := range allowed {
@@ -768,10 +761,6 @@ func (w *world) finish() {
 		for _, k := range names {
 			if p.Shapes != nil && strings.HasSuffix(k, ":waiting") {
 				continue // a writer's waiting mark: it lives waitTTL (checked below)
-			}
-			if w.poisoned {
-				w.log("key %s on m%d after every client closed (a client found a duplicate server)", k, mi)
-				continue
 			}
 			if p.Shapes == nil || !strings.Contains(keys[k], "\n") {
 				if !w.excused[fmt.Sprint(mi)+"\x00"+keys[k]] {

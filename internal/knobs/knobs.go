@@ -28,6 +28,11 @@ var (
 	// without the passes over every node, so a server listed twice that
 	// restarts between the first contacts of its two addresses votes twice.
 	SingleIdentify atomic.Bool
+	// UnreadJoins: an identification pass in which a node of the set could
+	// not be read still lets the new node join, so a server listed twice
+	// can vote twice in one round (one address's vote in flight from before
+	// its read failed, the other's after it joined).
+	UnreadJoins atomic.Bool
 	// NoFenceWriteBack: WithFencing hands out max+1 without writing it back
 	// to a quorum.
 	NoFenceWriteBack atomic.Bool
