@@ -11,12 +11,15 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -363,4 +366,77 @@ func TestLateClientWaitsOutTheWholeQuarantine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling the quarantine's end, as Lock would
 	}
 	t.Fatal("B never got the lock")
+}
+
+// failingInfo is a node whose Info fails while fail is set; its other calls
+// reach the server.
+type failingInfo struct {
+	redlock.Node
+	fail atomic.Bool
+}
+
+func (f *failingInfo) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	if f.fail.Load() {
+		return redlock.ServerInfo{}, errors.New("test: this INFO read is lost")
+	}
+	return f.Node.Info(ctx)
+}
+
+// One server listed twice (127.0.0.1:P, known to the client, and
+// localhost:P, met later) restarts in between, and the known address's INFO
+// read is lost in the pass that takes the new address in, while that known
+// address's acquire of the same round is already on its way. The new
+// address must not join in that pass: it would be a second vote of the same
+// server in the same round (the simulator's aliases family found it). With
+// the old rule (knobs.UnreadJoins) the lock is granted by two servers of
+// four addresses, quorum 3.
+func TestUnreadMemberKeepsAnAliasOut(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fix", true: "knob-UnreadJoins"}[old], func(t *testing.T) {
+			knobs.UnreadJoins.Store(old)
+			defer knobs.UnreadJoins.Store(false)
+			ctx := context.Background()
+			ms := startMasters(t, 3)
+			port := ms.servers[0].Addr()[strings.LastIndexByte(ms.servers[0].Addr(), ':')+1:]
+			alias, err := redisnode.Dial("localhost:" + port)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = alias.Close() })
+			gate := &gatedInfo{Node: alias, open: make(chan struct{}), first: make(chan struct{})}
+			known := &failingInfo{Node: ms.nodes[0]}
+			require.NoError(t, ms.raw[2].Set(ctx, lockName, "foreign", time.Minute).Err())
+			c := realClient(t, []redlock.Node{known, ms.nodes[1], ms.nodes[2], gate})
+			m := newMutex(t, c, redlock.WithTTL(time.Minute))
+
+			// The client meets the three servers; the alias's first contact
+			// waits at the gate and fails.
+			_, err = m.TryLock(ctx)
+			require.ErrorIs(t, err, redlock.ErrNotObtained)
+			<-gate.first
+			require.NoError(t, ms.servers[0].Restart()) // a new run_id behind both addresses
+			waitPing(t, ms.raw[0])
+			known.fail.Store(true)
+			close(gate.open)
+
+			lease, err := m.TryLock(ctx)
+			if old {
+				require.NoError(t, err, "with the old rule one server votes twice")
+				_ = lease.Unlock(ctx) // its two "votes" are one key: Unlock finds too few
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotObtained, "granted with one server's two votes")
+			known.fail.Store(false)
+			_, err = m.TryLock(ctx) // the known address re-joins and meets the alias's run_id
+			require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+		})
+	}
+}
+
+// waitPing polls until r answers PING (bounded).
+func waitPing(t *testing.T, r *redis.Client) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return r.Ping(ctx).Err() == nil
+	}, 10*time.Second, 10*time.Millisecond)
 }
