@@ -49,7 +49,7 @@ func invoiceJob(ctx context.Context, m *redlock.Mutex, store *memnode.FencedStor
 		case <-ctx.Done():
 			return context.Cause(ctx) // the lease can no longer be trusted: stop
 		}
-		token, _ := lease.FenceToken()
+		token, _ := lease.Fence()
 		return store.Write(token, "invoice")
 	})
 }

@@ -11,7 +11,7 @@ import (
 
 // Do acquires the lock (as Lock does), runs fn while holding it, and
 // releases it when fn returns. fn gets the lease for its token and fencing
-// token (Lease.FenceToken); it must not Unlock it.
+// token (Lease.Fence); it must not Unlock it.
 //
 // While fn runs the lease renews itself at the mutex's WithAutoRenew
 // fraction (1/3 of the TTL when the mutex has none). fn's context is cancelled, with an error wrapping

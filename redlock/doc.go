@@ -35,7 +35,7 @@
 //
 // RedLock alone assumes bounded clock drift, masters that keep their keys
 // across restarts, and holders that stop at their deadline. Options cover
-// what it cannot: WithFencing (Lease.FenceToken: a token the protected
+// what it cannot: WithFencing (Lease.Fence: a token the protected
 // resource checks, which stops a holder paused past its lease),
 // WithAutoRenew and Mutex.Do (leases that end in time), WithRestartQuarantine
 // (masters that restarted empty or failed over do not vote for a TTL) and

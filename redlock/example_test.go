@@ -65,7 +65,7 @@ func quickStart() error {
 	if err != nil {
 		return err // wraps redlock.ErrNotObtained (and ctx.Err() if ctx ended)
 	}
-	first, ok := lease.FenceToken() // ok: the mutex was made WithFencing
+	first, ok := lease.Fence() // ok: the mutex was made WithFencing
 	fmt.Println("Lock: got a fencing token:", ok)
 	// Work while the lease holds: lease.Done() closes the moment it can no
 	// longer be trusted (validity over, Unlock, or an Extend that found the
@@ -83,7 +83,7 @@ func quickStart() error {
 	// background, ctx cancelled the moment the lease can no longer be
 	// trusted, released when the function returns.
 	err = mutex.Do(ctx, func(ctx context.Context, lease *redlock.Lease) error {
-		token, _ := lease.FenceToken()
+		token, _ := lease.Fence()
 		fmt.Println("Do: its token is higher:", token > first)
 		return store.Write(token, "second")
 	})

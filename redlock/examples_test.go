@@ -37,11 +37,11 @@ func ExampleMutex_Do() {
 		fmt.Println(err)
 		return
 	}
-	oldToken, _ := old.FenceToken()
+	oldToken, _ := old.Fence()
 	old.Unlock(ctx)
 
 	err = mutex.Do(ctx, func(ctx context.Context, lease *redlock.Lease) error {
-		token, ok := lease.FenceToken()
+		token, ok := lease.Fence()
 		fmt.Println("fenced:", ok, "above the earlier token:", token > oldToken)
 		return store.Write(token, "new total")
 	})

@@ -93,9 +93,10 @@ func warmUp(t *testing.T, m *redlock.Mutex) {
 type plain struct{ redlock.Node }
 
 // starveCPU leaves the process one P (GOMAXPROCS=1) shared with 8 goroutines
-// that spin until the test ends, so timers and wake-ups run late, as on a
-// starved machine. The test's cleanup stops them and restores GOMAXPROCS.
-func starveCPU(tb testing.TB) {
+// that spin, so timers and wake-ups run late, as on a starved machine. The
+// returned function (also called by the test's cleanup) stops them and
+// restores GOMAXPROCS.
+func starveCPU(tb testing.TB) (end func()) {
 	tb.Helper()
 	prev := runtime.GOMAXPROCS(1)
 	stop := make(chan struct{})
@@ -115,9 +116,22 @@ func starveCPU(tb testing.TB) {
 			}
 		}()
 	}
-	tb.Cleanup(func() {
-		close(stop)
-		spin.Wait()
-		runtime.GOMAXPROCS(prev)
-	})
+	var once sync.Once
+	end = func() {
+		once.Do(func() {
+			close(stop)
+			spin.Wait()
+			runtime.GOMAXPROCS(prev)
+		})
+	}
+	tb.Cleanup(end)
+	return end
+}
+
+// fenceOf returns a fenced lease's token, failing the test without one.
+func fenceOf(t testing.TB, l *redlock.Lease) int64 {
+	t.Helper()
+	tok, ok := l.Fence()
+	require.True(t, ok, "the lease has no fencing token")
+	return tok
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
@@ -156,6 +157,7 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 			return fmt.Errorf("identifying the server: %w", ctxErrOr(ctx, ErrNoReply))
 		}
 		settled := prev[i] == cur[i]
+		var unread []string
 		for j, m := range c.members {
 			switch {
 			case j == i || !inSet[j]:
@@ -163,13 +165,17 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 			case cur[j] == "":
 				// Unread, j may be i's server under another address, with a
 				// vote in flight that began while it was in the set: i
-				// must not join in this pass. j leaves the set (it joins
-				// again through passes of its own).
+				// must not join now. j leaves the set (it joins again
+				// through passes of its own), so the next attempt goes on
+				// without it.
 				m.identified.Store(false)
-				settled = false
+				unread = append(unread, m.addr)
 			case cur[j] != prev[j]:
 				settled = false // j restarted between the passes: once more
 			}
+		}
+		if len(unread) > 0 {
+			return fmt.Errorf("identifying the server: %w from %s, already identified: no node joins while one of the set may have a vote in flight (it leaves the set; the next attempt goes on without it)", ctxErrOr(ctx, ErrNoReply), strings.Join(unread, ", "))
 		}
 		if settled {
 			for j, m := range c.members {

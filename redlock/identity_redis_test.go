@@ -425,7 +425,11 @@ func TestUnreadMemberKeepsAnAliasOut(t *testing.T) {
 			}
 			require.ErrorIs(t, err, redlock.ErrNotObtained, "granted with one server's two votes")
 			known.fail.Store(false)
-			_, err = m.TryLock(ctx) // the known address re-joins and meets the alias's run_id
+			for range 10 { // bounded: the known address re-joins and meets the alias's run_id
+				if _, err = m.TryLock(ctx); errors.Is(err, redlock.ErrInvalidConfig) {
+					break
+				}
+			}
 			require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 		})
 	}

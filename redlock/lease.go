@@ -120,13 +120,6 @@ func (l *Lease) endLocked(err error) {
 // (and the owner label).
 func (l *Lease) Token() string { return l.token }
 
-// Fence returns the lease's fencing token (WithFencing; 0 without): greater
-// than the token of every lease of this lock granted before it. Pass it with
-// every write to the protected resource, which must refuse a token lower
-// than the highest it has seen: that stops a holder that paused past its
-// validity (docs/safety.md).
-func (l *Lease) Fence() int64 { return l.fence }
-
 // Until returns the validity deadline: under the assumptions in
 // docs/algorithm.md, nobody else holds the lock before it. It is the start
 // of the last successful acquire or extend plus the TTL minus the drift

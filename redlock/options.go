@@ -194,7 +194,7 @@ func WithCancelMargin(d time.Duration) LockOption {
 // defaultRenew is the renewal fraction of WithAutoRenew(0) and of Do.
 const defaultRenew = 1.0 / 3
 
-// WithFencing gives every lease a fencing token (Lease.FenceToken) that is
+// WithFencing gives every lease a fencing token (Lease.Fence) that is
 // strictly greater than the token of every lease of the same lock granted
 // before it, across different quorums: the acquire reads each node's counter
 // in the same atomic step, the token is the maximum plus one, and before the

@@ -360,23 +360,26 @@ func TestDoCancelsBeforeAnotherClientHolds(t *testing.T) {
 	for _, starved := range []bool{false, true} {
 		t.Run(map[bool]string{false: "idle", true: "starved"}[starved], func(t *testing.T) {
 			ms := startMasters(t, 5)
-			doCancelsBeforeAnotherClientHolds(t, ms, func() {
+			doCancelsBeforeAnotherClientHolds(t, ms, func() (end func()) {
 				if starved {
-					starveCPU(t)
+					return starveCPU(t)
 				}
+				return func() {}
 			})
 		})
 	}
 }
 
 // doCancelsBeforeAnotherClientHolds runs the scenario; starve is called once
-// both clients have met the servers, before the holder's Do.
-func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func()) {
+// the holder's Do holds the lock (under starvation its attempts could not
+// fit in the node timeout), and what it
+// returns ends the starvation when the masters resume (past the moment the
+// holder's cancel was due), so that the other client's attempts can win.
+func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() (end func())) {
 	holder := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
 	other := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
 	warmUp(t, other) // identify the servers first
 	warmUp(t, holder)
-	starve()
 
 	var cancelledAt time.Time
 	var cause error
@@ -394,6 +397,7 @@ func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func())
 		})
 	}()
 	<-held
+	endStarve := starve()
 	time.Sleep(300 * time.Millisecond)
 	var resumes []func()
 	for i := range 3 {
@@ -416,6 +420,7 @@ func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func())
 		}
 	}()
 	time.Sleep(2500 * time.Millisecond) // past the TTL: the keys expire on the paused masters too
+	endStarve()
 	for _, r := range resumes {
 		r()
 	}
@@ -487,11 +492,11 @@ func TestFencingTokensOnRealMasters(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				assert.Greater(t, lease.Fence(), last, "token not above the previous holder's")
-				last = lease.Fence()
+				assert.Greater(t, fenceOf(t, lease), last, "token not above the previous holder's")
+				last = fenceOf(t, lease)
 				got++
 				mu.Unlock()
-				assert.NoError(t, store.Write(lease.Fence(), fmt.Sprint(k)))
+				assert.NoError(t, store.Write(fenceOf(t, lease), fmt.Sprint(k)))
 				_ = lease.Unlock(context.Background())
 			}
 		}()

@@ -502,7 +502,8 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 		}()
 		return w.mutexes[c][ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
 			lease = l
-			h.client, h.name, h.start, h.fence = c, p.Names[ni], time.Now(), l.Fence()
+			h.client, h.name, h.start = c, p.Names[ni], time.Now()
+			h.fence, _ = l.Fence()
 			w.mu.Lock()
 			w.attempts++
 			h.idx = len(w.holds)
@@ -543,7 +544,8 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *rand.Rand) {
 	p := w.plan
 	sh := p.shape(ni)
-	h.client, h.name, h.start, h.fence = c, p.Names[ni], time.Now(), lease.Fence()
+	h.client, h.name, h.start = c, p.Names[ni], time.Now()
+	h.fence, _ = lease.Fence()
 	if sh.Kind == ReentrantLock {
 		h.owner = ownerName(p.Owners[c])
 	}
