@@ -87,7 +87,9 @@ func (m *member) give() { m.inflight.Add(-1) }
 // Defaults: quorum N/2+1, node timeout 50ms, release timeout 100ms, drift
 // factor 0.01, 16 calls in flight per node, no owner label. Errors wrap
 // ErrInvalidConfig and name the bad value: no nodes, a nil node, two nodes
-// with the same Addr, or an option out of range. An even number of nodes
+// with the same Addr, an option out of range, or exactly 2 nodes without
+// WithQuorum(2) (both are the quorum: one node down stops every lock, so it
+// must be asked for). An even number of nodes
 // works, but tolerates no more failures than the odd number below it while
 // adding a node that can fail: prefer odd N.
 func New(nodes []Node, opts ...ClientOption) (*Client, error) {
