@@ -56,6 +56,7 @@ func TestReleaseRetriedAfterPartitionHeals(t *testing.T) {
 		ctx := context.Background()
 		lease, err := m.TryLock(ctx)
 		require.NoError(t, err)
+		synctest.Wait() // the attempt decided at 2 of 3: let the third acquire land
 		assert.Contains(t, ms[2].Keys(), lockName, "the acquire whose reply was lost was applied")
 		lost.failures.Store(2)
 		require.NoError(t, lease.Unlock(ctx)) // a quorum (masters 0 and 1) confirmed
