@@ -72,15 +72,21 @@ const maxShown = 100
 
 // quote quotes s for an error message, at most maxShown bytes of it (cut at
 // a rune boundary) followed by "..." and its length when it is longer.
-func quote(s string) string {
-	if len(s) <= maxShown {
-		return strconv.Quote(s)
+func quote(s string) string { return cut(s, maxShown, strconv.Quote) }
+
+// bounded cuts an error text to about 2*maxShown bytes.
+func bounded(s string) string { return cut(s, 2*maxShown, func(s string) string { return s }) }
+
+// cut shows s through show, at most n bytes of it (cut at a rune boundary)
+// followed by "..." and its length when it is longer.
+func cut(s string, n int, show func(string) string) string {
+	if len(s) <= n {
+		return show(s)
 	}
-	cut := maxShown
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
+	return fmt.Sprintf("%s... (%d bytes)", show(s[:n]), len(s))
 }
 
 // shownAddr is addr as Dial's errors may show it (quoted, bounded): a URL's
@@ -285,18 +291,6 @@ func parseURL(addr string) (*redis.Options, error) {
 	}
 	opt.TLSConfig = tc
 	return opt, nil
-}
-
-// bounded cuts an error text to about maxShown bytes.
-func bounded(s string) string {
-	if len(s) <= 2*maxShown {
-		return s
-	}
-	cut := 2 * maxShown
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
 }
 
 // fileError names a certificate file that could not be read, bounded.
