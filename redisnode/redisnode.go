@@ -251,7 +251,7 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 		var up time.Duration
 		err := n.do(ctx, func(ctx context.Context) error {
 			return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-				text, err := c.Info(ctx, "server", "replication").Result()
+				text, err := infoText(ctx, c)
 				if err != nil {
 					return err
 				}
@@ -280,13 +280,25 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	var text string
 	err := n.do(ctx, func(ctx context.Context) error {
 		var err error
-		text, err = n.client.Info(ctx, "server", "replication").Result()
+		text, err = infoText(ctx, n.client)
 		return err
 	})
 	if err != nil {
 		return redlock.ServerInfo{}, err
 	}
 	return redisinfo.Parse(n.addr, text)
+}
+
+// infoText reads the server and replication sections of INFO. Redis before
+// 7.0 takes one section per INFO and refuses two with a wrong-arity error:
+// then it reads the default sections, which hold both.
+func infoText(ctx context.Context, c redis.Cmdable) (string, error) {
+	text, err := c.Info(ctx, "server", "replication").Result()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.Contains(rerr.Error(), "wrong number of arguments") {
+		return c.Info(ctx).Result()
+	}
+	return text, err
 }
 
 func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
