@@ -1,21 +1,29 @@
 # quorumlock: make test installs what the tests need (when root) and runs the
-# tests of both modules: the library (root) and the harness (harness/).
+# tests of every module: the library (root), faultinject/ and bench/.
+# Each module is built, vetted and tested on its own (GOWORK=off: go.work is
+# the development workspace, not something a module needs to build).
 SHELL := /bin/bash
 GO ?= go
+MODULES := . faultinject bench
+export GOWORK := off
 
-.PHONY: test test-lib test-harness deps vet staticcheck fmt-check bench chaos simulate
+.PHONY: test test-lib test-faultinject test-bench deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet staticcheck test-lib test-harness
+test: deps fmt-check vet staticcheck test-lib test-faultinject test-bench
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# The harness's packages run one at a time (-p 1): chaos and faultinject both
+# faultinject's packages run one at a time (-p 1): chaos and faultinject both
 # start containers and restart masters, and on two cores running them side by
 # side only slows both. The chaos short suite runs on every backend here
 # (a plain go test runs it on the best one only).
-test-harness:
-	cd harness && QUORUMLOCK_CHAOS_BACKENDS=all $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+test-faultinject:
+	cd faultinject && QUORUMLOCK_CHAOS_BACKENDS=all $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+
+# bench's tests include a smoke run of every benchmark (one iteration each).
+test-bench:
+	cd bench && $(GO) test -count=1 -timeout 10m ./...
 
 # deps installs redis-server (with redis-cli) and libfaketime with apt when
 # they are missing and we are root; otherwise it says what to install.
@@ -39,15 +47,13 @@ fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
-	cd harness && $(GO) vet ./...
+	@set -e; for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); done
 
 # staticcheck runs a pinned release through the Go module proxy (no install
 # step; the first run downloads and builds it).
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
-	$(STATICCHECK) ./...
-	cd harness && $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(STATICCHECK) ./...); done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./redlock/
@@ -56,11 +62,11 @@ bench:
 # backend; BACKEND=process|docker|memory picks one.
 BACKEND ?= auto
 chaos:
-	cd harness && $(GO) run ./cmd/quorumlock chaos --nodes 3,5 --backend $(BACKEND)
+	cd faultinject && $(GO) run ./cmd/quorumlock chaos --nodes 3,5 --backend $(BACKEND)
 
 # simulate runs the deterministic simulator on SCHEDULES schedules from SEED
 # (docs/simulation.md); a failing seed is printed with its replay command.
 SCHEDULES ?= 100000
 SEED ?= 1
 simulate:
-	cd harness && $(GO) run ./cmd/simulate --schedules $(SCHEDULES) --seed $(SEED)
+	cd faultinject && $(GO) run ./cmd/simulate --schedules $(SCHEDULES) --seed $(SEED)

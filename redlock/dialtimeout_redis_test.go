@@ -15,7 +15,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
-	"github.com/quorumlock/quorumlock/redisnode"
+	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 

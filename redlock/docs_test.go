@@ -200,7 +200,7 @@ func TestDocsCiteWhatExists(t *testing.T) {
 	t.Run("fake doc", func(t *testing.T) {
 		doc := "Tested by `TestDocsCiteWhatExists` and `TestGoneSinceTheRename`;\n" +
 			"`TestDocsCiteWhatExists/fake_doc` and `TestDocsCiteWhatExists/no_such_case`.\n" +
-			"Tests and Examples run; see `redlock/lease.go`, `redisnode/scripts/`,\n" +
+			"Tests and Examples run; see `redlock/lease.go`, `node/redisnode/scripts/`,\n" +
 			"`redlock/*_test.go`, `redlock/gone.go` and `docs/nowhere/`.\n" +
 			"```go\nfunc TestMine(t *testing.T) {}\n```\nRun TestMine. Example: `Example`, `ExampleGone`.\n"
 		assert := func(got, want []string) {
@@ -229,7 +229,7 @@ func TestDocsListEveryScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scripts, err := filepath.Glob(filepath.Join(repoRoot, "redisnode", "scripts", "*.lua"))
+	scripts, err := filepath.Glob(filepath.Join(repoRoot, "node", "redisnode", "scripts", "*.lua"))
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scripts found: %v", err)
 	}

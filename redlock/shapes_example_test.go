@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quorumlock/quorumlock/memnode"
+	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 

@@ -1,0 +1,390 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/faultinject"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Verdict is the outcome of a scenario against its expectation.
+type Verdict string
+
+const (
+	// Pass: a safe scenario showed no violation, or an unsafe one showed
+	// at least one; and the run completed and left no process, goroutine
+	// or lock key that outlives its TTL behind.
+	Pass Verdict = "pass"
+	// Fail: anything else, including a run that could not complete.
+	Fail Verdict = "fail"
+)
+
+// Report is the result of one scenario run. Its JSON form has exactly the
+// fields name, expect, acquisitions, faults, violations,
+// stale_writes_accepted, leaked_keys and verdict; the rest is for humans and
+// tests.
+type Report struct {
+	Name                string  `json:"name"`
+	Expect              Expect  `json:"expect"`
+	Acquisitions        int     `json:"acquisitions"`
+	Faults              int     `json:"faults"`
+	Violations          int     `json:"violations"`
+	StaleWritesAccepted int     `json:"stale_writes_accepted"`
+	LeakedKeys          int     `json:"leaked_keys"`
+	Verdict             Verdict `json:"verdict"`
+
+	// Backend is where the masters ran; Nodes is how many.
+	Backend faultinject.BackendKind `json:"-"`
+	Nodes   int                     `json:"-"`
+	// Elapsed is the wall time of the whole run, set-up and teardown
+	// included.
+	Elapsed time.Duration `json:"-"`
+	// Findings is the checker's output.
+	Findings Findings `json:"-"`
+	// Leaked describes the lock keys found on the masters right after every
+	// client unlocked and closed (LeakedKeys counts them).
+	Leaked []string `json:"-"`
+	// PersistentLeaks are the keys of Leaked still present a TTL later:
+	// they would not expire by themselves. They fail the verdict; keys that
+	// expire within their TTL are reported but do not.
+	PersistentLeaks []string `json:"-"`
+	// ProcessesLeft counts redis-server processes or containers of the
+	// run's cluster still present after Close; GoroutinesLeft the
+	// goroutines left (only with Options.CheckGoroutines).
+	ProcessesLeft, GoroutinesLeft int `json:"-"`
+	// Err is why the run could not complete (the verdict is then Fail).
+	Err error `json:"-"`
+	// History is the run's history (only with Options.KeepHistory).
+	History []Event `json:"-"`
+}
+
+// Options says how Run runs a scenario. The zero value runs the full
+// scenario on the Auto backend, quietly.
+type Options struct {
+	// Backend is where the masters run. Default: faultinject.Auto.
+	Backend faultinject.BackendKind
+	// Short runs the CI-sized variant (Scenario.ShortDuration).
+	Short bool
+	// Duration, when positive, overrides the scenario's duration.
+	Duration time.Duration
+	// Nodes, when positive, overrides the scenario's number of masters
+	// (fault targets follow; split scenarios need an odd number).
+	Nodes int
+	// MaxAcquisitions bounds the acquisitions of a run; the run stops when
+	// it is reached. Default (0): 1,000,000.
+	MaxAcquisitions int
+	// Progress receives a line per second while the scenario runs, and the
+	// cluster's log. Nil: quiet.
+	Progress io.Writer
+	// CheckGoroutines compares the goroutines before and after the run with
+	// goleak. Only meaningful when nothing else runs in the process at the
+	// same time.
+	CheckGoroutines bool
+	// KeepHistory puts the history in the Report.
+	KeepHistory bool
+}
+
+// DefaultMaxAcquisitions is the default of Options.MaxAcquisitions.
+const DefaultMaxAcquisitions = 1_000_000
+
+// run is the state of one scenario run.
+type run struct {
+	sc      Scenario
+	opt     Options
+	cluster *faultinject.Cluster
+	clock   *RefClock
+	hist    *History
+	reg     *Register
+	lock    string
+	reqs    chan *request
+	faults  atomic.Int64
+	maxAcq  int64
+	acqSeen atomic.Int64
+	acqMu   sync.Mutex
+	acqNext chan struct{} // closed at the next acquisition
+	logf    func(format string, args ...any)
+
+	errMu sync.Mutex
+	errs  []error
+}
+
+func (r *run) fail(err error) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+// Run runs one scenario and checks its history. The error is non-nil only
+// when the scenario or the options are invalid; failures during the run
+// (a cluster that does not start, a fault that cannot be injected) are in
+// Report.Err with verdict Fail. Run stops every process, container, proxy and
+// goroutine it started before returning. It is safe to call Run
+// concurrently for different scenarios (each has its own cluster).
+func Run(ctx context.Context, sc Scenario, opt Options) (Report, error) {
+	if opt.Nodes > 0 {
+		sc.Nodes = opt.Nodes
+	}
+	if opt.Duration < 0 {
+		return Report{}, fmt.Errorf("chaos: duration %v must not be negative", opt.Duration)
+	}
+	if opt.Nodes < 0 {
+		return Report{}, fmt.Errorf("chaos: nodes %d must not be negative", opt.Nodes)
+	}
+	if err := sc.Validate(); err != nil {
+		return Report{}, err
+	}
+	if opt.Backend == "" {
+		opt.Backend = faultinject.Auto
+	}
+	if opt.MaxAcquisitions <= 0 {
+		opt.MaxAcquisitions = DefaultMaxAcquisitions
+	}
+	dur := sc.Duration
+	if opt.Short {
+		dur = sc.ShortDuration
+	}
+	if opt.Duration > 0 {
+		dur = opt.Duration
+	}
+	var leakOpt goleak.Option
+	if opt.CheckGoroutines {
+		leakOpt = goleak.IgnoreCurrent()
+	}
+	began := time.Now()
+	rep := Report{Name: sc.Name, Expect: sc.Expect, Verdict: Fail, Nodes: sc.Nodes}
+	logf := func(string, ...any) {}
+	if opt.Progress != nil {
+		var mu sync.Mutex
+		logf = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(opt.Progress, format+"\n", args...)
+		}
+	}
+	r := &run{sc: sc, opt: opt, clock: NewRefClock(), hist: &History{}, lock: "quorumlock.chaos." + sc.Name,
+		reqs: make(chan *request), acqNext: make(chan struct{}), maxAcq: int64(opt.MaxAcquisitions), logf: logf}
+	r.reg = NewRegister(r.clock, r.hist, sc.Fencing)
+
+	c, err := faultinject.Start(ctx, faultinject.Config{
+		N: sc.Nodes, Backend: opt.Backend, Persistence: []faultinject.Persistence{sc.Persistence},
+		Logf: func(format string, args ...any) { logf("  "+format, args...) },
+	})
+	if err != nil {
+		rep.Err = err
+		rep.Elapsed = time.Since(began)
+		return rep, nil
+	}
+	r.cluster = c
+	rep.Backend = c.Kind()
+	label := c.Label()
+	runErr := r.execute(ctx, dur, &rep)
+
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		r.fail(fmt.Errorf("closing the cluster: %w", err))
+	}
+	rep.ProcessesLeft = processesLeft(cctx, rep.Backend, label)
+	if opt.CheckGoroutines {
+		// go-redis dial retries sleep a second before they notice the
+		// closed pool: poll for up to 5 s.
+		err := goleak.Find(leakOpt)
+		for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			err = goleak.Find(leakOpt)
+		}
+		if err != nil {
+			rep.GoroutinesLeft = strings.Count(err.Error(), "Goroutine ")
+			r.fail(fmt.Errorf("goroutines left: %w", err))
+		}
+	}
+	if runErr != nil {
+		r.fail(runErr)
+	}
+	rep.Err = errors.Join(r.errs...)
+	rep.Elapsed = time.Since(began)
+	rep.Verdict = verdict(rep)
+	return rep, nil
+}
+
+func verdict(rep Report) Verdict {
+	if rep.Err != nil || len(rep.PersistentLeaks) > 0 || rep.ProcessesLeft > 0 || rep.GoroutinesLeft > 0 {
+		return Fail
+	}
+	if rep.Acquisitions == 0 {
+		return Fail // nothing was locked: "no violation" would be vacuous
+	}
+	if (rep.Expect == Safe) == (rep.Violations == 0) {
+		return Pass
+	}
+	return Fail
+}
+
+// execute runs the workload and the schedule on a started cluster, heals,
+// stops the clients, scans for leaked keys and checks the history.
+func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error {
+	sc := r.sc
+	n := sc.Nodes
+	q := n/2 + 1
+	lockOpts := []redlock.LockOption{redlock.WithTTL(sc.TTL), redlock.WithRetryBackoff(time.Millisecond, 20*time.Millisecond)}
+	// Node and release deadlines of a fifth of the TTL: the suite runs under
+	// -race on two cores beside Docker and Toxiproxy, where the 50ms default
+	// made whole scenarios time out (0 acquisitions); a fifth still leaves
+	// most of the TTL as validity and keeps a 20ms-slow master on time.
+	clientOpts := []redlock.ClientOption{redlock.WithNodeTimeout(sc.TTL / 5), redlock.WithReleaseTimeout(sc.TTL / 5)}
+	if sc.DriftFactor > 0 {
+		clientOpts = append(clientOpts, redlock.WithDriftFactor(sc.DriftFactor))
+	}
+	if sc.Quarantine {
+		clientOpts = append(clientOpts, redlock.WithRestartQuarantine(0))
+	}
+	if sc.Fencing {
+		lockOpts = append(lockOpts, redlock.WithFencing())
+	}
+	if sc.Renew {
+		lockOpts = append(lockOpts, redlock.WithAutoRenew(0))
+	}
+	type client struct {
+		rc *redlock.Client
+		l  locker
+	}
+	clients := make([]client, sc.Clients)
+	for k := range clients {
+		l, err := r.cluster.NewLink(fmt.Sprintf("client%d", k))
+		if err != nil {
+			return err
+		}
+		if sc.Split && k < 2 {
+			var cut []int
+			for i := range n {
+				if (k == 0 && i >= q) || (k == 1 && i < n-q) {
+					cut = append(cut, i)
+				}
+			}
+			if err := (faultinject.Partition{Nodes: cut, Link: l.Name()}).Inject(ctx, r.cluster); err != nil {
+				return err
+			}
+			r.faults.Add(1)
+		}
+		rc, err := redlock.New(l.Nodes(), append(clientOpts, redlock.WithOwnerLabel(l.Name()))...)
+		if err != nil {
+			return err
+		}
+		lk, err := newLocker(rc, sc.Shape, k, sc.K, r.lock, lockOpts)
+		if err != nil {
+			return err
+		}
+		clients[k] = client{rc: rc, l: lk}
+	}
+
+	r.logf("chaos: %s: %d masters (%s), %d clients, TTL %v, %v; %s", sc.Name, n, r.cluster.Kind(), sc.Clients, sc.TTL, dur, sc.About)
+	if sc.Quarantine {
+		// Masters younger than the quarantine when a client first meets
+		// them do not vote until they are older: start the workload once
+		// they are (Redis reports whole seconds of uptime, hence the
+		// extra second).
+		wait := sc.TTL + time.Second
+		r.logf("chaos: %s: waiting %v for the fresh masters to age past the restart quarantine", sc.Name, wait)
+		if !sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	schedCtx, stopSched := context.WithTimeout(workCtx, dur)
+	defer stopSched()
+
+	var work sync.WaitGroup
+	for k, cl := range clients {
+		work.Go(func() { r.client(workCtx, stopSched, k, cl.l) })
+	}
+	var sched sync.WaitGroup
+	for _, st := range sc.Schedule {
+		sched.Go(func() { r.step(schedCtx, st) })
+	}
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-schedCtx.Done():
+				return
+			case <-t.C:
+				r.logf("chaos: %s: %4.0fs/%v  %d acquisitions, %d faults", sc.Name, time.Since(start).Seconds(), dur, r.hist.Acquisitions(), r.faults.Load())
+			}
+		}
+	}()
+
+	// The end: schedules stop and finish what they are doing, every fault
+	// is undone, and only then do the clients stop (each unlocks first).
+	<-schedCtx.Done()
+	sched.Wait()
+	<-progressDone
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := r.cluster.HealAll(hctx); err != nil {
+		r.fail(fmt.Errorf("healing after the run: %w", err))
+	}
+	stopWork()
+	work.Wait()
+	for k, cl := range clients {
+		if err := cl.rc.Close(hctx); err != nil {
+			r.fail(fmt.Errorf("client %d: %w", k, err))
+		}
+	}
+	leaked, err := r.leakedKeys(hctx)
+	if err != nil {
+		r.fail(err)
+	}
+	if len(leaked) > 0 {
+		// A key left behind with a TTL expires by itself (a bounded orphan,
+		// inherent to RedLock); one still there a TTL later is a real leak.
+		r.logf("chaos: %s: %d lock keys left after every client unlocked; checking again in %v", sc.Name, len(leaked), sc.TTL+100*time.Millisecond)
+		sleep(hctx, sc.TTL+100*time.Millisecond)
+		persistent, err := r.leakedKeys(hctx)
+		if err != nil {
+			r.fail(err)
+		}
+		rep.PersistentLeaks = persistent
+	}
+
+	ev := r.hist.Events()
+	f := Check(ev)
+	rep.Findings = f
+	rep.Acquisitions = f.Acquisitions
+	rep.Faults = int(r.faults.Load())
+	rep.Violations = f.Violations()
+	rep.StaleWritesAccepted = len(f.StaleWrites)
+	rep.Leaked = leaked
+	rep.LeakedKeys = len(leaked)
+	if r.opt.KeepHistory {
+		rep.History = ev
+	}
+	for i, o := range f.Overlaps {
+		if i == 3 {
+			r.logf("chaos: %s: ... %d overlaps in all", sc.Name, len(f.Overlaps))
+			break
+		}
+		r.logf("chaos: %s: violation: %v", sc.Name, o)
+	}
+	for i, s := range f.StaleWrites {
+		if i == 3 {
+			r.logf("chaos: %s: ... %d stale writes in all", sc.Name, len(f.StaleWrites))
+			break
+		}
+		r.logf("chaos: %s: stale write: %v", sc.Name, s)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/faultinject"
+	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+func TestMain(m *testing.M) {
+	lockkey.DiscardClientLog()
+	goleak.VerifyTestMain(m)
+}
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage: quorumlock"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"bench"}, "not yet available"},
+		{[]string{"run"}, "not yet available"},
+		{[]string{"chaos", "--scenario", "nope"}, `unknown scenario "nope"; valid scenarios: client-pause, client-pause-fenced, client-pause-renewed, clock-drift`},
+		{[]string{"chaos", "--backend", "vm"}, `--backend "vm": want auto, docker, process or memory`},
+		{[]string{"chaos", "--nodes", "-3"}, `--nodes "-3": "-3" is not a positive number of masters`},
+		{[]string{"chaos", "--nodes", "3,x"}, `--nodes "3,x": "x" is not a positive number of masters`},
+		{[]string{"chaos", "--duration", "-1s"}, "--duration -1s must not be negative"},
+		{[]string{"chaos", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"chaos", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"status", "lockname"}, "need --addrs and exactly one lock name"},
+		{[]string{"status", "--addrs", "127.0.0.1", "lockname"}, `address "127.0.0.1" is not host:port`},
+		{[]string{"status", "--addrs", "127.0.0.1:0", "lockname"}, `address "127.0.0.1:0" has a bad port`},
+		{[]string{"status", "--addrs", "127.0.0.1:7000, 127.0.0.1:7000", "lockname"}, "127.0.0.1:7000 given twice"},
+		{[]string{"chaos", "--nodes", "4"}, `--nodes 4: chaos: scenario "split-quorums": split needs an odd number of nodes, have 4`},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCmd(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("quorumlock %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	code, out, _ := runCmd(t, "chaos", "--list")
+	if code != exitOK || !strings.Contains(out, "restart-no-persistence") || !strings.Contains(out, "unsafe") {
+		t.Fatalf("chaos --list: exit %d, output %q", code, out)
+	}
+}
+
+// TestChaosCommand runs two short scenarios, one safe and one unsafe, on the
+// memory backend through the command, and checks the table, the JSON file
+// and the exit status.
+func TestChaosCommand(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "out.json")
+	code, out, stderr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy,client-pause", "--duration", "2s", "--json", js)
+	_, sized, sizedErr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy", "--duration", "1s", "--nodes", "3,5")
+	if !strings.Contains(sizedErr, "healthy (N=3) on memory: pass") || !strings.Contains(sizedErr, "healthy (N=5) on memory: pass") || strings.Count(sized, "healthy") != 2 {
+		t.Errorf("--nodes 3,5 did not run the scenario once per size:\n%s\n%s", sized, sizedErr)
+	}
+	if code != exitOK {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	for _, s := range []string{"scenario", "expected", "acquisitions", "faults injected", "violations", "stale writes accepted", "leaked keys", "verdict", "healthy", "client-pause"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("table lacks %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(stderr, "chaos: [1/2] healthy") || !strings.Contains(stderr, "chaos: [2/2] client-pause (N=3) on memory: pass") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	if len(got) != 2 || got[0]["name"] != "healthy" || got[0]["expect"] != "safe" || got[1]["expect"] != "unsafe" || got[1]["verdict"] != "pass" {
+		t.Fatalf("JSON = %s", b)
+	}
+	if v, _ := got[1]["stale_writes_accepted"].(float64); v < 1 {
+		t.Errorf("client-pause accepted %v stale writes, want at least 1", got[1]["stale_writes_accepted"])
+	}
+	if len(got[0]) != 8 {
+		t.Errorf("JSON object has %d fields, want 8: %v", len(got[0]), got[0])
+	}
+}
+
+// TestChaosCommandFails checks that a fail verdict gives exit status 1: an
+// unsafe scenario run too briefly for its first fault shows no violation.
+func TestChaosCommandFails(t *testing.T) {
+	code, out, stderr := runCmd(t, "chaos", "--backend", "memory", "--scenario", "client-pause", "--duration", "100ms")
+	if code != exitFail || !strings.Contains(out, "fail") {
+		t.Fatalf("exit %d, want %d with a fail verdict; stdout:\n%s\nstderr:\n%s", code, exitFail, out, stderr)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	c := faultinject.StartT(t, faultinject.Config{N: 3, Backend: faultinject.Memory})
+	addrs := c.Addr(0) + "," + c.Addr(1) + "," + c.Addr(2)
+	code, out, stderr := runCmd(t, "status", "--addrs", addrs, "mylock")
+	if code != exitOK || !strings.Contains(out, `lock "mylock": not held by any quorum`) || strings.Count(out, "free") != 3 {
+		t.Fatalf("status of a free lock: exit %d\n%s%s", code, out, stderr)
+	}
+	for i := range 2 {
+		if _, err := c.Node(i).Acquire(context.Background(), "mylock", "tok?label=me", 10e9); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "mylock")
+	if code != exitOK || !strings.Contains(out, `lock "mylock": held by tok on a quorum (2 of 3)`) || !strings.Contains(out, `label "me"`) {
+		t.Fatalf("status of a held lock: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// A lock taken by the library: its value parses to the lease's token,
+	// this process's pid and the owner label.
+	rc, err := redlock.New(c.Nodes(), redlock.WithOwnerLabel("status-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close(context.Background())
+	mu, err := rc.NewMutex("reallock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := mu.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "reallock")
+	want := fmt.Sprintf(`held by %s (host %q, pid %d, label "status-test")`, lease.Token(), hostname(t), os.Getpid())
+	if code != exitOK || !strings.Contains(out, `lock "reallock": held by `+lease.Token()+" on a quorum") || !strings.Contains(out, want) {
+		t.Fatalf("status of a library lock: exit %d, want %s\n%s%s", code, want, out, stderr)
+	}
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "reallock")
+	if code != exitOK || !strings.Contains(out, `lock "reallock": not held by any quorum`) {
+		t.Fatalf("status after Unlock: exit %d\n%s%s", code, out, stderr)
+	}
+
+	if err := (faultinject.Kill{Nodes: []int{0, 1}}).Inject(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCmd(t, "status", "--addrs", addrs, "mylock")
+	if code != exitFail || !strings.Contains(out, "unknown (2 of 3 masters did not answer)") {
+		t.Fatalf("status with 2 of 3 masters down: exit %d\n%s", code, out)
+	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestChaosFirstRunWithoutRedisServer is the README's first command on a
+// machine without redis-server (with or without a Docker engine): auto says
+// once which backend it chose and why, and every row runs there and passes.
+func TestChaosFirstRunWithoutRedisServer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, out, stderr := runCmd(t, "chaos", "--short", "--scenario", "healthy,client-pause", "--duration", "2s")
+	if code != exitOK {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if n := strings.Count(stderr, "auto backend: memory"); n != 1 {
+		t.Errorf("the backend choice is said %d times, want once:\n%s", n, stderr)
+	}
+	if strings.Count(out, " pass") != 2 {
+		t.Errorf("rows did not all pass:\n%s\n%s", out, stderr)
+	}
+	if !strings.Contains(stderr, "healthy (N=5) on memory: pass") {
+		t.Errorf("the progress line does not name the backend:\n%s", stderr)
+	}
+}

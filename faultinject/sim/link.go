@@ -1,0 +1,408 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/internal/notsent"
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// link is one client's connection to one master: a redlock.Node that delays
+// requests and replies, drops either, and obeys partitions, over a memnode.
+// A request that is sent applies on the master whatever the caller does
+// meanwhile (it may time out first, the reply may be lost): that is what
+// makes stragglers. Every call's weather is drawn from the link's own
+// random stream (seeded from the schedule's seed and the link's position),
+// so the draws on one link do not depend on other links' timing.
+//
+// A link is also a proxy that keeps the client's connections open across
+// a restart of the server behind it (a TCP proxy or load balancer): nothing
+// on the link tells the client that the server changed. A request in flight
+// to a run that died is lost with the proxy's connection to that run;
+// later requests reach the new run. The client learns of a restart only
+// from what the server itself says (Info's run_id and uptime).
+//
+// The link keeps a pool of connections as go-redis does: a call takes an
+// idle one or dials a new one, and a call that ends without its reply (a
+// timeout) discards its connection. A new connection to a master whose
+// accept queue is full (BacklogPause) times out on its dial: nothing is
+// sent, and the error is classified by internal/notsent as a real node's
+// is (unknown, not redlock.ErrNotSent).
+type link struct {
+	w              *world
+	client, master int
+	addr           int // position in the client's node list (== master, but for an alias)
+	alias          bool
+	from           time.Time // an alias: unreachable until then (its first contacts come after)
+	m              *memnode.Node
+
+	mu    sync.Mutex
+	rngs  map[int]*rand.Rand // per worker (the context says which; none: background calls) and operation
+	extra time.Duration      // SlowLink: added to every request
+	// released: key+"\x00"+value whose release reached the master
+	released map[string]time.Time
+	// conns: open connections (idle or busy); busy: calls using one.
+	conns, busy int
+}
+
+type workerKey struct{}
+
+// withWorker tags a worker's calls, so that each link draws their weather
+// from a stream of its own: concurrent workers' draws do not interleave.
+// The coordinator's rollbacks and releases keep the tag (their context is
+// detached with context.WithoutCancel); its retry queue does not.
+func withWorker(ctx context.Context, id int) context.Context {
+	return context.WithValue(ctx, workerKey{}, id)
+}
+
+var (
+	_ redlock.FencingNode = (*link)(nil)
+	_ redlock.ShapeNode   = (*link)(nil)
+)
+
+// Addr is the master's address, or for an alias another spelling of it.
+func (l *link) Addr() string {
+	if l.alias {
+		return l.m.Addr() + "-alias"
+	}
+	return l.m.Addr()
+}
+func (l *link) setExtra(d time.Duration) {
+	l.mu.Lock()
+	l.extra = d
+	l.mu.Unlock()
+}
+
+type weather struct {
+	req, rep         time.Duration
+	dropReq, dropRep bool
+}
+
+func (l *link) draw(ctx context.Context, op int) weather {
+	id, ok := ctx.Value(workerKey{}).(int)
+	if !ok {
+		id = -1
+	}
+	id = (id+1)*8 + op
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rng := l.rngs[id]
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(l.w.plan.Seed, uint64(1+l.client)<<40|uint64(1+l.addr)<<20|uint64(id)))
+		l.rngs[id] = rng
+	}
+	n := l.w.plan.Net
+	var w weather
+	for _, d := range []*time.Duration{&w.req, &w.rep} {
+		if n.BaseMax > 0 {
+			*d = time.Duration(rng.Int64N(int64(n.BaseMax) + 1))
+		}
+		if n.SpikeP > 0 && rng.Float64() < n.SpikeP {
+			*d += time.Duration(rng.Int64N(int64(n.SpikeMax) + 1))
+		}
+	}
+	w.req += l.extra
+	w.dropReq = n.DropReqP > 0 && rng.Float64() < n.DropReqP
+	w.dropRep = n.DropReplyP > 0 && rng.Float64() < n.DropReplyP
+	return w
+}
+
+type reply struct {
+	ok    bool
+	n     int // AcquireHold's count
+	fence int64
+	info  redlock.ServerInfo
+	err   error
+	// dialTimeout: the call needed a new connection and its dial timed out
+	// (nothing sent; whatever the error says, the master may be alive).
+	dialTimeout bool
+}
+
+// deliverBound bounds how long a delivered request waits on a paused master
+// (its command still applies on resume, as memnode does): it waits between
+// deliverBound and twice that (deliveries share a context per deliverBound).
+const deliverBound = 2 * time.Second
+
+// deliveries is the context that requests delivered now wait on: one per
+// deliverBound of virtual time, ending two deliverBounds after it is made
+// (a timer per period, not per request).
+type deliveries struct {
+	mu      sync.Mutex
+	ctx     context.Context
+	at      time.Time
+	cancels []context.CancelFunc
+}
+
+func (d *deliveries) current() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now := time.Now(); d.ctx == nil || now.Sub(d.at) >= deliverBound {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*deliverBound)
+		d.ctx, d.at, d.cancels = ctx, now, append(d.cancels, cancel)
+	}
+	return d.ctx
+}
+
+// end releases every period's timer.
+func (d *deliveries) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cancel := range d.cancels {
+		cancel()
+	}
+	d.cancels = nil
+}
+
+func (l *link) ctxErr(ctx context.Context) error {
+	return fmt.Errorf("sim link c%d-m%d: %w", l.client, l.master, ctx.Err())
+}
+
+// Operations, each with its own weather stream per worker.
+const (
+	opInfo = iota
+	opAcquire
+	opRaise
+	opExtend
+	opRelease
+)
+
+func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) reply) reply {
+	if ctx.Err() != nil {
+		return reply{err: l.ctxErr(ctx)}
+	}
+	w := l.draw(ctx, op)
+	if w.req > 0 || w.rep > 0 {
+		l.w.cover(NetDelay)
+	}
+	if w.req > l.w.plan.Net.BaseMax || w.rep > l.w.plan.Net.BaseMax {
+		l.w.cover(NetSpike)
+	}
+	if l.w.isCut(l.client, l.master) || w.dropReq || time.Now().Before(l.from) {
+		if w.dropReq {
+			l.w.cover(DropRequest)
+		}
+		<-ctx.Done() // a black hole: the caller waits for its deadline
+		return reply{err: l.ctxErr(ctx)}
+	}
+	if !l.takeConn() {
+		// The master's accept queue is full: the dial times out (at the
+		// caller's deadline) and nothing is sent.
+		<-ctx.Done()
+		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+	}
+	broken := true // a call that ends without its reply discards its connection
+	defer func() { l.putConn(broken) }()
+	// The delivery applies the request on the master after its delay, and
+	// its reply comes back after the reply's delay.
+	res := make(chan reply, 1)
+	run := l.m.Runs()
+	deliver := func() {
+		if l.m.Runs() != run {
+			return // sent to a run that died: lost with its connection
+		}
+		r := f(l.w.deliveries.current())
+		if w.rep > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
+			time.Sleep(w.rep)
+		}
+		res <- r
+	}
+	if w.req > 0 {
+		time.AfterFunc(w.req, deliver)
+	} else {
+		go deliver()
+	}
+	select {
+	case r := <-res:
+		if w.dropRep || l.w.isCut(l.client, l.master) {
+			if w.dropRep {
+				l.w.cover(DropReply)
+			}
+			<-ctx.Done() // applied, reply lost
+			return reply{err: l.ctxErr(ctx)}
+		}
+		broken = false
+		return r // a refused connection (ErrNotSent) answers at once
+	case <-ctx.Done():
+		return reply{err: l.ctxErr(ctx)}
+	}
+}
+
+// takeConn takes an idle connection, or dials a new one; it reports false
+// when the dial times out (the master is paused with its accept queue full).
+func (l *link) takeConn() bool {
+	full := l.w.backlogFull(l.master)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy == l.conns {
+		if full {
+			return false
+		}
+		l.conns++
+	}
+	l.busy++
+	return true
+}
+
+// putConn gives a call's connection back, or discards it (go-redis closes a
+// connection whose read timed out).
+func (l *link) putConn(broken bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.busy--
+	if broken {
+		l.conns--
+	}
+}
+
+func (l *link) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	r := l.call(ctx, opInfo, func(ctx context.Context) reply {
+		info, err := l.m.Info(ctx)
+		return reply{info: info, err: err}
+	})
+	return r.info, r.err
+}
+
+// afterAcquire looks for an orphan in the making: an acquire that took the
+// key on the master after the same value's release had reached it (the
+// release guard exists to refuse exactly that).
+func (l *link) afterAcquire(key, value string, sent time.Time, ok bool, err error) {
+	l.afterAcquireOf(key, value, value, func() bool { return l.m.Keys()[key] == value }, sent, ok, err)
+}
+
+// afterAcquireOf is afterAcquire for what: a key's value, or a shared lock's
+// hold (its member; id is the lease's value); held reports whether the
+// master holds it now.
+func (l *link) afterAcquireOf(key, what, id string, held func() bool, sent time.Time, ok bool, err error) {
+	if !ok || err != nil {
+		return
+	}
+	l.mu.Lock()
+	rel, released := l.released[key+"\x00"+what]
+	l.mu.Unlock()
+	// The guard lasts the key's TTL on the master's clock: a straggler that
+	// a paused master applies later than that leaves a key that expires on
+	// its own (docs: the guard covers the TTL), which is not judged here.
+	window := time.Duration(float64(l.w.plan.TTL+l.w.plan.Delay) * 0.8)
+	if released && time.Since(rel) >= window && held() {
+		l.w.excuse(l.master, id) // beyond the guard: expires on its own
+		return
+	}
+	if released && held() {
+		l.w.unsafeViolation("orphan: c%d's acquire of %s (sent at %v) applied on m%d after its release had (at %v)",
+			l.client, key, sent.Sub(l.w.t0), l.master, rel.Sub(l.w.t0))
+	}
+}
+
+func (l *link) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	sent := time.Now()
+	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
+		ok, err := l.m.Acquire(ctx, key, value, ttl)
+		l.afterAcquire(key, value, sent, ok, err)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *link) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	sent := time.Now()
+	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
+		ok, fence, err := l.m.AcquireFenced(ctx, key, value, ttl)
+		l.afterAcquire(key, value, sent, ok, err)
+		return reply{ok: ok, fence: fence, err: err}
+	})
+	return r.ok, r.fence, r.err
+}
+
+func (l *link) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	r := l.call(ctx, opRaise, func(ctx context.Context) reply {
+		ok, err := l.m.RaiseFence(ctx, key, value, token)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *link) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	r := l.call(ctx, opExtend, func(ctx context.Context) reply {
+		ok, err := l.m.Extend(ctx, key, value, ttl)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *link) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	r := l.call(ctx, opRelease, func(ctx context.Context) reply {
+		ok, err := l.m.Release(ctx, key, value, guard)
+		// A release that deleted the key had our acquire before it: only one
+		// that found the key absent can be overtaking it.
+		if err == nil && !ok {
+			l.mu.Lock()
+			if _, ok := l.released[key+"\x00"+value]; !ok {
+				l.released[key+"\x00"+value] = time.Now()
+			}
+			l.mu.Unlock()
+		}
+		return reply{ok: ok, err: err}
+	})
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.excuse(l.master, value) // refused: the coordinator stops retrying, documented
+	}
+	return r.ok, r.err
+}
+
+// member is a hold's name on the master, as memnode and redisnode store it.
+func member(h redlock.Hold) string { return h.Group + "\n" + h.ID }
+
+// holds reports whether the master holds member m under key now.
+func (l *link) holds(key, m string) bool {
+	return slices.Contains(strings.Split(l.m.Keys()[key], " "), m)
+}
+
+func (l *link) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
+	sent := time.Now()
+	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
+		n, err := l.m.AcquireHold(ctx, key, h, ttl)
+		mem := member(h)
+		l.afterAcquireOf(key, mem, h.ID, func() bool { return l.holds(key, mem) }, sent, n > 0, err)
+		return reply{n: n, err: err}
+	})
+	return r.n, r.err
+}
+
+func (l *link) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
+	r := l.call(ctx, opExtend, func(ctx context.Context) reply {
+		ok, err := l.m.ExtendHold(ctx, key, h, ttl)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *link) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
+	r := l.call(ctx, opRelease, func(ctx context.Context) reply {
+		ok, err := l.m.ReleaseHold(ctx, key, h, guard)
+		// As Release: only a release that found the hold absent can be
+		// overtaking its acquire.
+		if err == nil && !ok {
+			l.mu.Lock()
+			if _, ok := l.released[key+"\x00"+member(h)]; !ok {
+				l.released[key+"\x00"+member(h)] = time.Now()
+			}
+			l.mu.Unlock()
+		}
+		return reply{ok: ok, err: err}
+	})
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.excuse(l.master, h.ID) // refused: the coordinator stops retrying, documented
+	}
+	return r.ok, r.err
+}

@@ -1,0 +1,923 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Outcome is a schedule's verdict.
+type Outcome int
+
+// Outcomes: a schedule passes, fails (an invariant broke while every
+// documented assumption held), or is classified (it broke an assumption:
+// its safety invariants are not judged, its other invariants are).
+const (
+	Pass Outcome = iota
+	Classified
+	Fail
+)
+
+func (o Outcome) String() string { return [...]string{"pass", "classified", "FAIL"}[o] }
+
+// Result is what one schedule did.
+type Result struct {
+	Plan       Plan
+	Outcome    Outcome
+	Violations []string // invariants broken
+	Broken     []string // documented assumptions the schedule broke
+	Unsafe     []string // safety violations seen in a classified schedule
+	// Known: fencing violations after a master lost its counters while the
+	// quarantine was on: an open library bug (docs/simulation.md), counted
+	// apart so that CI stays green; StrictFencing makes them failures.
+	Known    []string
+	Coverage [numKinds]int
+	Holds    int // leases granted
+	Attempts int
+	// Goroutines: most goroutines seen in the process while it ran.
+	Goroutines int
+	Digest     uint64 // hash of the history on the virtual clock
+	History    []string
+}
+
+// hold is one lease's life, on the bubble's clock.
+type hold struct {
+	idx         int
+	client      int
+	name        string
+	start, end  time.Time // [acquired, min(Until, stop)]
+	fence       int64
+	pausedWrite bool
+	lateWrite   bool   // a write landed after end
+	write       bool   // RWLock: a write lease (a read lease otherwise)
+	owner       string // ReentrantLock: the lease's owner
+	depth       int    // ReentrantLock: 1 for an outer lease, 2 for a re-entry inside it
+}
+
+type world struct {
+	plan    Plan
+	t0      time.Time
+	masters []*memnode.Node
+	links   [][]*link // [client][master]
+	clients []*redlock.Client
+	mutexes [][]*redlock.Mutex     // [client][name]: a mutex, or a reentrant mutex
+	rws     [][]*redlock.RWMutex   // [client][name] for RWLock names
+	sems    [][]*redlock.Semaphore // [client][name] for SemaphoreLock names
+	stores  []*memnode.FencedStore
+
+	deliveries deliveries
+
+	mu       sync.Mutex
+	cut      [][]int     // [client][master] > 0: cut
+	full     []time.Time // [master]: in a BacklogPause, its accept queue is full from then (zero: not)
+	holds    []*hold
+	accepted [][]int // per name: hold indexes of accepted fenced writes
+	viol     []string
+	unsafe   []string
+	// excused: master+"\x00"+value whose release was refused (ErrNotSent:
+	// the coordinator stops retrying, documented) or whose acquire landed
+	// after its release's guard had expired (a straggler older than the TTL)
+	excused  map[string]bool
+	coverage [numKinds]int
+	attempts int
+	maxG     int  // most goroutines seen (process-wide)
+	keyLoss  bool // a master lost keys (restart or crash), quarantine or not
+	hist     []string
+}
+
+func (w *world) cover(k FaultKind) {
+	w.mu.Lock()
+	w.coverage[k]++
+	w.mu.Unlock()
+}
+
+func (w *world) isCut(c, m int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cut[c][m] > 0
+}
+
+func (w *world) excuse(m int, value string) {
+	w.mu.Lock()
+	w.excused[fmt.Sprint(m)+"\x00"+value] = true
+	w.mu.Unlock()
+}
+
+func (w *world) violate(format string, args ...any) {
+	w.mu.Lock()
+	w.viol = append(w.viol, fmt.Sprintf("%v: ", time.Since(w.t0))+fmt.Sprintf(format, args...))
+	w.mu.Unlock()
+}
+
+// unsafeViolation is a safety violation: a failure unless the schedule
+// broke a documented assumption.
+func (w *world) unsafeViolation(format string, args ...any) {
+	w.mu.Lock()
+	w.unsafe = append(w.unsafe, fmt.Sprintf("%v: ", time.Since(w.t0))+fmt.Sprintf(format, args...))
+	w.mu.Unlock()
+}
+
+func (w *world) log(format string, args ...any) {
+	w.mu.Lock()
+	w.hist = append(w.hist, fmt.Sprintf("%12v ", time.Since(w.t0))+fmt.Sprintf(format, args...))
+	w.mu.Unlock()
+}
+
+// StrictFencing makes fencing violations after a counter loss under the
+// restart quarantine failures rather than Result.Known. On by default since
+// the fencing epoch fixed them; off only to compare with older results.
+var StrictFencing atomic.Bool
+
+func init() { StrictFencing.Store(true) }
+
+// Run runs plan's schedule and checks it. It must run inside a synctest
+// bubble, and never concurrently with a run that expects other knobs.
+func Run(plan Plan) Result {
+	// The workload starts at t0, after the masters have been up for a while
+	// and every client met every master (t0 is never written again: the
+	// warm-up's own stragglers read it).
+	w := &world{plan: plan, t0: time.Now().Add(plan.TTL + plan.Delay + 2*time.Second), excused: map[string]bool{}}
+	w.cut = make([][]int, plan.Clients)
+	for c := range w.cut {
+		w.cut[c] = make([]int, plan.Masters)
+	}
+	for m := range plan.Masters {
+		w.masters = append(w.masters, memnode.New(fmt.Sprintf("m%d", m)))
+	}
+	w.stores = make([]*memnode.FencedStore, len(plan.Names))
+	for i := range w.stores {
+		w.stores[i] = &memnode.FencedStore{}
+	}
+	w.accepted = make([][]int, len(plan.Names))
+	copts := []redlock.ClientOption{
+		redlock.WithNodeTimeout(nodeTimeout), redlock.WithReleaseTimeout(releaseTimeout),
+		redlock.WithDriftFactor(plan.Drift), redlock.WithMaxInFlight(plan.MaxIn),
+	}
+	if plan.Quar {
+		copts = append(copts, redlock.WithRestartQuarantine(0))
+	}
+	lopts := []redlock.LockOption{redlock.WithTTL(plan.TTL), redlock.WithLockDelay(plan.Delay),
+		redlock.WithRetryBackoff(retryMin, retryMax)}
+	if plan.Fencing {
+		lopts = append(lopts, redlock.WithFencing())
+	}
+	if plan.Renew {
+		lopts = append(lopts, redlock.WithAutoRenew(0))
+	}
+	w.full = make([]time.Time, plan.Masters)
+	for c := range plan.Clients {
+		var ls []*link
+		var ns []redlock.Node
+		for m := range plan.Masters {
+			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			ls = append(ls, l)
+			ns = append(ns, l)
+		}
+		// A server listed twice: its second address, last in the list.
+		for _, a := range plan.aliases() {
+			l := &link{w: w, client: c, master: a.Master, addr: len(ls), alias: true, from: w.t0.Add(a.At),
+				m: w.masters[a.Master], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			ls = append(ls, l)
+			ns = append(ns, l)
+		}
+		w.links = append(w.links, ls)
+		cl, err := redlock.New(ns, copts...)
+		if err != nil {
+			panic(err)
+		}
+		w.clients = append(w.clients, cl)
+		mus := make([]*redlock.Mutex, len(plan.Names))
+		rws := make([]*redlock.RWMutex, len(plan.Names))
+		sems := make([]*redlock.Semaphore, len(plan.Names))
+		for i, name := range plan.Names {
+			var err error
+			switch sh := plan.shape(i); sh.Kind {
+			case MutexLock:
+				mus[i], err = cl.NewMutex(name, lopts...)
+			case ReentrantLock:
+				mus[i], err = cl.NewReentrant(name, ownerName(plan.Owners[c]), lopts...)
+			case RWLock:
+				o := lopts
+				if sh.Prefer {
+					o = append(slices.Clip(lopts), redlock.WithWriterPreference())
+				}
+				rws[i], err = cl.NewRWMutex(name, o...)
+			case SemaphoreLock:
+				sems[i], err = cl.NewSemaphore(name, sh.K, lopts...)
+			}
+			if err != nil {
+				panic(err)
+			}
+		}
+		w.mutexes = append(w.mutexes, mus)
+		w.rws = append(w.rws, rws)
+		w.sems = append(w.sems, sems)
+	}
+	// Masters have been up for a while before the clients start.
+	time.Sleep(plan.TTL + plan.Delay)
+	// Each client meets every master (reads its identity) one after the
+	// other, so that no worker's first call races another's for it. A late
+	// client does so when it starts.
+	for c := range w.clients {
+		if _, late := plan.late(c); !late {
+			w.warmUp(c)
+		}
+	}
+	time.Sleep(time.Until(w.t0))
+
+	var wg sync.WaitGroup
+	wg.Go(w.faults)
+	for c := range plan.Clients {
+		start := func() {
+			for k := range plan.Workers {
+				rng := rand.New(rand.NewPCG(plan.Seed, uint64(100000+c*64+k)))
+				wg.Go(func() { w.worker(c, c*64+k, rng) })
+			}
+		}
+		if at, late := plan.late(c); late {
+			wg.Go(func() {
+				time.Sleep(time.Until(w.t0.Add(at)))
+				w.warmUp(c)
+				start()
+			})
+			continue
+		}
+		start()
+	}
+	wg.Wait()
+	w.finish()
+	return w.result()
+}
+
+// warmUp is client c's first contact with every master: one lock and
+// unlock, before its workers start.
+func (w *world) warmUp(c int) {
+	mu, err := w.clients[c].NewMutex("warm-up", redlock.WithTTL(w.plan.TTL))
+	if err != nil {
+		panic(err)
+	}
+	if lease, err := mu.TryLock(context.Background()); err == nil {
+		_ = lease.Unlock(context.Background())
+	}
+	w.checkStats(c)
+}
+
+// backlogFull reports whether master m is paused with its accept queue
+// full (a BacklogPause past its Delay): new connections time out.
+func (w *world) backlogFull(m int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.full[m].IsZero() && !time.Now().Before(w.full[m])
+}
+
+// faults applies the plan's faults at their times and heals everything at
+// the end of the workload.
+func (w *world) faults() {
+	type ev struct {
+		at time.Duration
+		do func()
+	}
+	var evs []ev
+	p := w.plan
+	for _, f := range p.Faults {
+		m := w.masters[f.Master]
+		end := min(f.At+f.Dur, p.Duration)
+		switch f.Kind {
+		case MasterPause:
+			var resume func()
+			evs = append(evs, ev{f.At, func() { resume = m.Pause() }}, ev{end, func() { resume() }})
+		case BacklogPause:
+			var resume func()
+			setFull := func(at time.Time) {
+				w.mu.Lock()
+				w.full[f.Master] = at
+				w.mu.Unlock()
+			}
+			evs = append(evs, ev{f.At, func() { resume = m.Pause(); setFull(time.Now().Add(f.Delay)) }},
+				ev{end, func() { setFull(time.Time{}); resume() }})
+		case MasterCrash:
+			evs = append(evs, ev{f.At, func() {
+				m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
+				w.mu.Lock()
+				w.keyLoss = true
+				w.mu.Unlock()
+			}}, ev{end, func() { m.Restart(false); m.Fail(nil) }})
+		case RestartKeep:
+			evs = append(evs, ev{f.At, func() { m.Restart(true) }})
+		case RestartEmpty:
+			evs = append(evs, ev{f.At, func() {
+				m.Restart(false)
+				w.mu.Lock()
+				w.keyLoss = true
+				w.mu.Unlock()
+			}})
+		case ClockJump:
+			evs = append(evs, ev{f.At, func() { _ = m.SkewClock(f.Jump, 1) }})
+		case DriftWithin, DriftBeyond:
+			evs = append(evs, ev{f.At, func() { _ = m.SkewClock(0, f.Rate) }}, ev{p.Duration, func() { _ = m.SkewClock(0, 1) }})
+		case Partition, Isolate:
+			set := func(d int) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if f.Kind == Isolate {
+					for c := range p.Clients {
+						w.cut[c][f.Master] += d
+					}
+					return
+				}
+				for _, mm := range f.Cut {
+					w.cut[f.Client][mm] += d
+				}
+			}
+			evs = append(evs, ev{f.At, func() { set(1) }}, ev{end, func() { set(-1) }})
+		case SlowLink:
+			l := w.links[f.Client][f.Master]
+			evs = append(evs, ev{f.At, func() { l.setExtra(f.Delay) }}, ev{end, func() { l.setExtra(0) }})
+		}
+		w.cover(f.Kind)
+	}
+	slices.SortStableFunc(evs, func(a, b ev) int { return int(a.at - b.at) })
+	for _, e := range evs {
+		if d := time.Until(w.t0.Add(e.at)); d > 0 {
+			time.Sleep(d)
+		}
+		e.do()
+	}
+}
+
+var (
+	lockErrs   = []error{redlock.ErrNotObtained}
+	extendErrs = []error{redlock.ErrLockLost, redlock.ErrNotExtended, redlock.ErrReleased, redlock.ErrClosed}
+	unlockErrs = []error{redlock.ErrLockLost, redlock.ErrNotReleased, redlock.ErrReleased}
+)
+
+func (w *world) checkErr(op string, err error, allowed []error) {
+	if err == nil {
+		return
+	}
+	if len(w.plan.aliases()) > 0 && errors.Is(err, redlock.ErrInvalidConfig) {
+		// A server found behind two addresses: the client refuses new
+		// work (its releases still go out: checked after Close).
+		return
+	}
+	for _, a := range allowed {
+		if errors.Is(err, a) {
+			return
+		}
+	}
+	w.violate("%s returned an undocumented error: %v", op, err)
+}
+
+// maxGoroutines bounds the process's goroutines while schedules run: the
+// largest world (4 clients, 5 masters, 16 calls in flight per master, each
+// call with its network goroutine) needs about 700, and a few worlds run at
+// once. A leak per operation would cross it; synctest also fails a bubble
+// that ends with goroutines left.
+const maxGoroutines = 4000
+
+func (w *world) checkStats(c int) {
+	g := runtime.NumGoroutine()
+	w.mu.Lock()
+	w.maxG = max(w.maxG, g)
+	w.mu.Unlock()
+	{
+		if g > maxGoroutines {
+			w.violate("%d goroutines in the process, bound %d", g, maxGoroutines)
+		}
+	}
+	st := w.clients[c].Stats()
+	for m := range st.InFlight {
+		if st.InFlight[m] > w.plan.MaxIn {
+			w.violate("c%d: %d calls in flight on m%d, cap %d", c, st.InFlight[m], m, w.plan.MaxIn)
+		}
+		if st.Backlog[m] > 1024 {
+			w.violate("c%d: release backlog %d on m%d", c, st.Backlog[m], m)
+		}
+	}
+}
+
+// sleep waits d or until done closes; it reports whether done closed.
+func sleep(d time.Duration, done <-chan struct{}) bool {
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-done:
+		return true
+	}
+}
+
+func (w *world) worker(c, id int, rng *rand.Rand) {
+	p := w.plan
+	end := w.t0.Add(p.Duration)
+	sleep(time.Duration(1+rng.Int64N(int64(10*time.Millisecond))), nil) // no two workers start together
+	for time.Now().Before(end) {
+		ni := rng.IntN(len(p.Names))
+		tryLock, lock := w.mutexes[c][ni].TryLock, w.mutexes[c][ni].Lock
+		sh := p.shape(ni)
+		write := false
+		switch sh.Kind {
+		case RWLock:
+			rw := w.rws[c][ni]
+			tryLock, lock = rw.TryRLock, rw.RLock
+			if write = rng.IntN(3) == 0; write {
+				tryLock, lock = rw.TryLock, rw.Lock
+			}
+		case SemaphoreLock:
+			tryLock, lock = w.sems[c][ni].TryAcquire, w.sems[c][ni].Acquire
+		}
+		timeout := time.Duration(300e6 + rng.Int64N(1000e6))
+		if p.CancelP > 0 && rng.Float64() < p.CancelP {
+			timeout = time.Duration(1e6 + rng.Int64N(80e6))
+			w.cover(CallerCancel)
+		}
+		if p.DoPanicP > 0 && sh.Kind == MutexLock && rng.Float64() < p.DoPanicP {
+			w.doPanic(c, id, ni, timeout, rng)
+			w.checkStats(c)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), timeout)
+		var lease *redlock.Lease
+		var err error
+		if p.LockRetry {
+			lease, err = lock(ctx) // retries with redlock's own (unseeded) jitter
+		} else {
+			lease, err = tryLock(ctx)
+		}
+		cancel()
+		w.mu.Lock()
+		w.attempts++
+		w.mu.Unlock()
+		w.checkErr("lock", err, lockErrs)
+		w.checkStats(c)
+		if err != nil {
+			// Back off on the schedule's stream (not redlock's jitter).
+			sleep(p.TTL/50+time.Duration(rng.Int64N(int64(p.TTL/5))), nil)
+			continue
+		}
+		w.holdLease(c, id, ni, &hold{write: write, depth: 1}, lease, rng)
+		w.checkStats(c)
+		sleep(time.Duration(rng.Int64N(10e6)), nil)
+	}
+}
+
+// doPanicked is what a DoPanic function panics with.
+type doPanicked struct{}
+
+// doPanic runs Mutex.Do with a function that holds the lease a while and
+// panics; the worker recovers the panic, as net/http and job runners do.
+// Do must have released the lease when it returns: a lease still valid
+// after Do returned is held (and renewed) by nobody's code, and its key
+// outlives the client's work.
+func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
+	p := w.plan
+	holdFor := time.Duration(rng.Int64N(int64(p.TTL)))
+	backoff := p.TTL/50 + time.Duration(rng.Int64N(int64(p.TTL/5)))
+	ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), timeout)
+	defer cancel()
+	h := &hold{depth: 1}
+	var lease *redlock.Lease
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(doPanicked); !ok {
+					panic(r)
+				}
+			}
+		}()
+		return w.mutexes[c][ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
+			lease = l
+			h.client, h.name, h.start = c, p.Names[ni], time.Now()
+			h.fence, _ = l.Fence()
+			w.mu.Lock()
+			w.attempts++
+			h.idx = len(w.holds)
+			w.holds = append(w.holds, h)
+			w.mu.Unlock()
+			w.cover(DoPanic)
+			w.log("c%d acquired %s in Do until +%v fence %d", c, h.name, l.Until().Sub(h.start), h.fence)
+			w.checkHolds(h, Shape{}, l)
+			w.write(h, ni, l)
+			sleep(holdFor, fctx.Done())
+			// The work stops here: the lease's interval ends now (or at its
+			// validity's end), whatever the release then takes.
+			h.end = l.Until()
+			if now := time.Now(); now.Before(h.end) {
+				h.end = now
+			}
+			w.log("c%d's Do function on %s panics (context: %v)", c, h.name, context.Cause(fctx))
+			panic(doPanicked{})
+		})
+	}()
+	if lease == nil {
+		w.mu.Lock()
+		w.attempts++
+		w.mu.Unlock()
+		w.checkErr("do", err, lockErrs)
+		sleep(backoff, nil)
+		return
+	}
+	w.log("c%d's Do on %s returned (its function panicked), lease valid: %v", c, h.name, lease.Valid())
+	if lease.Valid() {
+		w.violate("c%d's lease on %s is still valid after its Do returned (the function panicked): held and renewed by nobody (until +%v)",
+			c, h.name, time.Until(lease.Until()))
+	}
+}
+
+// holdLease records and holds one lease; h carries the shape's details
+// (write, depth). A reentrant outer lease may re-enter once while held.
+func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *rand.Rand) {
+	p := w.plan
+	sh := p.shape(ni)
+	h.client, h.name, h.start = c, p.Names[ni], time.Now()
+	h.fence, _ = lease.Fence()
+	if sh.Kind == ReentrantLock {
+		h.owner = ownerName(p.Owners[c])
+	}
+	w.mu.Lock()
+	h.idx = len(w.holds)
+	w.holds = append(w.holds, h)
+	w.mu.Unlock()
+	w.log("c%d acquired %s%s until +%v fence %d holds %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence, lease.Holds())
+	w.checkHolds(h, sh, lease)
+	if len(p.aliases()) > 0 && lease.Valid() {
+		w.checkCoverage(h, sh, lease) // granted by a quorum of servers, not of addresses
+	}
+	w.write(h, ni, lease)
+	if sh.Kind == ReentrantLock && h.depth == 1 && rng.IntN(3) == 0 {
+		// Re-enter while holding: the same owner must get in at once.
+		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
+		inner, err := w.mutexes[c][ni].TryLock(ctx)
+		cancel()
+		w.checkErr("re-entry", err, lockErrs)
+		if err == nil {
+			w.holdLease(c, id, ni, &hold{depth: 2}, inner, rng)
+		}
+	}
+
+	// How long to hold: briefly, up to the validity's end, or past it with
+	// renewals or Extends.
+	var holdFor time.Duration
+	switch rng.IntN(3) {
+	case 0:
+		holdFor = time.Duration(rng.Int64N(int64(p.TTL / 4)))
+	case 1:
+		holdFor = time.Until(lease.Until()) - time.Duration(rng.Int64N(int64(5*time.Millisecond)))
+	default:
+		holdFor = time.Duration(rng.Int64N(int64(p.TTL * 2)))
+	}
+	stopAt := time.Now().Add(holdFor)
+	done := lease.Done()
+	for {
+		now := time.Now()
+		if !now.Before(stopAt) {
+			break
+		}
+		step := stopAt.Sub(now)
+		if !p.Renew && rng.IntN(2) == 0 {
+			step = min(step, time.Until(lease.Until())*2/3)
+		}
+		if sleep(step, done) {
+			break
+		}
+		if !p.Renew && time.Now().Before(stopAt) && lease.Valid() {
+			ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(20e6+rng.Int64N(200e6)))
+			err := lease.Extend(ctx)
+			cancel()
+			w.checkErr("extend", err, extendErrs)
+			if errors.Is(err, redlock.ErrLockLost) {
+				break
+			}
+		}
+		if !lease.Valid() {
+			break
+		}
+	}
+	if p.PauseP > 0 && rng.Float64() < p.PauseP && lease.Valid() {
+		// A holder checks Valid, then stalls (GC, page faults, a stopped VM)
+		// past its validity before its write lands.
+		w.cover(ClientPause)
+		h.pausedWrite = true
+		time.Sleep(time.Until(lease.Until()) + time.Duration(rng.Int64N(int64(p.TTL))))
+		w.write(h, ni, nil)
+	}
+	h.end = lease.Until()
+	if now := time.Now(); now.Before(h.end) {
+		h.end = now
+	}
+	if lease.Valid() && time.Now().Before(lease.Until()) {
+		w.checkCoverage(h, sh, lease)
+	}
+	ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
+	err := lease.Unlock(ctx)
+	cancel()
+	w.checkErr("unlock", err, unlockErrs)
+	w.log("c%d released %s%s: %v", c, h.name, h.kind(sh), errName(err))
+}
+
+func ownerName(i int) string { return fmt.Sprintf("job-%d", i) }
+
+// kind describes a hold of shape sh in the history.
+func (h *hold) kind(sh Shape) string {
+	switch sh.Kind {
+	case RWLock:
+		if h.write {
+			return " (write)"
+		}
+		return " (read)"
+	case ReentrantLock:
+		return fmt.Sprintf(" (%s depth %d)", h.owner, h.depth)
+	case SemaphoreLock:
+		return " (place)"
+	}
+	return ""
+}
+
+// checkHolds: Lease.Holds counts the lease's group on the nodes that
+// granted it, which each admit at most the shape's limit (docs/shapes.md).
+func (w *world) checkHolds(h *hold, sh Shape, lease *redlock.Lease) {
+	n := lease.Holds()
+	switch {
+	case n < 1:
+		w.violate("c%d's lease on %s reports %d holds", h.client, h.name, n)
+	case sh.Kind == SemaphoreLock && n > sh.K:
+		w.violate("c%d's place on %s reports %d holders, K=%d", h.client, h.name, n, sh.K)
+	case (sh.Kind == MutexLock || sh.Kind == RWLock && h.write) && n != 1:
+		w.violate("c%d's exclusive lease on %s reports %d holds", h.client, h.name, n)
+	}
+}
+
+func errName(err error) string {
+	for _, e := range []error{redlock.ErrLockLost, redlock.ErrNotReleased, redlock.ErrReleased} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	if err != nil {
+		return "other"
+	}
+	return "ok"
+}
+
+// write is the protected work: with fencing a write to the name's
+// FencedStore with the lease's token; without, a write that must land
+// while the lease is valid. lease is nil for a write after a pause, made
+// without checking.
+func (w *world) write(h *hold, ni int, lease *redlock.Lease) {
+	if lease != nil && !lease.Valid() {
+		return
+	}
+	now := time.Now()
+	if !w.plan.Fencing {
+		if lease == nil {
+			w.mu.Lock()
+			h.lateWrite = true
+			w.mu.Unlock()
+		}
+		return
+	}
+	if err := w.stores[ni].Write(h.fence, fmt.Sprint(h.idx)); err != nil {
+		w.log("c%d fenced write %d refused", h.client, h.fence)
+		return
+	}
+	w.mu.Lock()
+	w.accepted[ni] = append(w.accepted[ni], h.idx)
+	w.mu.Unlock()
+	_ = now
+}
+
+// checkCoverage: a lease that is valid now holds its key (a shape: its
+// hold) on a quorum of masters (validity never exceeds the real remaining
+// time on a quorum); a semaphore's quorum is its larger one.
+func (w *world) checkCoverage(h *hold, sh Shape, lease *redlock.Lease) {
+	n := 0
+	for _, m := range w.masters {
+		v, ok := m.Keys()[h.name]
+		if ok && sh.Kind != MutexLock {
+			ok = strings.Contains(v, "\n"+lease.Token())
+		} else if ok {
+			ok = strings.HasPrefix(v, lease.Token())
+		}
+		if ok {
+			n++
+		}
+	}
+	// Servers, not addresses, are counted: a server listed twice holds one
+	// key, and a lease granted by its two addresses is on one server.
+	if q := sh.quorum(w.plan.addrs()); n < q {
+		w.mu.Lock()
+		loss := w.keyLoss
+		w.mu.Unlock()
+		if !loss { // a quarantined restart may legitimately drop a quorum member's key
+			w.unsafeViolation("c%d's lease on %s is valid for %v more but its key is on %d masters, quorum %d",
+				h.client, h.name, time.Until(lease.Until()), n, q)
+		}
+	}
+}
+
+// finish closes the clients after the faults healed, then looks for orphan
+// keys, and checks that every key is gone one TTL later.
+func (w *world) finish() {
+	p := w.plan
+	if d := time.Until(w.t0.Add(p.Duration)); d > 0 {
+		time.Sleep(d)
+	}
+	for c, cl := range w.clients {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := cl.Close(ctx); err != nil {
+			w.violate("c%d: Close: %v", c, err)
+		}
+		cancel()
+		w.checkStats(c)
+	}
+	// Let every request still in the network land.
+	var slow time.Duration
+	for _, f := range p.Faults {
+		if f.Kind == SlowLink {
+			slow = max(slow, f.Delay)
+		}
+	}
+	time.Sleep(2*(p.Net.SpikeMax+p.Net.BaseMax) + slow + time.Millisecond)
+	for mi, m := range w.masters {
+		keys := m.Keys()
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			if p.Shapes != nil && strings.HasSuffix(k, ":waiting") {
+				continue // a writer's waiting mark: it lives waitTTL (checked below)
+			}
+			if p.Shapes == nil || !strings.Contains(keys[k], "\n") {
+				if !w.excused[fmt.Sprint(mi)+"\x00"+keys[k]] {
+					w.violate("orphan key %s on m%d after every client closed", k, mi)
+				}
+				continue
+			}
+			for _, mem := range strings.Split(keys[k], " ") {
+				_, id, _ := strings.Cut(mem, "\n")
+				if !w.excused[fmt.Sprint(mi)+"\x00"+id] {
+					w.violate("orphan hold %q of %s on m%d after every client closed", mem, k, mi)
+				}
+			}
+		}
+	}
+	after := p.TTL + p.Delay
+	if p.Shapes != nil {
+		after = max(after, waitTTL)
+	}
+	time.Sleep(after + time.Millisecond)
+	for mi, m := range w.masters {
+		if n := len(m.Keys()); n > 0 {
+			w.violate("%d keys on m%d one TTL after the end", n, mi)
+		}
+	}
+	// Let the network's delivery goroutines end inside the bubble.
+	time.Sleep(2 * deliverBound)
+	w.deliveries.end()
+}
+
+func (w *world) result() Result {
+	p := w.plan
+	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG}
+	r.Broken = p.Broken()
+	// Overlaps: per name, leases in acquisition order.
+	var fence []string // fencing violations
+	byName := map[string][]*hold{}
+	for _, h := range w.holds {
+		byName[h.name] = append(byName[h.name], h)
+	}
+	for ni, name := range p.Names {
+		hs := byName[name]
+		sh := p.shape(ni)
+		slices.SortStableFunc(hs, func(a, b *hold) int { return a.start.Compare(b.start) })
+		if sh.Kind == SemaphoreLock {
+			w.unsafe = append(w.unsafe, w.overK(name, sh.K, hs)...)
+		}
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if b.start.Before(a.end) && conflict(sh, a, b) {
+					w.unsafe = append(w.unsafe, fmt.Sprintf("%s: c%d's lease%s [%v, %v] overlaps c%d's%s [%v, %v]", name,
+						a.client, a.kind(sh), a.start.Sub(w.t0), a.end.Sub(w.t0), b.client, b.kind(sh), b.start.Sub(w.t0), b.end.Sub(w.t0)))
+				}
+			}
+			if p.Fencing && i > 0 && a.fence <= hs[i-1].fence {
+				fence = append(fence, fmt.Sprintf("%s: fencing token %d (c%d at %v) not above %d (c%d at %v)", name,
+					a.fence, a.client, a.start.Sub(w.t0), hs[i-1].fence, hs[i-1].client, hs[i-1].start.Sub(w.t0)))
+			}
+			if a.lateWrite {
+				r.Broken = append(r.Broken, fmt.Sprintf("c%d paused past its validity before a write (no fencing)", a.client))
+			}
+		}
+	}
+	for ni, acc := range w.accepted {
+		for i := 1; i < len(acc); i++ {
+			a, b := w.holds[acc[i-1]], w.holds[acc[i]]
+			if b.start.Before(a.start) {
+				fence = append(fence, fmt.Sprintf("%s: stale write accepted: token %d (c%d, acquired %v) after token %d (c%d, acquired %v)",
+					p.Names[ni], b.fence, b.client, b.start.Sub(w.t0), a.fence, a.client, a.start.Sub(w.t0)))
+			}
+		}
+	}
+	if len(fence) > 0 && w.keyLoss && p.Quar && !StrictFencing.Load() {
+		r.Known = fence
+	} else {
+		w.unsafe = append(w.unsafe, fence...)
+	}
+	r.Violations = w.viol
+	// A holder's pause past its validity explains a late write, never two
+	// overlapping validity intervals or a token out of order: a schedule
+	// whose only broken assumption is a pause is still judged on those.
+	hard := false
+	for _, b := range r.Broken {
+		hard = hard || !strings.Contains(b, "paused past its validity")
+	}
+	switch {
+	case hard:
+		r.Unsafe = w.unsafe
+	default:
+		r.Violations = append(r.Violations, w.unsafe...)
+	}
+	switch {
+	case len(r.Violations) > 0:
+		r.Outcome = Fail
+	case len(r.Broken) > 0 || len(r.Known) > 0:
+		r.Outcome = Classified
+	}
+	// The digest covers the leases granted, on the virtual clock, in a
+	// canonical order.
+	var lines []string
+	for _, h := range w.holds {
+		lines = append(lines, fmt.Sprintf("%s c%d %d %d %d %v %d", h.name, h.client, h.start.Sub(w.t0), h.end.Sub(w.t0), h.fence, h.write, h.depth))
+	}
+	slices.Sort(lines)
+	hash := fnv.New64a()
+	for _, l := range lines {
+		hash.Write([]byte(l))
+	}
+	r.Digest = hash.Sum64()
+	r.History = w.hist
+	return r
+}
+
+// conflict reports whether two leases of one name, both valid at once,
+// break the shape's exclusion: any two for a mutex, a write lease with any
+// other for a read-write lock, two owners for a reentrant mutex. A
+// semaphore's bound is counted by overK instead.
+func conflict(sh Shape, a, b *hold) bool {
+	switch sh.Kind {
+	case RWLock:
+		return a.write || b.write
+	case ReentrantLock:
+		return a.owner != b.owner
+	case SemaphoreLock:
+		return false
+	}
+	return true
+}
+
+// overK reports the instants at which more than k leases of a semaphore
+// were valid: the count is highest at some lease's start, so it counts, at
+// each start, the leases valid then ([start, end), as the overlap check).
+// hs is sorted by start.
+func (w *world) overK(name string, k int, hs []*hold) []string {
+	var out []string
+	for i, a := range hs {
+		var at []string
+		for _, b := range hs[:i+1] {
+			if !a.start.Before(b.start) && a.start.Before(b.end) {
+				at = append(at, fmt.Sprintf("c%d [%v, %v]", b.client, b.start.Sub(w.t0), b.end.Sub(w.t0)))
+			}
+		}
+		// Later leases starting at the same instant count too.
+		for _, b := range hs[i+1:] {
+			if b.start.Equal(a.start) && a.start.Before(b.end) {
+				at = append(at, fmt.Sprintf("c%d [%v, %v]", b.client, b.start.Sub(w.t0), b.end.Sub(w.t0)))
+			}
+		}
+		if len(at) > k {
+			out = append(out, fmt.Sprintf("%s: %d valid leases of a semaphore with K=%d at %v: %s",
+				name, len(at), k, a.start.Sub(w.t0), strings.Join(at, ", ")))
+			if len(out) >= 3 {
+				break
+			}
+		}
+	}
+	return out
+}
