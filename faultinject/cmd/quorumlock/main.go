@@ -32,8 +32,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/faultinject/chaos"
 	"github.com/quorumlock/quorumlock/faultinject"
+	"github.com/quorumlock/quorumlock/faultinject/chaos"
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 )
 
