@@ -120,6 +120,9 @@ func TestReportJSONFields(t *testing.T) {
 			t.Errorf("JSON lacks %q: %s", k, b.String())
 		}
 	}
+	if got[0]["verdict"] != "caught" {
+		t.Errorf("JSON verdict %v, want caught (an unsafe scenario's violation found): %s", got[0]["verdict"], b.String())
+	}
 	b.Reset()
 	_ = WriteJSON(&b, nil)
 	if strings.TrimSpace(b.String()) != "[]" {
@@ -127,9 +130,54 @@ func TestReportJSONFields(t *testing.T) {
 	}
 	b.Reset()
 	_ = WriteTable(&b, reps)
-	for _, s := range []string{"scenario", "stale writes accepted", "leaked keys", "verdict", "pass", "leaked key (expires with its TTL): k"} {
+	for _, s := range []string{"scenario", "stale writes accepted", "leaked keys", "verdict", "caught", "leaked key (expires with its TTL): k"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// TestOutcome: the verdict column and the JSON verdict say safe for a safe
+// scenario without violation, caught for an unsafe scenario whose violation
+// was found, and FAIL otherwise, with a line saying why below the table.
+func TestOutcome(t *testing.T) {
+	cases := []struct {
+		r      Report
+		want   Outcome
+		reason string
+	}{
+		{Report{Name: "s", Expect: Safe, Acquisitions: 9, Verdict: Pass}, OutcomeSafe, ""},
+		{Report{Name: "u", Expect: Unsafe, Acquisitions: 9, Violations: 8, Verdict: Pass}, OutcomeCaught, ""},
+		{Report{Name: "s", Expect: Safe, Acquisitions: 9, Violations: 2, Verdict: Fail}, OutcomeFail, "s: FAIL: 2 violations in a scenario expected safe"},
+		{Report{Name: "u", Expect: Unsafe, Acquisitions: 9, Verdict: Fail}, OutcomeFail, "u: FAIL: no violation seen, but this unsafe scenario forces one"},
+		{Report{Name: "s", Expect: Safe, Verdict: Fail}, OutcomeFail, "s: FAIL: nothing was locked"},
+		{Report{Name: "u", Expect: Unsafe, Acquisitions: 9, Violations: 1, GoroutinesLeft: 1, Verdict: Fail}, OutcomeFail, "u: 1 goroutines left"},
+		{Report{Name: "s", Expect: Safe, Acquisitions: 9}, OutcomeFail, ""}, // no verdict set
+	}
+	for i, c := range cases {
+		if got := c.r.Outcome(); got != c.want {
+			t.Errorf("case %d: Outcome() = %s, want %s", i, got, c.want)
+		}
+		var tab, js bytes.Buffer
+		if err := WriteTable(&tab, []Report{c.r}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(tab.String(), "\n")
+		if row := strings.Fields(lines[1]); len(row) == 0 || row[len(row)-1] != string(c.want) {
+			t.Errorf("case %d: table row %q, want verdict %s", i, lines[1], c.want)
+		}
+		if c.reason != "" && !strings.Contains(tab.String(), c.reason) {
+			t.Errorf("case %d: table lacks %q:\n%s", i, c.reason, tab.String())
+		}
+		if c.want != OutcomeFail && len(lines) != 3 { // header, row, ""
+			t.Errorf("case %d: lines below the table of a %s run:\n%s", i, c.want, tab.String())
+		}
+		if err := WriteJSON(&js, []Report{c.r}); err != nil {
+			t.Fatal(err)
+		}
+		var got []map[string]any
+		if err := json.Unmarshal(js.Bytes(), &got); err != nil || len(got) != 1 || got[0]["verdict"] != string(c.want) {
+			t.Errorf("case %d: JSON %s (%v), want verdict %q", i, js.String(), err, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,8 +37,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: quorumlock"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"bench"}, "not yet available"},
-		{[]string{"run"}, "not yet available"},
+		{[]string{"bench"}, `unknown command "bench" (commands: chaos, status)`},
+		{[]string{"run"}, `unknown command "run" (commands: chaos, status)`},
 		{[]string{"chaos", "--scenario", "nope"}, `unknown scenario "nope"; valid scenarios: client-pause, client-pause-fenced, client-pause-renewed, clock-drift`},
 		{[]string{"chaos", "--backend", "vm"}, `--backend "vm": want auto, docker, process or memory`},
 		{[]string{"chaos", "--nodes", "-3"}, `--nodes "-3": "-3" is not a positive number of masters`},
@@ -59,6 +60,19 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageNamesOnlyCommandsThatExist: no command is listed before it exists.
+func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
+	code, out, _ := runCmd(t, "help")
+	if code != exitOK || !strings.Contains(out, "chaos ") || !strings.Contains(out, "status ") {
+		t.Fatalf("help: exit %d, output %q", code, out)
+	}
+	for _, gone := range []string{"bench", "\n  run ", "not yet available"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("usage names %q:\n%s", gone, out)
+		}
+	}
+}
+
 func TestList(t *testing.T) {
 	code, out, _ := runCmd(t, "chaos", "--list")
 	if code != exitOK || !strings.Contains(out, "restart-no-persistence") || !strings.Contains(out, "unsafe") {
@@ -73,7 +87,7 @@ func TestChaosCommand(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "out.json")
 	code, out, stderr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy,client-pause", "--duration", "2s", "--json", js)
 	_, sized, sizedErr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy", "--duration", "1s", "--nodes", "3,5")
-	if !strings.Contains(sizedErr, "healthy (N=3) on memory: pass") || !strings.Contains(sizedErr, "healthy (N=5) on memory: pass") || strings.Count(sized, "healthy") != 2 {
+	if !strings.Contains(sizedErr, "healthy (N=3) on memory: safe") || !strings.Contains(sizedErr, "healthy (N=5) on memory: safe") || strings.Count(sized, "healthy") != 2 {
 		t.Errorf("--nodes 3,5 did not run the scenario once per size:\n%s\n%s", sized, sizedErr)
 	}
 	if code != exitOK {
@@ -84,7 +98,7 @@ func TestChaosCommand(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
 	}
-	if !strings.Contains(stderr, "chaos: [1/2] healthy") || !strings.Contains(stderr, "chaos: [2/2] client-pause (N=3) on memory: pass") {
+	if !strings.Contains(stderr, "chaos: [1/2] healthy") || !strings.Contains(stderr, "chaos: [2/2] client-pause (N=3) on memory: caught") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
 	b, err := os.ReadFile(js)
@@ -95,7 +109,7 @@ func TestChaosCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, b)
 	}
-	if len(got) != 2 || got[0]["name"] != "healthy" || got[0]["expect"] != "safe" || got[1]["expect"] != "unsafe" || got[1]["verdict"] != "pass" {
+	if len(got) != 2 || got[0]["name"] != "healthy" || got[0]["expect"] != "safe" || got[0]["verdict"] != "safe" || got[1]["expect"] != "unsafe" || got[1]["verdict"] != "caught" {
 		t.Fatalf("JSON = %s", b)
 	}
 	if v, _ := got[1]["stale_writes_accepted"].(float64); v < 1 {
@@ -106,12 +120,17 @@ func TestChaosCommand(t *testing.T) {
 	}
 }
 
-// TestChaosCommandFails checks that a fail verdict gives exit status 1: an
-// unsafe scenario run too briefly for its first fault shows no violation.
+// TestChaosCommandFails checks that a FAIL verdict gives exit status 1 and
+// says why: an unsafe scenario run too briefly for its first fault (at
+// 200ms) shows no violation.
 func TestChaosCommandFails(t *testing.T) {
 	code, out, stderr := runCmd(t, "chaos", "--backend", "memory", "--scenario", "client-pause", "--duration", "100ms")
-	if code != exitFail || !strings.Contains(out, "fail") {
-		t.Fatalf("exit %d, want %d with a fail verdict; stdout:\n%s\nstderr:\n%s", code, exitFail, out, stderr)
+	if code != exitFail || !regexp.MustCompile(`client-pause +3 +unsafe .* FAIL\n`).MatchString(out) ||
+		!strings.Contains(out, "client-pause: FAIL: no violation seen, but this unsafe scenario forces one") {
+		t.Fatalf("exit %d, want %d with a FAIL verdict and its reason; stdout:\n%s\nstderr:\n%s", code, exitFail, out, stderr)
+	}
+	if !strings.Contains(stderr, "client-pause (N=3) on memory: FAIL") {
+		t.Errorf("the progress line does not say FAIL:\n%s", stderr)
 	}
 }
 
@@ -190,10 +209,10 @@ func TestChaosFirstRunWithoutRedisServer(t *testing.T) {
 	if n := strings.Count(stderr, "auto backend: memory"); n != 1 {
 		t.Errorf("the backend choice is said %d times, want once:\n%s", n, stderr)
 	}
-	if strings.Count(out, " pass") != 2 {
-		t.Errorf("rows did not all pass:\n%s\n%s", out, stderr)
+	if !regexp.MustCompile(`healthy +5 +safe .* safe\n`).MatchString(out) || !regexp.MustCompile(`client-pause +3 +unsafe .* caught\n`).MatchString(out) {
+		t.Errorf("rows are not healthy safe and client-pause caught:\n%s\n%s", out, stderr)
 	}
-	if !strings.Contains(stderr, "healthy (N=5) on memory: pass") {
+	if !strings.Contains(stderr, "healthy (N=5) on memory: safe") {
 		t.Errorf("the progress line does not name the backend:\n%s", stderr)
 	}
 }
