@@ -1,19 +1,16 @@
 package redlock
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // Client coordinates locks over a fixed set of nodes. Create it with New and
@@ -31,29 +28,22 @@ type Client struct {
 	closeOnce  sync.Once
 	giveUpOnce sync.Once
 
-	idSem  chan struct{} // one identification pass at a time (identity.go)
-	idMu   sync.Mutex
-	runIDs map[string]int // server run_id -> index of the member that reported it
-	dupErr atomic.Pointer[error]
+	identities // one vote per server (identity.go)
 
 	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
 }
 
 // member is one node with the client's bookkeeping for it.
 type member struct {
-	node       Node
-	addr       string
-	inflight   atomic.Int32
-	identified atomic.Bool // member of the identified set (identity.go)
-	lagging    atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
-	idFailed   atomic.Bool // its last identity read failed
-	probeMu    sync.Mutex
-	probing    chan struct{} // under probeMu; closed when the running probe ends
-	durable    bool          // exempt from the restart quarantine
+	node     Node
+	fencing  FencingNode // node's capabilities (nil without them), resolved once in New
+	shape    ShapeNode
+	addr     string
+	inflight atomic.Int32
+	lagging  atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
 
-	// Restart quarantine state, under mu.
-	runID       string
-	quarantined time.Time // votes count again from this moment on
+	memberIdentity   // identity.go
+	memberQuarantine // quarantine.go, under mu
 
 	mu        sync.Mutex
 	backlog   []pendingRelease
@@ -94,6 +84,7 @@ func (m *member) give() { m.inflight.Add(-1) }
 // adding a node that can fail: prefer odd N.
 func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	cfg := defaultClientConfig()
+	cfg.knobs = knobs.Load()
 	for i, o := range opts {
 		if o == nil {
 			return nil, configError("client option %d of %d is nil", i, len(opts))
@@ -103,7 +94,7 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), idSem: make(chan struct{}, 1), runIDs: map[string]int{}}
+	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities()}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {
@@ -114,7 +105,10 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 			return nil, configError("duplicate node address %q (nodes %d and %d)", addr, j, i)
 		}
 		seen[addr] = i
-		c.members = append(c.members, &member{node: n, addr: addr})
+		mb := &member{node: n, addr: addr}
+		mb.fencing, _ = n.(FencingNode)
+		mb.shape, _ = n.(ShapeNode)
+		c.members = append(c.members, mb)
 	}
 	for _, d := range cfg.durable {
 		j, ok := seen[d]
@@ -163,8 +157,9 @@ func (c *Client) NewMutex(name string, opts ...LockOption) (*Mutex, error) {
 }
 
 // newMutex builds the lock of a constructor (named in errors): a mutex
-// when hold is nil, else a shared lock whose acquisitions are holds like
-// hold (shapes.go).
+// (fenced with WithFencing) when hold is nil, else a shared lock whose
+// acquisitions are holds like hold (shapes.go). The lock's kind (kind.go) is
+// chosen here, once.
 func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mutex, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -179,7 +174,8 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if err := validate(len(c.members), c.cfg, &l); err != nil {
 		return nil, err
 	}
-	if err := c.checkShape(ctor, hold, l); err != nil {
+	k, err := c.kindFor(ctor, hold, l)
+	if err != nil {
 		return nil, err
 	}
 	for keyTTL := int64(l.ttl + l.lockDelay); ; {
@@ -188,14 +184,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 			break
 		}
 	}
-	if l.fencing {
-		for i, m := range c.members {
-			if _, ok := m.node.(FencingNode); !ok {
-				return nil, configError("WithFencing: node %d (%s, %T) does not implement FencingNode", i, m.addr, m.node)
-			}
-		}
-	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), hold: hold}, nil
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k}, nil
 }
 
 // Stats is a snapshot of a client's per-node work, in node order.
@@ -219,84 +208,6 @@ func (c *Client) Stats() Stats {
 	return s
 }
 
-// Close stops the client from taking new locks and waits for its background
-// work: calls to stragglers, rollbacks, releases, and queued release retries.
-// After Close is called, Lock, TryLock and Extend fail at once with
-// ErrClosed; Unlock still releases.
-//
-// Close is bounded even when ctx never ends. Once it is called, queued
-// releases are retried at once and then every min(node timeout, 100ms).
-// Close waits until the work is done or ctx ends, or, when ctx has no
-// deadline, for at most the node timeout plus three release timeouts (350ms
-// by default); give it a context with a longer deadline to wait longer for a
-// node that may come back (a paused master). Then it abandons what is still
-// queued (those keys, if any, expire with their TTL) and waits at most the
-// node timeout plus the release timeout more for the calls in flight (each
-// is bounded by its own deadline), whatever other goroutines are doing: a
-// context.Background() Close returns within 500ms by default.
-//
-// It returns nil when every release it waited for was confirmed or needed
-// no more (the node refused the connection: nothing runs there); otherwise
-// an error wrapping ErrNotReleased that counts the abandoned releases per
-// node, and ctx.Err() when ctx ended first. Close does not close the nodes.
-// It is safe to call more than once and concurrently with other methods.
-func (c *Client) Close(ctx context.Context) error {
-	c.closed.Store(true)
-	c.closeOnce.Do(func() { close(c.closing) })
-	before := c.abandonedNow()
-	var bound <-chan time.Time
-	if _, ok := ctx.Deadline(); !ok {
-		t := time.NewTimer(c.cfg.nodeTimeout + 3*c.cfg.releaseTimeout)
-		defer t.Stop()
-		bound = t.C
-	}
-	select {
-	case <-c.work.idle():
-		return c.abandonedErr(ctx, before)
-	case <-ctx.Done():
-	case <-bound:
-	}
-	c.giveUpOnce.Do(func() { close(c.giveUp) })
-	t := time.NewTimer(c.cfg.nodeTimeout + c.cfg.releaseTimeout)
-	defer t.Stop()
-	select {
-	case <-c.work.idle():
-	case <-t.C:
-	}
-	return c.abandonedErr(ctx, before)
-}
-
-// abandonedNow returns each node's count of abandoned releases.
-func (c *Client) abandonedNow() []int {
-	out := make([]int, len(c.members))
-	for i, m := range c.members {
-		m.mu.Lock()
-		out[i] = m.abandoned
-		m.mu.Unlock()
-	}
-	return out
-}
-
-// abandonedErr returns Close's error: the releases abandoned since before
-// (per node), and ctx.Err() when ctx has ended; nil when there are none and
-// ctx is live.
-func (c *Client) abandonedErr(ctx context.Context, before []int) error {
-	var parts []string
-	for i, n := range c.abandonedNow() {
-		if d := n - before[i]; d > 0 {
-			parts = append(parts, fmt.Sprintf("%d on %s", d, c.members[i].addr))
-		}
-	}
-	var errs []error
-	if len(parts) > 0 {
-		errs = append(errs, fmt.Errorf("%w: close abandoned queued releases (%s); their keys, if any, expire with their TTL", ErrNotReleased, strings.Join(parts, ", ")))
-	}
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("redlock: close: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
 // usable returns the error that stops new work: ErrClosed, or the
 // ErrInvalidConfig of a server found twice.
 func (c *Client) usable() error {
@@ -316,42 +227,4 @@ func (c *Client) newValue() (token, value string) {
 	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
 	token = hex.EncodeToString(b[:])
 	return token, token + c.owner
-}
-
-// tracker counts background goroutines. Unlike a sync.WaitGroup it may be
-// waited on while new work is added (Close racing with a Lock loop).
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{} // closed whenever n drops to 0
-}
-
-func (t *tracker) add() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.n == 0 {
-		t.zero = make(chan struct{})
-	}
-	t.n++
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 {
-		close(t.zero)
-	}
-}
-
-// idle returns a channel closed when no background work is running.
-func (t *tracker) idle() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.n == 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	return t.zero
 }

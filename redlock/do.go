@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // Do acquires the lock (as Lock does), runs fn while holding it, and
@@ -52,7 +50,7 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context, lease *Leas
 	}()
 	returned := false
 	defer func() {
-		if !returned && knobs.NoPanicRelease.Load() {
+		if !returned && m.c.cfg.knobs.NoPanicRelease {
 			return // test-only: a panic leaves the lease held and renewed
 		}
 		lost := lease.Err() // nil unless the lease ended while fn ran

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // One vote per server. A server listed under two addresses must not vote
@@ -26,6 +26,26 @@ import (
 // dropped read). A run_id seen behind two nodes, at any time, proves
 // them one server: the client is poisoned (ErrInvalidConfig) before the
 // duplicate's first vote.
+
+// identities is the client's side of it.
+type identities struct {
+	idSem  chan struct{} // one identification pass at a time
+	idMu   sync.Mutex
+	runIDs map[string]int // server run_id -> index of the member that reported it
+	dupErr atomic.Pointer[error]
+}
+
+func newIdentities() identities {
+	return identities{idSem: make(chan struct{}, 1), runIDs: map[string]int{}}
+}
+
+// memberIdentity is a node's side of it.
+type memberIdentity struct {
+	identified atomic.Bool // member of the identified set
+	idFailed   atomic.Bool // its last identity read failed
+	probeMu    sync.Mutex
+	probing    chan struct{} // under probeMu; closed when the running probe ends
+}
 
 // maxPasses bounds the identification passes of one first contact; servers
 // that keep restarting make it fail (and the call with it) instead.
@@ -54,7 +74,7 @@ func (c *Client) identify(ctx context.Context, i int, timeout time.Duration) err
 		}
 		took = time.Since(start)
 	}
-	if knobs.SingleIdentify.Load() { // test-only: the node alone, no passes
+	if c.cfg.knobs.SingleIdentify { // test-only: the node alone, no passes
 		m.identified.Store(true)
 		return nil
 	}
@@ -161,7 +181,7 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 		for j, m := range c.members {
 			switch {
 			case j == i || !inSet[j]:
-			case cur[j] == "" && knobs.UnreadJoins.Load(): // test-only: the old rule
+			case cur[j] == "" && c.cfg.knobs.UnreadJoins: // test-only: the old rule
 			case cur[j] == "":
 				// Unread, j may be i's server under another address, with a
 				// vote in flight that began while it was in the set: i

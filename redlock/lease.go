@@ -41,7 +41,7 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		value:    value,
 		acquired: r.calls,
 		onTime:   make([]bool, len(r.calls)),
-		until:    r.start.Add(m.cfg.ttl - m.drift),
+		until:    m.deadline(r.start),
 		decided:  d.at.Sub(r.start),
 		done:     make(chan struct{}),
 
@@ -102,7 +102,13 @@ func (l *Lease) expire() {
 		l.timer.Reset(left)
 		return
 	}
-	l.endLocked(fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name))
+	l.endLocked(l.expiredErr())
+}
+
+// expiredErr is the verdict of a lease whose validity deadline passed
+// without an extend moving it.
+func (l *Lease) expiredErr() error {
+	return fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name)
 }
 
 // endLocked ends the lease with err (once); l.mu must be held.
@@ -257,7 +263,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
 	}
-	ttl, keyTTL := m.cfg.ttl, m.keyTTL()
+	keyTTL := m.keyTTL()
 	// The check and the start of the calls happen under l.mu, which Unlock
 	// takes to end the lease: no extend call starts once Unlock has begun.
 	// Starting the calls does not wait on the network.
@@ -271,15 +277,12 @@ func (l *Lease) Extend(ctx context.Context) error {
 		no:      ErrNodeNotHeld,
 		vote:    true,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
-			if m.hold != nil {
-				return mb.node.(ShapeNode).ExtendHold(ctx, m.name, m.holdFor(l.value), keyTTL)
-			}
-			return mb.node.Extend(ctx, m.name, l.value, keyTTL)
+			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
 		},
 	})
 	l.mu.Unlock()
 	d := r.wait(ctx, m.quorum, 0)
-	if d.yes >= m.quorum && ctx.Err() == nil && ttl-d.at.Sub(r.start)-m.drift > 0 {
+	if d.yes >= m.quorum && ctx.Err() == nil && m.deadline(r.start).After(d.at) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.err != nil {
@@ -290,7 +293,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 		for i := range l.onTime {
 			l.onTime[i] = l.onTime[i] || r.yesBy(d, i)
 		}
-		if until := r.start.Add(ttl - m.drift); until.After(l.until) {
+		if until := m.deadline(r.start); until.After(l.until) {
 			l.until = until
 			l.timer.Reset(time.Until(until))
 		}
@@ -312,7 +315,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 // be held.
 func (l *Lease) checkLocked() error {
 	if l.err == nil && !time.Now().Before(l.until) {
-		l.endLocked(fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name))
+		l.endLocked(l.expiredErr())
 	}
 	if l.err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotExtended, l.m.name, l.err)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // Mutex is a named lock over the client's nodes. Create it with
@@ -20,7 +18,7 @@ type Mutex struct {
 	cfg    lockConfig
 	quorum int
 	drift  time.Duration
-	hold   *Hold // a shared lock's hold, without its ID (shapes.go); nil for a mutex
+	kind   kind // mutex, fenced mutex or shared lock's hold (kind.go)
 }
 
 // TryLock makes one attempt to acquire the lock.
@@ -42,16 +40,20 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
-// WithRetryBackoff) until it succeeds, ctx ends, or WithMaxAttempts attempts
-// have failed. Without a deadline on ctx and without WithMaxAttempts it can
-// block forever. Its errors are TryLock's; when ctx ended, the error wraps
-// ctx.Err().
+// WithRetryBackoff) until it succeeds, ctx ends, WithMaxAttempts attempts
+// have failed, or WithMaxWait has passed (no attempt starts after it).
+// Without a deadline on ctx and without those options it can block forever.
+// Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.lock(ctx, m.cfg.renew)
 }
 
 // lock is Lock with the renewal fraction of the leases it returns (0: none).
 func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
+	var giveUp time.Time // WithMaxWait: no attempt starts after it
+	if m.cfg.maxWait > 0 {
+		giveUp = time.Now().Add(m.cfg.maxWait)
+	}
 	for k := 0; ; k++ {
 		lease, err := m.attempt(ctx, renew)
 		switch {
@@ -64,7 +66,12 @@ func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
 		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 			return nil, err
 		}
-		t := time.NewTimer(m.backoff(k))
+		delay := m.backoff(k)
+		if !giveUp.IsZero() && !time.Now().Add(delay).Before(giveUp) {
+			// The next attempt would start after the bound.
+			return nil, fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+		}
+		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -125,26 +132,16 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 		return nil, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
 	}
 	token, value := c.newValue()
-	ttl := m.cfg.ttl
 	keyTTL := m.keyTTL()
-	fences := make([]int64, len(c.members)) // each written before its call's done
-	holds := make([]int, len(c.members))    // likewise
+	grants := make([]grant, len(c.members)) // each written before its call's done
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeTaken,
 		vote:    true,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
-			if m.hold != nil {
-				n, err := mb.node.(ShapeNode).AcquireHold(ctx, m.name, m.holdFor(value), keyTTL)
-				holds[i] = n
-				return n > 0, err
-			}
-			if m.cfg.fencing {
-				ok, fence, err := mb.node.(FencingNode).AcquireFenced(ctx, m.name, value, keyTTL)
-				fences[i] = fence
-				return ok, err
-			}
-			return mb.node.Acquire(ctx, m.name, value, keyTTL)
+			g, err := m.kind.acquire(ctx, mb, m.name, value, keyTTL)
+			grants[i] = g
+			return g.ok, err
 		},
 	})
 	d := r.wait(ctx, m.quorum, 0)
@@ -152,21 +149,21 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 	// A duplicate server found while the attempt ran fails it (its own
 	// vote never counted; see identity.go).
 	if d.yes >= m.quorum && ctx.Err() == nil && c.dupErr.Load() == nil {
-		validity := ttl - d.at.Sub(r.start) - m.drift
+		validity := m.deadline(r.start).Sub(d.at)
 		var fence int64
 		if m.cfg.fencing {
 			var err error
-			if fence, err = m.raiseFence(ctx, value, r, d, fences); err != nil {
+			if fence, err = m.raiseFence(ctx, value, r, d, grants); err != nil {
 				causes = append(causes, err)
 			}
 			// The lease starts only once the token is written back.
-			validity = ttl - time.Since(r.start) - m.drift
+			validity = time.Until(m.deadline(r.start))
 		}
 		switch {
 		case len(causes) > 0:
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
-			lease.holds = m.holdCount(r, d, holds)
+			lease.holds = m.holdCount(r, d, grants)
 			return lease, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
@@ -201,29 +198,29 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 // microseconds since 1970, above every token handed out before as long as
 // the clients' clocks agree to better than the time between two such
 // losses (docs/algorithm.md, "Fencing tokens").
-func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, fences []int64) (int64, error) {
+func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, grants []grant) (int64, error) {
 	var highest int64
 	present := 0
 	for i, cl := range acq.calls {
 		if d.answered[i] && cl.replied {
-			highest = max(highest, fences[i])
-			if fences[i] > 0 {
+			highest = max(highest, grants[i].fence)
+			if grants[i].fence > 0 {
 				present++
 			}
 		}
 	}
 	token := highest + 1
-	if present < m.quorum && !knobs.NoFenceEpoch.Load() {
+	if present < m.quorum && !m.c.cfg.knobs.NoFenceEpoch {
 		token = max(token, time.Now().UnixMicro())
 	}
-	if knobs.NoFenceWriteBack.Load() {
+	if m.c.cfg.knobs.NoFenceWriteBack {
 		return token, nil
 	}
 	r := m.c.fanout(ctx, op{
 		timeout: m.c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
-			return mb.node.(FencingNode).RaiseFence(ctx, m.name, value, token)
+			return mb.fencing.RaiseFence(ctx, m.name, value, token) // fencedKind: every node has it
 		},
 	})
 	if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
@@ -231,6 +228,11 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 	}
 	return token, nil
 }
+
+// deadline is the validity deadline of an acquire or extend that started at
+// start (on the monotonic clock): start + TTL - drift. The validity left at
+// a moment t is deadline(start).Sub(t); it is written nowhere else.
+func (m *Mutex) deadline(start time.Time) time.Time { return start.Add(m.cfg.ttl - m.drift) }
 
 // keyTTL is the time to live written on the nodes: the TTL plus the lock
 // delay (WithLockDelay), which only a clean Unlock cuts short.

@@ -13,7 +13,8 @@ const driftConstant = 2 * time.Millisecond
 
 // clientConfig holds the settings shared by every lock of a Client.
 type clientConfig struct {
-	quorum         int // 0 means N/2+1
+	knobs          knobs.Set // test-only switches, read once by New
+	quorum         int       // 0 means N/2+1
 	nodeTimeout    time.Duration
 	releaseTimeout time.Duration
 	driftFactor    float64
@@ -30,7 +31,8 @@ type lockConfig struct {
 	minValidity time.Duration
 	retryMin    time.Duration
 	retryMax    time.Duration
-	maxAttempts int // 0: until the context ends
+	maxAttempts int           // 0: until the context ends
+	maxWait     time.Duration // 0: until the context ends
 	lockDelay   time.Duration
 	renew       float64 // fraction of the TTL between renewals; 0: off
 	fencing     bool
@@ -155,6 +157,15 @@ func WithRetryBackoff(min, max time.Duration) LockOption {
 // retries until its context ends. Must be non-negative.
 func WithMaxAttempts(n int) LockOption { return func(l *lockConfig) { l.maxAttempts = n } }
 
+// WithMaxWait bounds how long Lock, and Do before it runs its function,
+// wait for the lock: no attempt starts once d has passed since the call
+// began, and the call then fails with the last attempt's error (wrapping
+// ErrNotObtained). It bounds the wait only: Do's function runs under the
+// caller's context, however long the wait took, so a caller can give the
+// wait and the work different bounds. Default: 0, meaning until the
+// context ends (or WithMaxAttempts). Must be non-negative.
+func WithMaxWait(d time.Duration) LockOption { return func(l *lockConfig) { l.maxWait = d } }
+
 // WithLockDelay keeps the lock from being taken again for d after a lease
 // ends without Unlock (it expired, was lost, or its process died), so that
 // writes still in flight from the old holder land before a new holder
@@ -219,7 +230,7 @@ func (c clientConfig) quorumFor(n int) int {
 }
 
 func (c clientConfig) drift(ttl time.Duration) time.Duration {
-	if knobs.NoDrift.Load() {
+	if c.knobs.NoDrift {
 		return 0
 	}
 	return time.Duration(float64(ttl)*c.driftFactor) + driftConstant
@@ -271,6 +282,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("retry backoff minimum 0 with maximum %v never backs off (min*2^k stays 0): use a positive minimum, or 0, 0 for no delay", l.retryMax)
 	case l.maxAttempts < 0:
 		return configError("max attempts %d must not be negative", l.maxAttempts)
+	case l.maxWait < 0:
+		return configError("max wait %v must not be negative", l.maxWait)
 	case l.lockDelay < 0:
 		return configError("lock delay %v must not be negative", l.lockDelay)
 	case l.ttl > maxKeyTTL || l.lockDelay > maxKeyTTL-l.ttl:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // The restart quarantine (WithRestartQuarantine) judges every yes vote by
@@ -18,6 +16,14 @@ import (
 // restart: if the vote ran on an earlier run than the one the read finds,
 // that run started after the attempt began, less than a TTL before the
 // read, so it is younger than the quarantine and the vote is refused.
+
+// memberQuarantine is a node's quarantine state; runID and quarantined are
+// under the member's mu.
+type memberQuarantine struct {
+	durable     bool // exempt from the restart quarantine (WithRestartQuarantine)
+	runID       string
+	quarantined time.Time // votes count again from this moment on
+}
 
 // sawServer records the server run behind m, and starts a quarantine if it
 // is a new run (or a young first one) and the quarantine is on.
@@ -57,10 +63,10 @@ func (c *Client) sawServer(m *member, info ServerInfo) {
 // server is in quarantine (or is another member's server).
 func (c *Client) checkQuarantine(ctx context.Context, i int) error {
 	m := c.members[i]
-	if !c.cfg.quarantine || m.durable || knobs.NoQuarantine.Load() {
+	if !c.cfg.quarantine || m.durable || c.cfg.knobs.NoQuarantine {
 		return nil
 	}
-	if !knobs.NoVoteIdentity.Load() { // test-only: trust the identity read before
+	if !c.cfg.knobs.NoVoteIdentity { // test-only: trust the identity read before
 		info, err := m.node.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: reading the server's identity after its vote: %w", ErrNodeQuarantined, err)

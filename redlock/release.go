@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // maxBacklog caps the releases kept for retry per node; beyond it new ones
@@ -17,15 +15,12 @@ const maxBacklog = 1024
 type pendingRelease struct {
 	key, value string
 	guard      time.Duration
-	hold       *Hold // a shared lock's hold (ShapeNode) instead of key=value
+	kind       kind // the lock's kind: removes key=value, or value's hold
 }
 
-// send runs the release on n.
-func (p pendingRelease) send(ctx context.Context, n Node) (bool, error) {
-	if p.hold != nil {
-		return n.(ShapeNode).ReleaseHold(ctx, p.key, *p.hold, p.guard)
-	}
-	return n.Release(ctx, p.key, p.value, p.guard)
+// send runs the release on mb.
+func (p pendingRelease) send(ctx context.Context, mb *member) (bool, error) {
+	return p.kind.release(ctx, mb, p.key, p.value, p.guard)
 }
 
 // releasePlan says whether a node whose acquire call was acq may hold the
@@ -34,13 +29,14 @@ func (p pendingRelease) send(ctx context.Context, n Node) (bool, error) {
 // Where the acquire's effect is unknown (it failed or timed out, so the
 // server may still apply it later) the release leaves a guard for the TTL so
 // that the late acquire is refused.
-func releasePlan(acq *call, ttl time.Duration) (needed bool, guard time.Duration) {
+// noGuard is the test-only knobs.NoReleaseGuard of the client.
+func releasePlan(acq *call, ttl time.Duration, noGuard bool) (needed bool, guard time.Duration) {
 	switch {
 	case !acq.sent || errors.Is(acq.err, ErrNotSent):
 		return false, 0
 	case acq.replied && acq.err != nil && !acq.held:
 		return false, 0
-	case acq.replied, knobs.NoReleaseGuard.Load():
+	case acq.replied, noGuard:
 		return true, 0
 	}
 	return true, ttl
@@ -52,7 +48,7 @@ func releasePlan(acq *call, ttl time.Duration) (needed bool, guard time.Duration
 // that fails, or that the in-flight cap keeps from being sent, is queued for
 // retry.
 func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call) *round {
-	if !knobs.AttachedRollback.Load() {
+	if !c.cfg.knobs.AttachedRollback {
 		ctx = context.WithoutCancel(ctx)
 	}
 	// Each node's plan is made once, when its acquire call has finished
@@ -63,7 +59,7 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		no:      ErrNodeNotHeld,
 		before:  acq,
 		skip: func(i int) bool {
-			needed, guard := releasePlan(acq[i], ttl)
+			needed, guard := releasePlan(acq[i], ttl, c.cfg.knobs.NoReleaseGuard)
 			guards[i] = guard
 			return !needed
 		},
@@ -75,7 +71,7 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		do: func(ctx context.Context, i int, m *member) (bool, error) {
 			q := p
 			q.guard = guards[i]
-			ok, err := q.send(ctx, m.node)
+			ok, err := q.send(ctx, m)
 			if err != nil {
 				c.queueRelease(m, q)
 			}
@@ -143,7 +139,7 @@ func (c *Client) drain(m *member) {
 		err := ErrNodeBusy
 		if m.tryTake(c.cfg.maxInFlight) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-			_, err = p.send(ctx, m.node)
+			_, err = p.send(ctx, m)
 			cancel()
 			m.give()
 		}

@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"strconv"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // The lock shapes (docs/shapes.md) are Mutexes whose acquisitions are holds
@@ -72,10 +70,11 @@ func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 	}
 	if w.cfg.preferWrite {
 		token, _ := c.newValue()
-		w.hold.Waiter = token
+		hk := w.kind.(*holdKind) // newMutex made it from the hold
+		hk.hold.Waiter = token
 		// Until this writer's next attempt renews the mark: its backoff
 		// plus an attempt and its rollback, twice.
-		w.hold.WaitTTL = 2 * (w.cfg.retryMax + c.cfg.nodeTimeout + c.cfg.releaseTimeout)
+		hk.hold.WaitTTL = 2 * (w.cfg.retryMax + c.cfg.nodeTimeout + c.cfg.releaseTimeout)
 	}
 	return &RWMutex{r: r, w: w}, nil
 }
@@ -152,7 +151,7 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphor
 	if err != nil {
 		return nil, err
 	}
-	if !knobs.NoShapeQuorum.Load() { // test-only switch (internal/knobs)
+	if !c.cfg.knobs.NoShapeQuorum { // test-only switch (internal/knobs)
 		m.quorum = max(m.quorum, semaphoreQuorum(len(c.members), k))
 	}
 	return &Semaphore{m: m}, nil
@@ -189,53 +188,40 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, lease *
 // holders of a semaphore. It is 1 for a Mutex and a write lease.
 func (l *Lease) Holds() int { return l.holds }
 
-// checkShape refuses what a constructor cannot do: fencing for shared
-// locks, writer preference outside NewRWMutex, nodes without ShapeNode.
-func (c *Client) checkShape(ctor string, hold *Hold, l lockConfig) error {
+// kindFor chooses the kind of a constructor's lock (kind.go) and refuses
+// what the constructor cannot do: fencing for shared locks, writer
+// preference outside NewRWMutex, nodes without the kind's capability.
+func (c *Client) kindFor(ctor string, hold *Hold, l lockConfig) (kind, error) {
 	if l.preferWrite && ctor != "NewRWMutex" {
-		return configError("%s: WithWriterPreference applies to NewRWMutex only", ctor)
+		return nil, configError("%s: WithWriterPreference applies to NewRWMutex only", ctor)
 	}
-	if hold == nil {
-		return nil
+	var k kind = mutexKind{}
+	switch {
+	case hold != nil && l.fencing:
+		return nil, configError("%s: WithFencing applies to NewMutex only", ctor)
+	case hold != nil:
+		k = &holdKind{hold: *hold}
+	case l.fencing:
+		k, ctor = fencedKind{}, "WithFencing"
 	}
-	if l.fencing {
-		return configError("%s: WithFencing applies to NewMutex only", ctor)
+	if err := c.checkKind(ctor, k); err != nil {
+		return nil, err
 	}
-	for i, m := range c.members {
-		if _, ok := m.node.(ShapeNode); !ok {
-			return configError("%s: node %d (%s, %T) does not implement ShapeNode", ctor, i, m.addr, m.node)
-		}
-	}
-	return nil
+	return k, nil
 }
 
-// holdFor is the mutex's hold for the acquisition stored as value.
-func (m *Mutex) holdFor(value string) Hold {
-	h := *m.hold
-	h.ID = value
-	return h
-}
-
-// target is what releasing value removes: key=value, or the hold.
+// target is what releasing value removes: key=value, or its hold.
 func (m *Mutex) target(value string) pendingRelease {
-	p := pendingRelease{key: m.name, value: value}
-	if m.hold != nil {
-		h := m.holdFor(value)
-		p.hold = &h
-	}
-	return p
+	return pendingRelease{key: m.name, value: value, kind: m.kind}
 }
 
 // holdCount is the highest hold count among the nodes that granted the
 // acquisition r by its decision d (1 for a mutex).
-func (m *Mutex) holdCount(r *round, d decision, holds []int) int {
-	if m.hold == nil {
-		return 1
-	}
+func (m *Mutex) holdCount(r *round, d decision, grants []grant) int {
 	high := 0
 	for i := range r.calls {
 		if r.yesBy(d, i) {
-			high = max(high, holds[i])
+			high = max(high, grants[i].holds)
 		}
 	}
 	return high

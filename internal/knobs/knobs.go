@@ -2,7 +2,10 @@
 // of the coordinator at a time, so that the simulator and the chaos suite can
 // show that each mechanism is needed: with it switched off they must find a
 // violation. Production code never sets them; they are internal to this
-// repository (the harness module may import them, users cannot).
+// repository (the faultinject module may import them, users cannot). The
+// coordinator reads them once per client (Set); DialTimeoutNotSent and
+// RawUptime are read by internal/notsent and internal/redisinfo on each dial
+// and INFO read of a node.
 package knobs
 
 import "sync/atomic"
@@ -57,3 +60,37 @@ var (
 	// to 1s early.
 	RawUptime atomic.Bool
 )
+
+// Set is a snapshot of the switches that the coordinator reads. A client
+// takes it once, in redlock.New, and reads its own copy from then on:
+// switching a knob affects clients made afterwards, never one in use.
+type Set struct {
+	NoReleaseGuard   bool
+	AttachedRollback bool
+	NoDrift          bool
+	NoQuarantine     bool
+	NoVoteIdentity   bool
+	SingleIdentify   bool
+	UnreadJoins      bool
+	NoFenceWriteBack bool
+	NoFenceEpoch     bool
+	NoShapeQuorum    bool
+	NoPanicRelease   bool
+}
+
+// Load returns the switches' current values.
+func Load() Set {
+	return Set{
+		NoReleaseGuard:   NoReleaseGuard.Load(),
+		AttachedRollback: AttachedRollback.Load(),
+		NoDrift:          NoDrift.Load(),
+		NoQuarantine:     NoQuarantine.Load(),
+		NoVoteIdentity:   NoVoteIdentity.Load(),
+		SingleIdentify:   SingleIdentify.Load(),
+		UnreadJoins:      UnreadJoins.Load(),
+		NoFenceWriteBack: NoFenceWriteBack.Load(),
+		NoFenceEpoch:     NoFenceEpoch.Load(),
+		NoShapeQuorum:    NoShapeQuorum.Load(),
+		NoPanicRelease:   NoPanicRelease.Load(),
+	}
+}

@@ -1,0 +1,104 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// A lock kind is what differs between a mutex, a fenced mutex and a shared
+// lock's hold (reentrant, read-write, semaphore): the node calls that
+// acquire, extend and release one acquisition, and the node capability
+// they need. It is chosen once, when the lock is made (Client.newMutex),
+// after every node has been checked for the capability; everything else
+// (fan-out, deadlines, quorum, validity, rollback with release guards,
+// release backlog, restart quarantine, renewal, Lease) is the same for all
+// kinds. The fencing write-back is the fenced kind's own (Mutex.raiseFence).
+type kind interface {
+	// capability names the interface every node must implement, or ""
+	// when Node is enough.
+	capability() string
+	// capable reports whether mb's node implements it.
+	capable(mb *member) bool
+	// acquire asks mb for the lock for value.
+	acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error)
+	// extend resets the expiry of value's acquisition on mb.
+	extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error)
+	// release removes value's acquisition from mb, leaving a release guard
+	// for guard when it was not there (guard > 0).
+	release(ctx context.Context, mb *member, key, value string, guard time.Duration) (bool, error)
+}
+
+// grant is one node's answer to an acquire.
+type grant struct {
+	ok    bool
+	holds int   // live holds of the acquisition's group (1 for a mutex)
+	fence int64 // the node's fencing counter (fenced mutex; 0 when absent)
+}
+
+// mutexKind: SET NX PX on a Node.
+type mutexKind struct{}
+
+func (mutexKind) capability() string   { return "" }
+func (mutexKind) capable(*member) bool { return true }
+
+func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+	ok, err := mb.node.Acquire(ctx, key, value, ttl)
+	return grant{ok: ok, holds: 1}, err
+}
+
+func (mutexKind) extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error) {
+	return mb.node.Extend(ctx, key, value, ttl)
+}
+
+func (mutexKind) release(ctx context.Context, mb *member, key, value string, guard time.Duration) (bool, error) {
+	return mb.node.Release(ctx, key, value, guard)
+}
+
+// fencedKind: a mutex whose acquire also reads the fencing counter
+// (WithFencing; FencingNode).
+type fencedKind struct{ mutexKind }
+
+func (fencedKind) capability() string      { return "FencingNode" }
+func (fencedKind) capable(mb *member) bool { return mb.fencing != nil }
+
+func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+	ok, fence, err := mb.fencing.AcquireFenced(ctx, key, value, ttl)
+	return grant{ok: ok, holds: 1, fence: fence}, err
+}
+
+// holdKind: a hold in a shared lock (ShapeNode); hold is the lock's hold
+// without its ID, which each acquisition's value fills in.
+type holdKind struct{ hold Hold }
+
+func (*holdKind) capability() string      { return "ShapeNode" }
+func (*holdKind) capable(mb *member) bool { return mb.shape != nil }
+
+func (k *holdKind) holdFor(value string) Hold {
+	h := k.hold
+	h.ID = value
+	return h
+}
+
+func (k *holdKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+	n, err := mb.shape.AcquireHold(ctx, key, k.holdFor(value), ttl)
+	return grant{ok: n > 0, holds: n}, err
+}
+
+func (k *holdKind) extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error) {
+	return mb.shape.ExtendHold(ctx, key, k.holdFor(value), ttl)
+}
+
+func (k *holdKind) release(ctx context.Context, mb *member, key, value string, guard time.Duration) (bool, error) {
+	return mb.shape.ReleaseHold(ctx, key, k.holdFor(value), guard)
+}
+
+// checkKind refuses a lock whose kind needs a capability one of the nodes
+// lacks, naming the node (ctor names the constructor or option).
+func (c *Client) checkKind(ctor string, k kind) error {
+	for i, m := range c.members {
+		if !k.capable(m) {
+			return configError("%s: node %d (%s, %T) does not implement %s", ctor, i, m.addr, m.node, k.capability())
+		}
+	}
+	return nil
+}
