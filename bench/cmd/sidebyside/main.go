@@ -1,0 +1,93 @@
+// Command sidebyside runs the bench package's side-by-side measurement and
+// prints a markdown table (and, with -json, the rows as JSON).
+//
+//	cd bench && go run ./cmd/sidebyside -n 1,3,5 -cycles 2000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sidebyside:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ns := flag.String("n", "1,3,5", "numbers of masters, comma-separated")
+	addrs := flag.String("addrs", "", "comma-separated host:port of the masters to use (default: start redis-server processes)")
+	delays := flag.String("delay", "0", "conditions: comma-separated delays added in the client before every write to every node (0: healthy)")
+	cycles := flag.Int("cycles", 2000, "measured cycles per contender, N and condition")
+	slice := flag.Int("slice", 50, "cycles per contender per round")
+	warmup := flag.Int("warmup", 20, "unmeasured cycles per contender first")
+	ttl := flag.Duration("ttl", 8*time.Second, "lock TTL of every contender")
+	seed := flag.Uint64("seed", 1, "seed of the order within rounds")
+	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
+	flag.Parse()
+
+	cfg := bench.Config{Cycles: *cycles, Slice: *slice, Warmup: *warmup, TTL: *ttl, Seed: *seed, Log: os.Stderr}
+	for _, s := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("-n: %w", err)
+		}
+		cfg.Ns = append(cfg.Ns, n)
+	}
+	if *addrs != "" {
+		cfg.Addrs = strings.Split(*addrs, ",")
+	}
+	for _, s := range strings.Split(*delays, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("-delay: %w", err)
+		}
+		if d == 0 {
+			cfg.Conditions = append(cfg.Conditions, bench.Healthy)
+		} else {
+			cfg.Conditions = append(cfg.Conditions, bench.Delayed(d))
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rows, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteMarkdown(os.Stdout, rows); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("Contenders (every one with the same TTL):")
+	for _, c := range bench.Contenders() {
+		fmt.Printf("- %s: %s\n", c.Name, c.Settings)
+	}
+	for _, c := range cfg.Conditions {
+		if c.Delay > 0 {
+			fmt.Printf("\n%s: %v added in the client (a net.Conn wrapper sleeps before every write to every node, go-redis and rueidis alike); not in the kernel.\n", c.Name, c.Delay)
+		}
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteJSON(f, rows); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	return nil
+}
