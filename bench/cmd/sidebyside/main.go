@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +67,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("%s %s/%s, GOMAXPROCS=%d;%s\n\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), versions())
 	if err := bench.WriteMarkdown(os.Stdout, rows); err != nil {
 		return err
 	}
@@ -90,4 +93,20 @@ func run() error {
 		return f.Close()
 	}
 	return nil
+}
+
+// versions lists the contenders' module versions compiled in.
+func versions() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var out string
+	for _, m := range bi.Deps {
+		switch m.Path {
+		case "github.com/redis/go-redis/v9", "github.com/go-redsync/redsync/v4", "github.com/bsm/redislock", "github.com/redis/rueidis":
+			out += " " + m.Path + " " + m.Version
+		}
+	}
+	return out
 }
