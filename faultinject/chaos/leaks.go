@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject"
+	"github.com/quorumlock/quorumlock/faultinject/history"
 )
 
-// leakedKeys lists the lock keys still present on any master (through the
-// shared proxies, healed by then).
-func (r *run) leakedKeys(ctx context.Context) ([]string, error) {
-	var out []string
+// leakedKeys records, as events of kind k (history.Leftover or
+// history.Outlived), the lock keys still present on any master (through
+// the shared proxies, healed by then), and returns them.
+func (r *run) leakedKeys(ctx context.Context, k history.Kind) ([]history.Event, error) {
+	var out []history.Event
 	var errs []error
 	for i := range r.cluster.N() {
 		nd := r.cluster.Node(i)
@@ -30,10 +32,22 @@ func (r *run) leakedKeys(ctx context.Context) ([]string, error) {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("scanning master %d for leaked keys: %w", i, err))
 		case h.Exists:
-			out = append(out, fmt.Sprintf("master %d: %s = %.40s (TTL %v)", i, r.lock, h.Value, h.TTL))
+			e := history.Event{Kind: k, At: r.clock.Now(), Lock: r.lock, Node: i, Token: h.Value,
+				Note: fmt.Sprintf("%s = %.40s (TTL %v)", r.lock, h.Value, h.TTL)}
+			r.hist.Add(e)
+			out = append(out, e)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// describeLeaks describes leftover events for a report.
+func describeLeaks(evs []history.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, fmt.Sprintf("master %d: %s", e.Node, e.Note))
+	}
+	return out
 }
 
 // processesLeft counts what is left of the cluster labelled label after

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/faultinject"
+	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -48,7 +49,8 @@ type Report struct {
 	// Elapsed is the wall time of the whole run, set-up and teardown
 	// included.
 	Elapsed time.Duration `json:"-"`
-	// Findings is the checker's output.
+	// Findings is the checker's output (package history); Violations
+	// counts those the verdict counts.
 	Findings Findings `json:"-"`
 	// Leaked describes the lock keys found on the masters right after every
 	// client unlocked and closed (LeakedKeys counts them).
@@ -101,9 +103,9 @@ type run struct {
 	sc      Scenario
 	opt     Options
 	cluster *faultinject.Cluster
-	clock   *RefClock
-	hist    *History
-	reg     *Register
+	clock   *history.RefClock
+	hist    *history.Recorder
+	reg     *history.Register
 	lock    string
 	reqs    chan *request
 	faults  atomic.Int64
@@ -170,9 +172,9 @@ func Run(ctx context.Context, sc Scenario, opt Options) (Report, error) {
 			fmt.Fprintf(opt.Progress, format+"\n", args...)
 		}
 	}
-	r := &run{sc: sc, opt: opt, clock: NewRefClock(), hist: &History{}, lock: "quorumlock.chaos." + sc.Name,
+	r := &run{sc: sc, opt: opt, clock: history.NewRefClock(), hist: &history.Recorder{}, lock: "quorumlock.chaos." + sc.Name,
 		reqs: make(chan *request), acqNext: make(chan struct{}), maxAcq: int64(opt.MaxAcquisitions), logf: logf}
-	r.reg = NewRegister(r.clock, r.hist, sc.Fencing)
+	r.reg = history.NewRegister(r.clock, r.hist, sc.Fencing)
 
 	c, err := faultinject.Start(ctx, faultinject.Config{
 		N: sc.Nodes, Backend: opt.Backend, Persistence: []faultinject.Persistence{sc.Persistence},
@@ -344,7 +346,7 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 			r.fail(fmt.Errorf("client %d: %w", k, err))
 		}
 	}
-	leaked, err := r.leakedKeys(hctx)
+	leaked, err := r.leakedKeys(hctx, history.Leftover)
 	if err != nil {
 		r.fail(err)
 	}
@@ -353,38 +355,38 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 		// inherent to RedLock); one still there a TTL later is a real leak.
 		r.logf("chaos: %s: %d lock keys left after every client unlocked; checking again in %v", sc.Name, len(leaked), sc.TTL+100*time.Millisecond)
 		sleep(hctx, sc.TTL+100*time.Millisecond)
-		persistent, err := r.leakedKeys(hctx)
-		if err != nil {
+		if _, err := r.leakedKeys(hctx, history.Outlived); err != nil {
 			r.fail(err)
 		}
-		rep.PersistentLeaks = persistent
 	}
 
 	ev := r.hist.Events()
 	f := Check(ev)
+	counted := violations(f)
 	rep.Findings = f
 	rep.Acquisitions = f.Acquisitions
 	rep.Faults = int(r.faults.Load())
-	rep.Violations = f.Violations()
-	rep.StaleWritesAccepted = len(f.StaleWrites)
-	rep.Leaked = leaked
+	rep.Violations = len(counted)
+	rep.StaleWritesAccepted = len(f.Of(staleWrites...))
+	rep.Leaked = describeLeaks(leaked)
 	rep.LeakedKeys = len(leaked)
+	// Keys still there a TTL later: history.KeysExpire's violations.
+	for _, v := range f.Of(&history.KeysExpire) {
+		rep.PersistentLeaks = append(rep.PersistentLeaks, v.What)
+	}
 	if r.opt.KeepHistory {
 		rep.History = ev
 	}
-	for i, o := range f.Overlaps {
-		if i == 3 {
-			r.logf("chaos: %s: ... %d overlaps in all", sc.Name, len(f.Overlaps))
-			break
+	shown := map[*history.Invariant]int{}
+	for _, v := range counted {
+		if shown[v.Invariant]++; shown[v.Invariant] <= 3 {
+			r.logf("chaos: %s: violation: %v", sc.Name, v)
 		}
-		r.logf("chaos: %s: violation: %v", sc.Name, o)
 	}
-	for i, s := range f.StaleWrites {
-		if i == 3 {
-			r.logf("chaos: %s: ... %d stale writes in all", sc.Name, len(f.StaleWrites))
-			break
+	for inv, n := range shown {
+		if n > 3 {
+			r.logf("chaos: %s: ... %d %s violations in all", sc.Name, n, inv.Name)
 		}
-		r.logf("chaos: %s: stale write: %v", sc.Name, s)
 	}
 	return nil
 }

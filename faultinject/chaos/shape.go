@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -57,8 +58,8 @@ func newLocker(rc *redlock.Client, sh Shape, k, places int, name string, opts []
 
 // lock acquires (retrying until ctx ends) and returns the lease with the
 // Acquired event's shape fields filled in.
-func (l locker) lock(ctx context.Context) (*redlock.Lease, Event, error) {
-	var ev Event
+func (l locker) lock(ctx context.Context) (*redlock.Lease, history.Event, error) {
+	var ev history.Event
 	var lease *redlock.Lease
 	var err error
 	switch {
@@ -77,6 +78,6 @@ func (l locker) lock(ctx context.Context) (*redlock.Lease, Event, error) {
 	return lease, ev, err
 }
 
-// writes says whether a lease of this kind writes the protected register:
-// exclusive leases do; read and semaphore leases do not.
-func (ev Event) writes() bool { return !ev.Shared && ev.Limit == 0 }
+// writes says whether a lease acquired as ev writes the protected
+// register: exclusive leases do; read and semaphore leases do not.
+func writes(ev history.Event) bool { return !ev.Shared && ev.Limit == 0 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -30,18 +31,22 @@ func (r *run) client(ctx context.Context, stop context.CancelFunc, k int, l lock
 	}()
 	for ctx.Err() == nil {
 		if r.sc.Renew {
-			var tok string
+			var held *redlock.Lease
 			err := l.mu.Do(ctx, func(fctx context.Context, lease *redlock.Lease) error {
 				acquired++
-				tok = lease.Token()
-				r.section(fctx, k, lease, Event{}, l, stop)
+				held = lease
+				r.section(fctx, k, lease, history.Event{}, l, stop)
 				return nil
 			})
-			switch {
-			case tok == "":
+			if held == nil {
 				lastErr = err // Lock failed: ctx ended
-			case errors.Is(err, redlock.ErrLockLost):
-				r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: tok, Err: err.Error()})
+				continue
+			}
+			// Do has released the lease (history.DoReleases).
+			r.hist.Add(history.Event{Client: k, Kind: history.DoReturned, At: r.clock.Now(), Token: held.Token(),
+				Valid: held.Valid(), Until: r.clock.Of(held.Until())})
+			if errors.Is(err, redlock.ErrLockLost) {
+				r.hist.Add(history.Event{Client: k, Kind: history.LockLost, At: r.clock.Now(), Token: held.Token(), Err: err.Error()})
 			}
 			continue
 		}
@@ -56,7 +61,7 @@ func (r *run) client(ctx context.Context, stop context.CancelFunc, k int, l lock
 		err = lease.Unlock(uctx)
 		cancel()
 		if errors.Is(err, redlock.ErrLockLost) {
-			r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: lease.Token(), Err: err.Error()})
+			r.hist.Add(history.Event{Client: k, Kind: history.LockLost, At: r.clock.Now(), Token: lease.Token(), Err: err.Error()})
 		}
 	}
 }
@@ -65,9 +70,11 @@ func (r *run) client(ctx context.Context, stop context.CancelFunc, k int, l lock
 // it records the acquisition (with acq's shape fields), takes a scheduler's
 // request if one waits, works (a reentrant owner re-enters once), checks
 // the lease and writes (exclusive leases only).
-func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq Event, l locker, stop context.CancelFunc) {
+func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq history.Event, l locker, stop context.CancelFunc) {
 	tok := lease.Token()
-	acq.Client, acq.Kind, acq.At, acq.Token, acq.Until = k, Acquired, r.clock.Now(), tok, r.clock.Of(lease.Until())
+	acq.Client, acq.Kind, acq.At, acq.Token, acq.Until = k, history.Acquired, r.clock.Now(), tok, r.clock.Of(lease.Until())
+	acq.Fence, _ = lease.Fence()
+	acq.Holds = lease.Holds()
 	r.hist.Add(acq)
 	if r.acqSeen.Add(1) >= r.maxAcq {
 		stop()
@@ -92,18 +99,18 @@ func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq Even
 	}
 	// Read and semaphore leases share the lock: only exclusive ones write.
 	switch {
-	case !acq.writes():
+	case !writes(acq):
 	case lease.Valid():
 		if req != nil && req.pause > 0 {
-			r.hist.Add(Event{Client: k, Kind: Paused, At: r.clock.Now(), Token: tok})
+			r.hist.Add(history.Event{Client: k, Kind: history.Paused, At: r.clock.Now(), Token: tok})
 			time.Sleep(time.Until(lease.Until()) + req.pause) // the process is stopped
 		}
 		fence, _ := lease.Fence() // 0 without fencing: the register then judges by time
 		r.reg.Write(k, tok, fence, r.clock.Of(lease.Until()), fmt.Sprintf("client%d:%s", k, tok))
 	default:
-		r.hist.Add(Event{Client: k, Kind: LockLost, At: r.clock.Now(), Token: tok, Err: "validity ended before the write"})
+		r.hist.Add(history.Event{Client: k, Kind: history.LockLost, At: r.clock.Now(), Token: tok, Err: "validity ended before the write"})
 	}
-	r.hist.Add(Event{Client: k, Kind: Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(lease.Until())})
+	r.hist.Add(history.Event{Client: k, Kind: history.Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(lease.Until())})
 }
 
 // reenter takes client k's reentrant lock again while it holds it (the
@@ -117,8 +124,9 @@ func (r *run) reenter(ctx context.Context, k int, l locker) {
 		return
 	}
 	tok := inner.Token()
-	r.hist.Add(Event{Client: k, Kind: Acquired, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until()), Owner: l.owner})
-	r.hist.Add(Event{Client: k, Kind: Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until())})
+	r.hist.Add(history.Event{Client: k, Kind: history.Acquired, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until()),
+		Owner: l.owner, Holds: inner.Holds()})
+	r.hist.Add(history.Event{Client: k, Kind: history.Unlock, At: r.clock.Now(), Token: tok, Until: r.clock.Of(inner.Until())})
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = inner.Unlock(uctx)

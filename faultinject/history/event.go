@@ -1,0 +1,110 @@
+package history
+
+import "time"
+
+// Kind names what an event records.
+type Kind string
+
+// What clients do.
+const (
+	// Acquired: a lease was granted. At is when the client got it; Until is
+	// its validity deadline; Fence its fencing token (0 without fencing);
+	// Holds what Lease.Holds reported; Shared, Limit and Owner its shape.
+	Acquired Kind = "acquired"
+	// Paused: the holder stalled (a client-pause fault) after its validity
+	// check and before its write. At is when the stall began.
+	Paused Kind = "paused"
+	// LockLost: the holder found its lease no longer valid before writing
+	// (it skips the write), or Unlock reported the lock lost.
+	LockLost Kind = "lock-lost"
+	// WriteAccepted / WriteRejected: the protected resource accepted or
+	// rejected a write. At is when the resource decided, under its lock;
+	// Fence is the write's fencing token (0 without fencing).
+	WriteAccepted Kind = "write-accepted"
+	WriteRejected Kind = "write-rejected"
+	// Unlock: the holder stopped using its lease and began to release it.
+	// At is just before the call; Until the validity as renewed by then.
+	Unlock Kind = "unlock"
+	// DoReturned: Mutex.Do returned. Valid is what Lease.Valid reported
+	// right after; Until the lease's validity deadline then.
+	DoReturned Kind = "do-returned"
+)
+
+// What the recorder observed on the masters.
+const (
+	// Covered: the holder of a lease counted the masters that hold it.
+	// Copies is how many do, Quorum how many must while the lease is valid;
+	// Until is the lease's validity deadline at At.
+	Covered Kind = "covered"
+	// KeysLost: master Node lost its keys and counters (a restart or crash
+	// without persistence) at At.
+	KeysLost Kind = "keys-lost"
+	// Overtaken: an acquire of Token applied on master Node at At although
+	// the same value's release had reached Node at Released. Guard is how
+	// long the release guard refuses a late acquire there; Note what the
+	// recorder knows of the acquire (when it was sent).
+	Overtaken Kind = "overtaken"
+	// ReleaseRefused: master Node refused a release of Token without
+	// applying it (the connection was refused: redlock.ErrNotSent); the
+	// coordinator does not retry it (documented), so a key of Token may be
+	// left behind on Node.
+	ReleaseRefused Kind = "release-refused"
+	// Leftover: after every client closed, master Node still held Token
+	// under Lock (a key, or a hold of a shape). Note says what, in words
+	// ("key lock-0").
+	Leftover Kind = "leftover"
+	// Outlived: what Note describes was still on master Node one TTL after
+	// every client closed.
+	Outlived Kind = "outlived"
+)
+
+// Event is one entry of a history. Times are durations on one reference
+// clock of the run (RefClock, or the simulator's virtual clock).
+type Event struct {
+	// Client is the client's index, 0 to K-1.
+	Client int `json:"client"`
+	// Kind says what happened.
+	Kind Kind `json:"kind"`
+	// At is when it happened.
+	At time.Duration `json:"at"`
+	// Lock is the lock's name ("" in the history of one lock).
+	Lock string `json:"lock,omitempty"`
+	// Token is the lease's token (for Leftover, ReleaseRefused and
+	// Overtaken: the value the master stores, or a hold's id).
+	Token string `json:"token"`
+	// Until is the lease's validity deadline: on Acquired as acquired, on
+	// writes, Unlock, Covered and DoReturned as renewed by then (zero when
+	// not recorded).
+	Until time.Duration `json:"until,omitempty"`
+	// Fence is the fencing token of a lease or a write (0 without fencing).
+	Fence int64 `json:"fence,omitempty"`
+	// Shared marks a read lease (Acquired only): read leases may overlap
+	// each other, not a write lease.
+	Shared bool `json:"shared,omitempty"`
+	// Limit, on Acquired, is a semaphore's K: up to Limit such leases may
+	// overlap. Zero: not a semaphore.
+	Limit int `json:"limit,omitempty"`
+	// Owner, on Acquired, names a reentrant owner: leases of the same owner
+	// may overlap (re-entry).
+	Owner string `json:"owner,omitempty"`
+	// Holds, on Acquired, is what Lease.Holds reported: at least 1, at
+	// most Limit for a semaphore, exactly 1 for an exclusive lease.
+	Holds int `json:"holds,omitempty"`
+	// Valid, on DoReturned, is what Lease.Valid reported.
+	Valid bool `json:"valid,omitempty"`
+	// Node is a master's index (KeysLost, Overtaken, ReleaseRefused,
+	// Leftover, Outlived).
+	Node int `json:"node,omitempty"`
+	// Copies and Quorum, on Covered: masters holding the lease, and how
+	// many must.
+	Copies int `json:"copies,omitempty"`
+	Quorum int `json:"quorum,omitempty"`
+	// Released and Guard, on Overtaken: when the release reached the
+	// master, and how long its guard lasts there.
+	Released time.Duration `json:"released,omitempty"`
+	Guard    time.Duration `json:"guard,omitempty"`
+	// Note describes the event in words, for a report.
+	Note string `json:"note,omitempty"`
+	// Err is the error text of LockLost, when there was one.
+	Err string `json:"err,omitempty"`
+}

@@ -1,0 +1,56 @@
+package history
+
+import "fmt"
+
+// NoOrphans: after every client closed, no key (or shape hold) is left on
+// a master, except where the coordinator documents it: a release the
+// master refused without applying it (ReleaseRefused), or a straggling
+// acquire applied after its release's guard expired (Overtaken beyond the
+// guard). Either expires with its TTL.
+var NoOrphans = Invariant{
+	Name:  "no-orphans",
+	About: "after every client closed, no key or hold is left on a master, except after a release refused unsent or a straggler past the release guard",
+	Class: Cleanup,
+	judge: judgeOrphans,
+}
+
+// KeysExpire: one TTL after every client closed, nothing is left at all.
+var KeysExpire = Invariant{
+	Name:  "keys-expire",
+	About: "one TTL after every client closed, no key or hold is left on any master",
+	Class: Cleanup,
+	judge: judgeKeysExpire,
+}
+
+func judgeOrphans(v *view, _ *Findings) []Violation {
+	type left struct {
+		node  int
+		token string
+	}
+	excused := map[left]bool{}
+	for _, e := range v.of(ReleaseRefused) {
+		excused[left{e.Node, e.Token}] = true
+	}
+	for _, e := range v.of(Overtaken) {
+		if beyondGuard(e) {
+			excused[left{e.Node, e.Token}] = true
+		}
+	}
+	var out []Violation
+	for _, e := range v.of(Leftover) {
+		if !excused[left{e.Node, e.Token}] {
+			out = append(out, Violation{Lock: e.Lock, At: e.At, Token: e.Token,
+				What: fmt.Sprintf("orphan %s on m%d after every client closed", e.Note, e.Node)})
+		}
+	}
+	return out
+}
+
+func judgeKeysExpire(v *view, _ *Findings) []Violation {
+	var out []Violation
+	for _, e := range v.of(Outlived) {
+		out = append(out, Violation{Lock: e.Lock, At: e.At, Token: e.Token,
+			What: fmt.Sprintf("%s still on m%d one TTL after every client closed", e.Note, e.Node)})
+	}
+	return out
+}
