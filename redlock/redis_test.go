@@ -120,11 +120,33 @@ func TestPauseShorterThanTTLLeavesNoOrphan(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the clients to cycle on all five masters", func() bool { return acquired.Load() >= 8 })
 	resume := ms.pause(t, 0)
-	time.Sleep(1800 * time.Millisecond)
+	paused, before := time.Now(), acquired.Load()
+	// The fault: master 0 stays paused for 1.8s, far past the node timeout
+	// and less than the TTL, and at least until the clients have gone on
+	// without it: a release it did not answer waits for a retry.
+	stragglers := 0
+	waitFor(t, "a release kept for the paused master", func() bool {
+		for _, c := range clients {
+			stragglers = max(stragglers, c.Stats().Backlog[0])
+		}
+		return stragglers > 0 && time.Since(paused) >= 1800*time.Millisecond
+	})
+	t.Logf("paused %v: %d acquisitions without master 0, up to %d releases kept for it", time.Since(paused).Round(time.Millisecond), acquired.Load()-before, stragglers)
 	resume()
-	time.Sleep(time.Second)
+	// The resumed master runs what was queued on it (the late acquires
+	// among it); the clients go on cycling with it until every release
+	// kept for it has been retried.
+	after := acquired.Load()
+	waitFor(t, "the clients to cycle with the resumed master and retry its releases", func() bool {
+		for _, c := range clients {
+			if c.Stats().Backlog[0] > 0 {
+				return false
+			}
+		}
+		return acquired.Load() >= after+8
+	})
 	close(stop)
 	wg.Wait()
 	for _, c := range clients {
@@ -371,10 +393,11 @@ func TestDoCancelsBeforeAnotherClientHolds(t *testing.T) {
 }
 
 // doCancelsBeforeAnotherClientHolds runs the scenario; starve is called once
-// the holder's Do holds the lock (under starvation its attempts could not
-// fit in the node timeout), and what it
-// returns ends the starvation when the masters resume (past the moment the
-// holder's cancel was due), so that the other client's attempts can win.
+// the holder's Do holds the lock and has renewed it once (under starvation
+// its attempts could not fit in the node timeout), and what it returns ends
+// the starvation when the masters resume, once the holder's validity
+// deadline has passed (its cancel was due a margin before), so that the
+// other client's attempts can win.
 func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() (end func())) {
 	holder := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
 	other := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
@@ -383,11 +406,11 @@ func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() 
 
 	var cancelledAt time.Time
 	var cause error
-	held := make(chan struct{})
+	held := make(chan *redlock.Lease, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- holder.Do(context.Background(), func(ctx context.Context, _ *redlock.Lease) error {
-			close(held)
+		done <- holder.Do(context.Background(), func(ctx context.Context, lease *redlock.Lease) error {
+			held <- lease
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Minute): // only if Do never cancels
@@ -396,9 +419,18 @@ func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() 
 			return nil
 		})
 	}()
-	<-held
+	lease := <-held
+	// The holder's renewals work before the fault: its deadline moves once.
+	first := lease.Until()
+	waitFor(t, "the holder's first renewal", func() bool {
+		select {
+		case <-lease.Done():
+			require.FailNow(t, "the holder's lease ended before any renewal", "%v", lease.Err())
+		default:
+		}
+		return lease.Until().After(first)
+	})
 	endStarve := starve()
-	time.Sleep(300 * time.Millisecond)
 	var resumes []func()
 	for i := range 3 {
 		resumes = append(resumes, ms.pause(t, i))
@@ -419,7 +451,12 @@ func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() 
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	time.Sleep(2500 * time.Millisecond) // past the TTL: the keys expire on the paused masters too
+	// The masters stay paused until the holder's validity deadline has
+	// passed: no renewal can extend the lease any more (Extend refuses
+	// after the deadline), and the keys expire on the paused masters as
+	// the other client's attempts go on. When the holder's function was
+	// cancelled is up to Do alone.
+	waitFor(t, "the holder's validity deadline to pass", func() bool { return time.Now().After(lease.Until()) })
 	endStarve()
 	for _, r := range resumes {
 		r()
@@ -517,12 +554,23 @@ func TestRestartQuarantineOnRealMasters(t *testing.T) {
 			ms := startMasters(t, 3)
 			ctx := context.Background()
 			var opts []redlock.ClientOption
+			const quarantineFor = 2 * time.Second
 			if quarantine {
-				opts = append(opts, redlock.WithRestartQuarantine(2*time.Second))
+				opts = append(opts, redlock.WithRestartQuarantine(quarantineFor))
 			}
 			a := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(time.Minute))
 			b := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(time.Minute))
-			time.Sleep(3500 * time.Millisecond) // the servers are older than the quarantine (INFO uptime may read 1s more: we count 1s less)
+			// The servers are older than the quarantine, as the client reads
+			// their age (INFO uptime less the second it may overstate).
+			waitFor(t, "every server to be older than the quarantine", func() bool {
+				for _, nd := range ms.nodes {
+					info, err := nd.Info(ctx)
+					if err != nil || info.Uptime < quarantineFor {
+						return false
+					}
+				}
+				return true
+			})
 			require.NoError(t, ms.raw[2].Set(ctx, lockName, "foreign", time.Minute).Err())
 			held, err := a.TryLock(ctx) // A holds {0, 1}
 			require.NoError(t, err)
