@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -51,18 +52,18 @@ type Result struct {
 	History    []string
 }
 
-// hold is one lease's life, on the bubble's clock.
+// hold is one lease's life, on the bubble's clock, for the log and the
+// digest (the checks judge the history's events).
 type hold struct {
-	idx         int
-	client      int
-	name        string
-	start, end  time.Time // [acquired, min(Until, stop)]
-	fence       int64
-	pausedWrite bool
-	lateWrite   bool   // a write landed after end
-	write       bool   // RWLock: a write lease (a read lease otherwise)
-	owner       string // ReentrantLock: the lease's owner
-	depth       int    // ReentrantLock: 1 for an outer lease, 2 for a re-entry inside it
+	idx        int
+	client     int
+	name       string
+	token      string
+	start, end time.Time // [acquired, min(Until, stop)]
+	fence      int64
+	write      bool   // RWLock: a write lease (a read lease otherwise)
+	owner      string // ReentrantLock: the lease's owner
+	depth      int    // ReentrantLock: 1 for an outer lease, 2 for a re-entry inside it
 }
 
 type world struct {
@@ -78,21 +79,17 @@ type world struct {
 
 	deliveries deliveries
 
-	mu       sync.Mutex
-	cut      [][]int     // [client][master] > 0: cut
-	full     []time.Time // [master]: in a BacklogPause, its accept queue is full from then (zero: not)
-	holds    []*hold
-	accepted [][]int // per name: hold indexes of accepted fenced writes
-	viol     []string
-	unsafe   []string
-	// excused: master+"\x00"+value whose release was refused (ErrNotSent:
-	// the coordinator stops retrying, documented) or whose acquire landed
-	// after its release's guard had expired (a straggler older than the TTL)
-	excused  map[string]bool
+	mu    sync.Mutex
+	cut   [][]int     // [client][master] > 0: cut
+	full  []time.Time // [master]: in a BacklogPause, its accept queue is full from then (zero: not)
+	holds []*hold
+	// events is the history the safety invariants judge (package history),
+	// on the bubble's clock as durations since t0.
+	events   []history.Event
+	viol     []string // harness checks: errors, bounds, Close
 	coverage [numKinds]int
 	attempts int
-	maxG     int  // most goroutines seen (process-wide)
-	keyLoss  bool // a master lost keys (restart or crash), quarantine or not
+	maxG     int // most goroutines seen (process-wide)
 	hist     []string
 }
 
@@ -108,23 +105,25 @@ func (w *world) isCut(c, m int) bool {
 	return w.cut[c][m] > 0
 }
 
-func (w *world) excuse(m int, value string) {
+// record adds e to the history.
+func (w *world) record(e history.Event) {
 	w.mu.Lock()
-	w.excused[fmt.Sprint(m)+"\x00"+value] = true
+	w.events = append(w.events, e)
 	w.mu.Unlock()
 }
+
+// refused records that master l.master refused a release of value (a
+// key's value or a hold's id) without applying it.
+func (w *world) refused(l *link, value string) {
+	w.record(history.Event{Client: l.client, Kind: history.ReleaseRefused, At: w.at(time.Now()), Token: value, Node: l.master})
+}
+
+// at is t on the history's clock.
+func (w *world) at(t time.Time) time.Duration { return t.Sub(w.t0) }
 
 func (w *world) violate(format string, args ...any) {
 	w.mu.Lock()
 	w.viol = append(w.viol, fmt.Sprintf("%v: ", time.Since(w.t0))+fmt.Sprintf(format, args...))
-	w.mu.Unlock()
-}
-
-// unsafeViolation is a safety violation: a failure unless the schedule
-// broke a documented assumption.
-func (w *world) unsafeViolation(format string, args ...any) {
-	w.mu.Lock()
-	w.unsafe = append(w.unsafe, fmt.Sprintf("%v: ", time.Since(w.t0))+fmt.Sprintf(format, args...))
 	w.mu.Unlock()
 }
 
@@ -147,7 +146,7 @@ func Run(plan Plan) Result {
 	// The workload starts at t0, after the masters have been up for a while
 	// and every client met every master (t0 is never written again: the
 	// warm-up's own stragglers read it).
-	w := &world{plan: plan, t0: time.Now().Add(plan.TTL + plan.Delay + 2*time.Second), excused: map[string]bool{}}
+	w := &world{plan: plan, t0: time.Now().Add(plan.TTL + plan.Delay + 2*time.Second)}
 	w.cut = make([][]int, plan.Clients)
 	for c := range w.cut {
 		w.cut[c] = make([]int, plan.Masters)
@@ -159,7 +158,6 @@ func Run(plan Plan) Result {
 	for i := range w.stores {
 		w.stores[i] = &memnode.FencedStore{}
 	}
-	w.accepted = make([][]int, len(plan.Names))
 	copts := []redlock.ClientOption{
 		redlock.WithNodeTimeout(nodeTimeout), redlock.WithReleaseTimeout(releaseTimeout),
 		redlock.WithDriftFactor(plan.Drift), redlock.WithMaxInFlight(plan.MaxIn),
@@ -309,18 +307,14 @@ func (w *world) faults() {
 		case MasterCrash:
 			evs = append(evs, ev{f.At, func() {
 				m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
-				w.mu.Lock()
-				w.keyLoss = true
-				w.mu.Unlock()
+				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 			}}, ev{end, func() { m.Restart(false); m.Fail(nil) }})
 		case RestartKeep:
 			evs = append(evs, ev{f.At, func() { m.Restart(true) }})
 		case RestartEmpty:
 			evs = append(evs, ev{f.At, func() {
 				m.Restart(false)
-				w.mu.Lock()
-				w.keyLoss = true
-				w.mu.Unlock()
+				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 			}})
 		case ClockJump:
 			evs = append(evs, ev{f.At, func() { _ = m.SkewClock(f.Jump, 1) }})
@@ -502,24 +496,17 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 		}()
 		return w.mutexes[c][ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
 			lease = l
-			h.client, h.name, h.start = c, p.Names[ni], time.Now()
-			h.fence, _ = l.Fence()
 			w.mu.Lock()
 			w.attempts++
-			h.idx = len(w.holds)
-			w.holds = append(w.holds, h)
 			w.mu.Unlock()
+			w.acquired(c, ni, h, l)
 			w.cover(DoPanic)
 			w.log("c%d acquired %s in Do until +%v fence %d", c, h.name, l.Until().Sub(h.start), h.fence)
-			w.checkHolds(h, Shape{}, l)
-			w.write(h, ni, l)
+			w.write(h, ni, l, l.Until())
 			sleep(holdFor, fctx.Done())
 			// The work stops here: the lease's interval ends now (or at its
 			// validity's end), whatever the release then takes.
-			h.end = l.Until()
-			if now := time.Now(); now.Before(h.end) {
-				h.end = now
-			}
+			w.stopped(h, l)
 			w.log("c%d's Do function on %s panics (context: %v)", c, h.name, context.Cause(fctx))
 			panic(doPanicked{})
 		})
@@ -532,11 +519,43 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 		sleep(backoff, nil)
 		return
 	}
-	w.log("c%d's Do on %s returned (its function panicked), lease valid: %v", c, h.name, lease.Valid())
-	if lease.Valid() {
-		w.violate("c%d's lease on %s is still valid after its Do returned (the function panicked): held and renewed by nobody (until +%v)",
-			c, h.name, time.Until(lease.Until()))
+	valid := lease.Valid()
+	w.log("c%d's Do on %s returned (its function panicked), lease valid: %v", c, h.name, valid)
+	w.record(history.Event{Client: c, Kind: history.DoReturned, At: w.at(time.Now()), Lock: h.name, Token: lease.Token(),
+		Valid: valid, Until: w.at(lease.Until())})
+}
+
+// acquired records lease, just granted to client c on name ni, as h and in
+// the history.
+func (w *world) acquired(c, ni int, h *hold, lease *redlock.Lease) {
+	p := w.plan
+	sh := p.shape(ni)
+	h.client, h.name, h.token, h.start = c, p.Names[ni], lease.Token(), time.Now()
+	h.fence, _ = lease.Fence()
+	if sh.Kind == ReentrantLock {
+		h.owner = ownerName(p.Owners[c])
 	}
+	e := history.Event{Client: c, Kind: history.Acquired, At: w.at(h.start), Lock: h.name, Token: h.token,
+		Until: w.at(lease.Until()), Fence: h.fence, Owner: h.owner, Holds: lease.Holds(), Shared: sh.Kind == RWLock && !h.write}
+	if sh.Kind == SemaphoreLock {
+		e.Limit = sh.K
+	}
+	w.mu.Lock()
+	h.idx = len(w.holds)
+	w.holds = append(w.holds, h)
+	w.events = append(w.events, e)
+	w.mu.Unlock()
+}
+
+// stopped records that h's holder stopped using lease now: its interval
+// ends now or at its validity's end, whatever the release then takes.
+func (w *world) stopped(h *hold, lease *redlock.Lease) {
+	now, until := time.Now(), lease.Until()
+	h.end = until
+	if now.Before(h.end) {
+		h.end = now
+	}
+	w.record(history.Event{Client: h.client, Kind: history.Unlock, At: w.at(now), Lock: h.name, Token: lease.Token(), Until: w.at(until)})
 }
 
 // holdLease records and holds one lease; h carries the shape's details
@@ -544,21 +563,12 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *rand.Rand) {
 	p := w.plan
 	sh := p.shape(ni)
-	h.client, h.name, h.start = c, p.Names[ni], time.Now()
-	h.fence, _ = lease.Fence()
-	if sh.Kind == ReentrantLock {
-		h.owner = ownerName(p.Owners[c])
-	}
-	w.mu.Lock()
-	h.idx = len(w.holds)
-	w.holds = append(w.holds, h)
-	w.mu.Unlock()
+	w.acquired(c, ni, h, lease)
 	w.log("c%d acquired %s%s until +%v fence %d holds %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence, lease.Holds())
-	w.checkHolds(h, sh, lease)
 	if len(p.aliases()) > 0 && lease.Valid() {
-		w.checkCoverage(h, sh, lease) // granted by a quorum of servers, not of addresses
+		w.covered(h, sh, lease) // granted by a quorum of servers, not of addresses
 	}
-	w.write(h, ni, lease)
+	w.write(h, ni, lease, lease.Until())
 	if sh.Kind == ReentrantLock && h.depth == 1 && rng.IntN(3) == 0 {
 		// Re-enter while holding: the same owner must get in at once.
 		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
@@ -612,17 +622,14 @@ func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *ran
 		// A holder checks Valid, then stalls (GC, page faults, a stopped VM)
 		// past its validity before its write lands.
 		w.cover(ClientPause)
-		h.pausedWrite = true
+		w.record(history.Event{Client: c, Kind: history.Paused, At: w.at(time.Now()), Lock: h.name, Token: lease.Token()})
 		time.Sleep(time.Until(lease.Until()) + time.Duration(rng.Int64N(int64(p.TTL))))
-		w.write(h, ni, nil)
-	}
-	h.end = lease.Until()
-	if now := time.Now(); now.Before(h.end) {
-		h.end = now
+		w.write(h, ni, nil, lease.Until())
 	}
 	if lease.Valid() && time.Now().Before(lease.Until()) {
-		w.checkCoverage(h, sh, lease)
+		w.covered(h, sh, lease)
 	}
+	w.stopped(h, lease)
 	ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
 	err := lease.Unlock(ctx)
 	cancel()
@@ -648,20 +655,6 @@ func (h *hold) kind(sh Shape) string {
 	return ""
 }
 
-// checkHolds: Lease.Holds counts the lease's group on the nodes that
-// granted it, which each admit at most the shape's limit (docs/shapes.md).
-func (w *world) checkHolds(h *hold, sh Shape, lease *redlock.Lease) {
-	n := lease.Holds()
-	switch {
-	case n < 1:
-		w.violate("c%d's lease on %s reports %d holds", h.client, h.name, n)
-	case sh.Kind == SemaphoreLock && n > sh.K:
-		w.violate("c%d's place on %s reports %d holders, K=%d", h.client, h.name, n, sh.K)
-	case (sh.Kind == MutexLock || sh.Kind == RWLock && h.write) && n != 1:
-		w.violate("c%d's exclusive lease on %s reports %d holds", h.client, h.name, n)
-	}
-}
-
 func errName(err error) string {
 	for _, e := range []error{redlock.ErrLockLost, redlock.ErrNotReleased, redlock.ErrReleased} {
 		if errors.Is(err, e) {
@@ -677,34 +670,35 @@ func errName(err error) string {
 // write is the protected work: with fencing a write to the name's
 // FencedStore with the lease's token; without, a write that must land
 // while the lease is valid. lease is nil for a write after a pause, made
-// without checking.
-func (w *world) write(h *hold, ni int, lease *redlock.Lease) {
+// without checking; until is the lease's validity deadline then.
+func (w *world) write(h *hold, ni int, lease *redlock.Lease, until time.Time) {
 	if lease != nil && !lease.Valid() {
 		return
 	}
-	now := time.Now()
+	e := history.Event{Client: h.client, Kind: history.WriteAccepted, At: w.at(time.Now()), Lock: h.name, Token: h.token, Until: w.at(until)}
 	if !w.plan.Fencing {
-		if lease == nil {
-			w.mu.Lock()
-			h.lateWrite = true
-			w.mu.Unlock()
-		}
+		w.record(e)
 		return
 	}
-	if err := w.stores[ni].Write(h.fence, fmt.Sprint(h.idx)); err != nil {
-		w.log("c%d fenced write %d refused", h.client, h.fence)
-		return
-	}
+	e.Fence = h.fence
+	// The store's decision and its event under one lock: the history
+	// orders the writes as the store took them.
 	w.mu.Lock()
-	w.accepted[ni] = append(w.accepted[ni], h.idx)
-	w.mu.Unlock()
-	_ = now
+	defer w.mu.Unlock()
+	if err := w.stores[ni].Write(h.fence, fmt.Sprint(h.idx)); err != nil {
+		e.Kind = history.WriteRejected
+		w.hist = append(w.hist, fmt.Sprintf("%12v c%d fenced write %d refused", time.Since(w.t0), h.client, h.fence))
+	}
+	w.events = append(w.events, e)
 }
 
-// checkCoverage: a lease that is valid now holds its key (a shape: its
-// hold) on a quorum of masters (validity never exceeds the real remaining
-// time on a quorum); a semaphore's quorum is its larger one.
-func (w *world) checkCoverage(h *hold, sh Shape, lease *redlock.Lease) {
+// covered records how many masters hold lease now (its key, or a shape's
+// hold), against the quorum that must while it is valid (validity never
+// exceeds the real remaining time on a quorum); a semaphore's quorum is
+// its larger one. Servers, not addresses, are counted: a server listed
+// twice holds one key, and a lease granted by its two addresses is on one
+// server.
+func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 	n := 0
 	for _, m := range w.masters {
 		v, ok := m.Keys()[h.name]
@@ -717,17 +711,8 @@ func (w *world) checkCoverage(h *hold, sh Shape, lease *redlock.Lease) {
 			n++
 		}
 	}
-	// Servers, not addresses, are counted: a server listed twice holds one
-	// key, and a lease granted by its two addresses is on one server.
-	if q := sh.quorum(w.plan.addrs()); n < q {
-		w.mu.Lock()
-		loss := w.keyLoss
-		w.mu.Unlock()
-		if !loss { // a quarantined restart may legitimately drop a quorum member's key
-			w.unsafeViolation("c%d's lease on %s is valid for %v more but its key is on %d masters, quorum %d",
-				h.client, h.name, time.Until(lease.Until()), n, q)
-		}
-	}
+	w.record(history.Event{Client: h.client, Kind: history.Covered, At: w.at(time.Now()), Lock: h.name, Token: lease.Token(),
+		Until: w.at(lease.Until()), Copies: n, Quorum: sh.quorum(w.plan.addrs())})
 }
 
 // finish closes the clients after the faults healed, then looks for orphan
@@ -753,107 +738,52 @@ func (w *world) finish() {
 		}
 	}
 	time.Sleep(2*(p.Net.SpikeMax+p.Net.BaseMax) + slow + time.Millisecond)
-	for mi, m := range w.masters {
-		keys := m.Keys()
-		names := make([]string, 0, len(keys))
-		for k := range keys {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			if p.Shapes != nil && strings.HasSuffix(k, ":waiting") {
-				continue // a writer's waiting mark: it lives waitTTL (checked below)
-			}
-			if p.Shapes == nil || !strings.Contains(keys[k], "\n") {
-				if !w.excused[fmt.Sprint(mi)+"\x00"+keys[k]] {
-					w.violate("orphan key %s on m%d after every client closed", k, mi)
-				}
-				continue
-			}
-			for _, mem := range strings.Split(keys[k], " ") {
-				_, id, _ := strings.Cut(mem, "\n")
-				if !w.excused[fmt.Sprint(mi)+"\x00"+id] {
-					w.violate("orphan hold %q of %s on m%d after every client closed", mem, k, mi)
-				}
-			}
-		}
-	}
+	w.leftovers(history.Leftover)
 	after := p.TTL + p.Delay
 	if p.Shapes != nil {
 		after = max(after, waitTTL)
 	}
 	time.Sleep(after + time.Millisecond)
-	for mi, m := range w.masters {
-		if n := len(m.Keys()); n > 0 {
-			w.violate("%d keys on m%d one TTL after the end", n, mi)
-		}
-	}
+	w.leftovers(history.Outlived)
 	// Let the network's delivery goroutines end inside the bubble.
 	time.Sleep(2 * deliverBound)
 	w.deliveries.end()
+}
+
+// leftovers records, as events of kind k (history.Leftover: after every
+// client closed; history.Outlived: one TTL later), every key and shape
+// hold on the masters. A writer's waiting mark is no leftover (it lives
+// waitTTL, within the one-TTL wait), but it must be gone one TTL later.
+func (w *world) leftovers(k history.Kind) {
+	at := w.at(time.Now())
+	for mi, m := range w.masters {
+		keys := m.Keys()
+		names := make([]string, 0, len(keys))
+		for name := range keys {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			v := keys[name]
+			switch {
+			case k == history.Leftover && w.plan.Shapes != nil && strings.HasSuffix(name, ":waiting"):
+			case w.plan.Shapes == nil || !strings.Contains(v, "\n"):
+				w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: v, Note: "key " + name})
+			default:
+				for _, mem := range strings.Split(v, " ") {
+					_, id, _ := strings.Cut(mem, "\n")
+					w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: id, Note: fmt.Sprintf("hold %q of %s", mem, name)})
+				}
+			}
+		}
+	}
 }
 
 func (w *world) result() Result {
 	p := w.plan
 	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG}
 	r.Broken = p.Broken()
-	// Overlaps: per name, leases in acquisition order.
-	var fence []string // fencing violations
-	byName := map[string][]*hold{}
-	for _, h := range w.holds {
-		byName[h.name] = append(byName[h.name], h)
-	}
-	for ni, name := range p.Names {
-		hs := byName[name]
-		sh := p.shape(ni)
-		slices.SortStableFunc(hs, func(a, b *hold) int { return a.start.Compare(b.start) })
-		if sh.Kind == SemaphoreLock {
-			w.unsafe = append(w.unsafe, w.overK(name, sh.K, hs)...)
-		}
-		for i, a := range hs {
-			for _, b := range hs[i+1:] {
-				if b.start.Before(a.end) && conflict(sh, a, b) {
-					w.unsafe = append(w.unsafe, fmt.Sprintf("%s: c%d's lease%s [%v, %v] overlaps c%d's%s [%v, %v]", name,
-						a.client, a.kind(sh), a.start.Sub(w.t0), a.end.Sub(w.t0), b.client, b.kind(sh), b.start.Sub(w.t0), b.end.Sub(w.t0)))
-				}
-			}
-			if p.Fencing && i > 0 && a.fence <= hs[i-1].fence {
-				fence = append(fence, fmt.Sprintf("%s: fencing token %d (c%d at %v) not above %d (c%d at %v)", name,
-					a.fence, a.client, a.start.Sub(w.t0), hs[i-1].fence, hs[i-1].client, hs[i-1].start.Sub(w.t0)))
-			}
-			if a.lateWrite {
-				r.Broken = append(r.Broken, fmt.Sprintf("c%d paused past its validity before a write (no fencing)", a.client))
-			}
-		}
-	}
-	for ni, acc := range w.accepted {
-		for i := 1; i < len(acc); i++ {
-			a, b := w.holds[acc[i-1]], w.holds[acc[i]]
-			if b.start.Before(a.start) {
-				fence = append(fence, fmt.Sprintf("%s: stale write accepted: token %d (c%d, acquired %v) after token %d (c%d, acquired %v)",
-					p.Names[ni], b.fence, b.client, b.start.Sub(w.t0), a.fence, a.client, a.start.Sub(w.t0)))
-			}
-		}
-	}
-	if len(fence) > 0 && w.keyLoss && p.Quar && !StrictFencing.Load() {
-		r.Known = fence
-	} else {
-		w.unsafe = append(w.unsafe, fence...)
-	}
-	r.Violations = w.viol
-	// A holder's pause past its validity explains a late write, never two
-	// overlapping validity intervals or a token out of order: a schedule
-	// whose only broken assumption is a pause is still judged on those.
-	hard := false
-	for _, b := range r.Broken {
-		hard = hard || !strings.Contains(b, "paused past its validity")
-	}
-	switch {
-	case hard:
-		r.Unsafe = w.unsafe
-	default:
-		r.Violations = append(r.Violations, w.unsafe...)
-	}
+	w.judge(&r, history.Check(w.events))
 	switch {
 	case len(r.Violations) > 0:
 		r.Outcome = Fail
@@ -874,50 +804,4 @@ func (w *world) result() Result {
 	r.Digest = hash.Sum64()
 	r.History = w.hist
 	return r
-}
-
-// conflict reports whether two leases of one name, both valid at once,
-// break the shape's exclusion: any two for a mutex, a write lease with any
-// other for a read-write lock, two owners for a reentrant mutex. A
-// semaphore's bound is counted by overK instead.
-func conflict(sh Shape, a, b *hold) bool {
-	switch sh.Kind {
-	case RWLock:
-		return a.write || b.write
-	case ReentrantLock:
-		return a.owner != b.owner
-	case SemaphoreLock:
-		return false
-	}
-	return true
-}
-
-// overK reports the instants at which more than k leases of a semaphore
-// were valid: the count is highest at some lease's start, so it counts, at
-// each start, the leases valid then ([start, end), as the overlap check).
-// hs is sorted by start.
-func (w *world) overK(name string, k int, hs []*hold) []string {
-	var out []string
-	for i, a := range hs {
-		var at []string
-		for _, b := range hs[:i+1] {
-			if !a.start.Before(b.start) && a.start.Before(b.end) {
-				at = append(at, fmt.Sprintf("c%d [%v, %v]", b.client, b.start.Sub(w.t0), b.end.Sub(w.t0)))
-			}
-		}
-		// Later leases starting at the same instant count too.
-		for _, b := range hs[i+1:] {
-			if b.start.Equal(a.start) && a.start.Before(b.end) {
-				at = append(at, fmt.Sprintf("c%d [%v, %v]", b.client, b.start.Sub(w.t0), b.end.Sub(w.t0)))
-			}
-		}
-		if len(at) > k {
-			out = append(out, fmt.Sprintf("%s: %d valid leases of a semaphore with K=%d at %v: %s",
-				name, len(at), k, a.start.Sub(w.t0), strings.Join(at, ", ")))
-			if len(out) >= 3 {
-				break
-			}
-		}
-	}
-	return out
 }
