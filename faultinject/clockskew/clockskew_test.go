@@ -153,19 +153,57 @@ func newClient(t *testing.T, addr string) *redis.Client {
 	return rdb
 }
 
-// skewOf returns the server's wall clock minus the real time.
-func skewOf(t *testing.T, rdb *redis.Client) time.Duration {
+// clockRes covers the resolution of what the tests compare: PTTL answers
+// in milliseconds, TIME and a libfaketime spec in microseconds.
+const clockRes = time.Millisecond
+
+// reading is one TIME call: the server read its wall clock (server) at some
+// real moment between sent and got.
+type reading struct{ server, sent, got time.Time }
+
+func readTime(t *testing.T, rdb *redis.Client) reading {
 	t.Helper()
-	t1 := time.Now()
+	sent := time.Now()
 	tm, err := rdb.Time(context.Background()).Result()
-	t2 := time.Now()
+	got := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tm.Sub(t1.Add(t2.Sub(t1) / 2))
+	return reading{server: tm, sent: sent, got: got}
 }
 
+// skew returns the server's wall clock minus the real time at the call's
+// midpoint.
+func (r reading) skew() time.Duration { return r.server.Sub(r.sent.Add(r.got.Sub(r.sent) / 2)) }
+
+// slack is how far skew can be from the server's true skew while its clock
+// runs at real speed: half the measured round trip, plus clockRes.
+func (r reading) slack() time.Duration { return r.got.Sub(r.sent)/2 + clockRes }
+
 func near(got, want, tol time.Duration) bool { return got >= want-tol && got <= want+tol }
+
+// expiry polls key until it is gone and returns when the last call that
+// still found it was sent and when the first that did not came back: the
+// key expired on the server between the two. It fails after limit.
+func expiry(ctx context.Context, t *testing.T, rdb *redis.Client, key string, limit time.Duration) (lastSeen, goneBy time.Time) {
+	t.Helper()
+	begin := time.Now()
+	for {
+		sent := time.Now()
+		n, err := rdb.Exists(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return lastSeen, time.Now()
+		}
+		lastSeen = sent
+		if time.Since(begin) > limit {
+			t.Fatalf("key %q still there after %v", key, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 func TestRedisJumpForwardExpiresOnlySkewedServer(t *testing.T) {
 	t.Parallel()
@@ -175,9 +213,10 @@ func TestRedisJumpForwardExpiresOnlySkewedServer(t *testing.T) {
 	plain := redisproc.StartT(t, redisproc.Config{})
 	prdb := newClient(t, plain.Addr())
 
-	if d := skewOf(t, s.rdb); !near(d, 0, 200*time.Millisecond) {
-		t.Fatalf("skew at +0: %v, want ~0", d)
+	if r := readTime(t, s.rdb); !near(r.skew(), 0, r.slack()) {
+		t.Fatalf("skew at +0: %v, want 0±%v", r.skew(), r.slack())
 	}
+	setAt := time.Now()
 	for _, c := range []*redis.Client{s.rdb, prdb} {
 		if err := c.Set(ctx, "k", "v", 20*time.Second).Err(); err != nil {
 			t.Fatal(err)
@@ -186,14 +225,16 @@ func TestRedisJumpForwardExpiresOnlySkewedServer(t *testing.T) {
 	if err := s.clock.Set(30*time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := skewOf(t, s.rdb); !near(d, 30*time.Second, 50*time.Millisecond) {
-		t.Errorf("skew after +30s: %v", d)
+	if r := readTime(t, s.rdb); !near(r.skew(), 30*time.Second, r.slack()) {
+		t.Errorf("skew after +30s: %v, want 30s±%v", r.skew(), r.slack())
 	}
 	if n, err := s.rdb.Exists(ctx, "k").Result(); err != nil || n != 0 {
 		t.Errorf("skewed server: EXISTS k = %d, %v; want 0 (expired at once)", n, err)
 	}
-	if pttl, err := prdb.PTTL(ctx, "k").Result(); err != nil || pttl < 19*time.Second {
-		t.Errorf("server without skew: PTTL k = %v, %v; want ~20s (key kept)", pttl, err)
+	// The key was set after setAt: its TTL is 20s less at most the time since.
+	pttl, err := prdb.PTTL(ctx, "k").Result()
+	if lo := 20*time.Second - time.Since(setAt) - clockRes; err != nil || pttl < lo || pttl > 20*time.Second {
+		t.Errorf("server without skew: PTTL k = %v, %v; want [%v, 20s] (key kept)", pttl, err, lo)
 	}
 }
 
@@ -202,27 +243,31 @@ func TestRedisJumpBackwardExtendsTTL(t *testing.T) {
 	kit := requireKit(t)
 	ctx := context.Background()
 	s := startSkewed(t, kit)
+	const jump = -30 * time.Second
+	setAt := time.Now()
 	if err := s.rdb.Set(ctx, "k", "v", 20*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.clock.Set(-30*time.Second, 1); err != nil {
+	if err := s.clock.Set(jump, 1); err != nil {
 		t.Fatal(err)
 	}
-	// Measured: PTTL grows by the jump, 30 s (from +30 to -30 it grows by 60 s).
+	// Measured: PTTL grows by the jump, 30 s (from +30 to -30 it grows by
+	// 60 s): 20s + 30s, less the time since the key was set.
 	pttl, err := s.rdb.PTTL(ctx, "k").Result()
-	if err != nil || !near(pttl, 50*time.Second, 200*time.Millisecond) {
-		t.Errorf("PTTL after -30s = %v, %v; want ~50s", pttl, err)
+	if lo, hi := 50*time.Second-time.Since(setAt)-clockRes, 50*time.Second+clockRes; err != nil || pttl < lo || pttl > hi {
+		t.Errorf("PTTL after -30s = %v, %v; want [%v, %v]", pttl, err, lo, hi)
 	}
-	// Redis's timers run on the real monotonic clock, so it still stops at once
-	// on SIGTERM after a backward jump (without FAKETIME_DONT_FAKE_MONOTONIC
-	// this took ~30 s).
+	// Redis's timers run on the real monotonic clock, so it still stops on
+	// SIGTERM after a backward jump. Without FAKETIME_DONT_FAKE_MONOTONIC its
+	// timers wait out the jump (SIGTERM took ~30 s): wait for the exit for
+	// at most half of that.
 	begin := time.Now()
 	if err := syscall.Kill(s.srv.PID(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	for s.srv.Running() {
-		if time.Since(begin) > 5*time.Second {
-			t.Fatalf("redis-server under -30s skew still running %v after SIGTERM", time.Since(begin))
+		if time.Since(begin) > -jump/2 {
+			t.Fatalf("redis-server under %v skew still running %v after SIGTERM: its timers wait out the jump", jump, time.Since(begin))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -235,45 +280,61 @@ func TestRedisRateTenfold(t *testing.T) {
 	ctx := context.Background()
 	s := startSkewed(t, kit)
 	assumed := s.clock.Start()
+	calBegin := time.Now()
 	if err := s.clock.Calibrate(ctx, func(ctx context.Context) (time.Time, error) { return s.rdb.Time(ctx).Result() }); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("libfaketime start: %v after the time taken before exec", s.clock.Start().Sub(assumed))
-	time.Sleep(time.Second) // let the process age, so an uncompensated rate change would jump by ~9s
+	// The start time Calibrate found is off by at most one of its TIME
+	// calls, so by at most the whole call.
+	calErr := time.Since(calBegin)
+	t.Logf("libfaketime start: %v after the time taken before exec (calibrated within %v)", s.clock.Start().Sub(assumed), calErr)
+	time.Sleep(time.Second) // the experiment: age the process, so an uncompensated rate change would jump by ~9s
 
+	setAt := time.Now()
 	if err := s.clock.Set(0, 10); err != nil {
 		t.Fatal(err)
 	}
-	// At x10 every millisecond between Set and the reading adds 9ms of skew,
-	// so the tolerance allows for a loaded machine; a jump would be ~9s.
-	if d := skewOf(t, s.rdb); !near(d, 0, 1500*time.Millisecond) {
-		t.Errorf("skew right after rate x10: %v, want ~0 (no jump)", d)
+	setDone := time.Now()
+	// From Set on the clock gains 9ms per real ms; an error e in the start
+	// time shifts it by 9e. A jump would add 9 times the process's age.
+	r := readTime(t, s.rdb)
+	lo := -r.slack() - 9*calErr
+	hi := 9*r.got.Sub(setAt) + r.slack() + 9*calErr
+	if d := r.skew(); d < lo || d > hi {
+		t.Errorf("skew right after rate x10: %v, want [%v, %v] (no jump)", d, lo, hi)
 	}
+	if jump := 9 * setAt.Sub(s.clock.Start()); hi >= jump {
+		t.Errorf("the bound %v cannot tell a jump of %v from no jump (Set and TIME took %v, calibration %v)", hi, jump, r.got.Sub(setAt), calErr)
+	}
+	sent := time.Now()
 	if err := s.rdb.Set(ctx, "k", "v", 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	took, err := redisproc.WaitGone(ctx, s.rdb, "k", 3*time.Second)
-	if err != nil {
-		t.Fatalf("rate x10: %v", err)
-	}
-	t.Logf("PX 5000 key expired after %v real at rate x10", took)
-	if took < 400*time.Millisecond || took > 1200*time.Millisecond { // 5 s real would mean no skew
-		t.Errorf("PX 5000 at x10 expired after %v real, want ~0.5s", took)
+	done := time.Now()
+	// At x10 (an exact rate) the 5 s TTL lasts 0.5 s real from the moment
+	// the server ran the SET; 5 s real would mean no skew.
+	const realTTL = 500 * time.Millisecond
+	lastSeen, goneBy := expiry(ctx, t, s.rdb, "k", 10*realTTL)
+	t.Logf("PX 5000 key expired after %v-%v real at rate x10", lastSeen.Sub(done), goneBy.Sub(sent))
+	if lastSeen.After(done.Add(realTTL+clockRes)) || goneBy.Before(sent.Add(realTTL-clockRes)) {
+		t.Errorf("PX 5000 at x10: seen %v after the SET returned, gone %v after it was sent; want it to expire %v after the SET ran", lastSeen.Sub(done), goneBy.Sub(sent), realTTL)
 	}
 
-	// Back to rate 1 without a jump: the offset gained so far stays.
+	// Back to rate 1 without a jump: the offset gained so far stays. At
+	// rate 1 the offset no longer depends on the start time: the reading is
+	// exact within its slack.
 	if err := s.clock.SetRate(1); err != nil {
 		t.Fatal(err)
 	}
 	want := s.clock.Offset(time.Now())
-	if d := skewOf(t, s.rdb); !near(d, want, 150*time.Millisecond) || want < 4*time.Second {
-		t.Errorf("skew after SetRate(1): %v, want %v (>= 4.5s gained at x10)", d, want)
+	if r := readTime(t, s.rdb); !near(r.skew(), want, r.slack()) || want < 9*goneBy.Sub(setDone) {
+		t.Errorf("skew after SetRate(1): %v, want %v±%v (at least 9 x %v gained at x10)", r.skew(), want, r.slack(), goneBy.Sub(setDone))
 	}
 	if err := s.clock.Set(0, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := skewOf(t, s.rdb); !near(d, 0, 200*time.Millisecond) {
-		t.Errorf("skew after Set(0, 1): %v, want ~0", d)
+	if r := readTime(t, s.rdb); !near(r.skew(), 0, r.slack()) {
+		t.Errorf("skew after Set(0, 1): %v, want 0±%v", r.skew(), r.slack())
 	}
 }
 
@@ -284,19 +345,24 @@ func TestRawRateChangeJumps(t *testing.T) {
 	t.Parallel()
 	kit := requireKit(t)
 	s := startSkewed(t, kit)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the experiment: age the process, so that the jump is ~9 x 0.5s
 	if err := clockskew.WriteFile(s.clock.Path(), 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	age := time.Since(s.clock.Start())
-	d := skewOf(t, s.rdb)
-	after := time.Since(s.clock.Start()) // each ms spent reading adds ~10ms
-	t.Logf("raw \"+0 x10\" at process age %v: clock jumped %v", age, d)
-	// libfaketime counts the age from its own start inside the process,
-	// somewhere between clock.Start and the first PONG (s.ready later): on a
-	// loaded machine exec and start-up take a while.
-	if d > 10*after+100*time.Millisecond || d < 9*(age-s.ready-100*time.Millisecond) {
-		t.Errorf("jump %v, want ~9 * %v", d, age)
+	r := readTime(t, s.rdb)
+	start := s.clock.Start()
+	t.Logf("raw \"+0 x10\" at process age %v: clock jumped %v", r.sent.Sub(start), r.skew())
+	// The clock now reads S + 10(t - S): a skew of 9(t - S), where S is
+	// libfaketime's start inside the process, between clock.Start and the
+	// first PONG (s.ready later; on a loaded machine exec and start-up take
+	// a while), and t is when the server read it, between sent and got.
+	lo := 9*(r.sent.Sub(start)-s.ready) - r.slack()
+	hi := 9*r.got.Sub(start) + r.slack()
+	if d := r.skew(); d < lo || d > hi {
+		t.Errorf("jump %v, want [%v, %v] (~9 x the process's age)", d, lo, hi)
+	}
+	if lo <= r.slack() {
+		t.Errorf("the bound %v cannot tell a jump from no jump (start-up took %v)", lo, s.ready)
 	}
 }
 
@@ -304,21 +370,47 @@ func TestRedisSkewSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	kit := requireKit(t)
 	s := startSkewed(t, kit)
-	if err := s.clock.Set(30*time.Second, 2); err != nil {
+	const offset = 30 * time.Second
+	if err := s.clock.Set(offset, 2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// At x2 the clock gains 1s per real second. Wait until the server's
+	// clock shows a gain beyond the reading's slack and the start-up time,
+	// so that a restart that dropped the gain would show.
+	var before reading
+	limit := time.Now().Add(time.Minute)
+	for {
+		before = readTime(t, s.rdb)
+		if before.skew()-before.slack()-offset > s.ready {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("skew %v a minute after Set(+30s, x2): the clock does not gain", before.skew())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if err := s.srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.clock.Restarted(time.Now()); err != nil {
+	restartAt := time.Now()
+	if err := s.clock.Restarted(restartAt); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	// Restarted assumed libfaketime starts at restartAt; it started later,
+	// before the server answered, which at x2 puts the clock behind by as
+	// much.
+	lag := time.Since(restartAt)
 	want := s.clock.Offset(time.Now())
-	if d := skewOf(t, s.rdb); !near(d, want, 300*time.Millisecond) || want < 30200*time.Millisecond {
-		t.Errorf("skew after restart: %v, want %v (+30s, then 1s gained per real second at x2)", d, want)
+	r := readTime(t, s.rdb)
+	if d := r.skew(); d < want-lag-r.slack() || d > want+r.slack() {
+		t.Errorf("skew after restart: %v, want [%v, %v] (+30s, then 1s gained per real second at x2; restart took %v)", d, want-lag-r.slack(), want+r.slack(), lag)
+	}
+	// The restart's lag never exceeds the gain since the reading before the
+	// kill, so the clock cannot read less than then: the gain survived.
+	if r.skew()+r.slack() < before.skew()-before.slack() {
+		t.Errorf("skew after restart %v, below the %v read before the kill: the gain at x2 was lost", r.skew(), before.skew())
 	}
 }
