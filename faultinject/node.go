@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,14 +23,26 @@ type Holder = lockkey.Holder
 // that errors and stats name the master. Inspect reads a key through a raw
 // go-redis client on the same proxy. It is safe for concurrent use.
 type Node struct {
+	// lockActions is the *redisnode.Node: Node has its methods of
+	// redlock.FencingNode and redlock.ShapeNode (Info, Acquire, Extend,
+	// Release, AcquireFenced, RaiseFence, AcquireHold, ExtendHold,
+	// ReleaseHold), all but Addr. Its Close is not promoted: the cluster or
+	// link that built the Node owns it.
+	lockActions
 	name string
-	rn   *redisnode.Node
 	raw  *redis.Client
+}
+
+// lockActions is what Node promotes from its *redisnode.Node.
+type lockActions interface {
+	redlock.FencingNode
+	redlock.ShapeNode
 }
 
 var (
 	_ redlock.FencingNode = (*Node)(nil)
 	_ redlock.ShapeNode   = (*Node)(nil)
+	_ lockActions         = (*redisnode.Node)(nil)
 )
 
 // dialNode builds the Node of the master called name behind proxyAddr.
@@ -40,56 +51,11 @@ func dialNode(proxyAddr, name string) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultinject: node for %s via %s: %w", name, proxyAddr, err)
 	}
-	return &Node{name: name, rn: rn, raw: redis.NewClient(lockkey.ClientOptions(proxyAddr))}, nil
+	return &Node{lockActions: rn, name: name, raw: redis.NewClient(lockkey.ClientOptions(proxyAddr))}, nil
 }
 
 // Addr returns the master's server address (Cluster.ServerAddr).
 func (n *Node) Addr() string { return n.name }
-
-// Info implements redlock.Node.
-func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
-	return n.rn.Info(ctx)
-}
-
-// Acquire implements redlock.Node.
-func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return n.rn.Acquire(ctx, key, value, ttl)
-}
-
-// Extend implements redlock.Node.
-func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return n.rn.Extend(ctx, key, value, ttl)
-}
-
-// Release implements redlock.Node.
-func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
-	return n.rn.Release(ctx, key, value, guard)
-}
-
-// AcquireFenced implements redlock.FencingNode.
-func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
-	return n.rn.AcquireFenced(ctx, key, value, ttl)
-}
-
-// RaiseFence implements redlock.FencingNode.
-func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
-	return n.rn.RaiseFence(ctx, key, value, token)
-}
-
-// AcquireHold implements redlock.ShapeNode.
-func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
-	return n.rn.AcquireHold(ctx, key, h, ttl)
-}
-
-// ExtendHold implements redlock.ShapeNode.
-func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
-	return n.rn.ExtendHold(ctx, key, h, ttl)
-}
-
-// ReleaseHold implements redlock.ShapeNode.
-func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
-	return n.rn.ReleaseHold(ctx, key, h, guard)
-}
 
 // Inspect reads the current value of key on the master and its remaining
 // TTL, bounded by ctx (an error wrapping ctx.Err() when it ends first).
@@ -100,7 +66,7 @@ func (n *Node) Inspect(ctx context.Context, key string) (Holder, error) {
 // close closes both clients; the cluster or link that built the node calls
 // it.
 func (n *Node) close() error {
-	return errors.Join(n.rn.Close(), n.raw.Close())
+	return errors.Join(n.lockActions.(*redisnode.Node).Close(), n.raw.Close())
 }
 
 // redlockNodes converts nodes for redlock.New.

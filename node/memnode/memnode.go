@@ -29,6 +29,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,11 +44,8 @@ type Node struct {
 	addr string
 
 	mu      sync.Mutex
-	keys    map[string]entry
-	guards  map[string]time.Time // key+"\x00"+value -> expiry on the node clock
-	fences  map[string]int64     // fencing counters, no expiry
-	holds   map[string]holdSet   // shared locks (shapes.go)
-	waiting map[string]holdSet   // their waiting writers
+	data    map[string]*value // the keyspace (keyspace.go)
+	sweepAt int               // len(data) at which sweepLocked next runs
 	runID   string
 	started time.Time
 	epoch   int // bumped by Restart: commands sent to an older run are lost
@@ -57,11 +57,6 @@ type Node struct {
 	anchor time.Time
 	base   time.Time
 	rate   float64
-}
-
-type entry struct {
-	value string
-	exp   time.Time // on the node clock
 }
 
 // command is one call on its way to the node.
@@ -178,39 +173,50 @@ func (n *Node) Restart(keepKeys bool) {
 	}
 }
 
-// forgetLocked empties the node's data: keys, guards, fencing counters,
-// shared locks' holds and waiting marks (a start without persistence).
+// forgetLocked empties the node's data: lock keys, release guards, fencing
+// counters, shared locks' holds and waiting marks (a start without
+// persistence).
 func (n *Node) forgetLocked() {
-	n.keys = map[string]entry{}
-	n.guards = map[string]time.Time{}
-	n.fences = map[string]int64{}
-	n.holds = map[string]holdSet{}
-	n.waiting = map[string]holdSet{}
+	n.data = map[string]*value{}
+	n.sweepAt = minSweep
 }
 
-// Keys returns the lock keys the node holds now and their values (release
-// guards are not included). Tests use it to look for orphan keys. A shared
-// lock (redlock.ShapeNode) shows as its key with its live holds as the value
-// ("<group>\n<id>" each, sorted, space separated), and its waiting writers as
-// key+":waiting".
+// Keys returns the lock keys the node holds now and their values; the keys
+// the node keeps for the locks (release guards, fencing counters) are left
+// out. Tests use it to look for orphan keys. A shared lock
+// (redlock.ShapeNode) shows as its key with its live holds as the value
+// ("<group>\n<id>" each, sorted, space separated), and its waiting writers
+// under the key that holds them on Redis: "{key}:waiting", or
+// key+":waiting" when key has a hash tag.
 func (n *Node) Keys() map[string]string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.clock()
 	out := map[string]string{}
-	for k, e := range n.keys {
-		if now.Before(e.exp) {
-			out[k] = e.value
+	for k := range n.data {
+		v := n.lookupLocked(k, now)
+		switch {
+		case v == nil || v.role == roleGuard || v.role == roleFence:
+		case v.set == nil:
+			out[k] = v.str
+		default:
+			ms := make([]string, 0, len(v.set))
+			for m := range v.set {
+				ms = append(ms, m)
+			}
+			sort.Strings(ms)
+			out[k] = strings.Join(ms, " ")
 		}
 	}
-	n.holdKeysLocked(out)
 	return out
 }
 
-// do sends one command to the node and waits for its reply or for ctx.
+// do sends one command to the node and waits for its reply or for ctx. A
+// context that has ended already sends nothing: the error wraps
+// redlock.ErrNotSent and ctx.Err(), as redisnode's does.
 func (n *Node) do(ctx context.Context, apply func()) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memnode %s: %w", n.addr, err)
+		return fmt.Errorf("memnode %s: %w: %w", n.addr, redlock.ErrNotSent, err)
 	}
 	n.mu.Lock()
 	if n.failErr != nil {
@@ -255,46 +261,26 @@ func (n *Node) runLocked(c *command) {
 	close(c.done)
 }
 
-// holdsLocked reports whether key holds value now; n.mu must be held.
-func (n *Node) holdsLocked(key string) (entry, bool) {
-	e, ok := n.keys[key]
-	if ok && !n.clock().Before(e.exp) {
-		delete(n.keys, key)
-		return entry{}, false
-	}
-	return e, ok
-}
-
 func checkTTL(addr string, ttl time.Duration) error {
 	if ttl < time.Millisecond {
-		return fmt.Errorf("memnode %s: ttl %v is below one millisecond", addr, ttl)
+		return fmt.Errorf("memnode %s: %w: ttl %v is below one millisecond", addr, redlock.ErrNotSent, ttl)
 	}
 	return nil
 }
 
-// guardLocked leaves a release guard against who (a value, or a shared
-// lock's member) acquiring key, for guard (none when guard is 0), dropping
-// expired guards when there are many; n.mu must be held.
-func (n *Node) guardLocked(key, who string, guard time.Duration) {
+// guardTTL is a release guard's TTL: guard in whole milliseconds, at least
+// one (0 when guard is not positive: no guard).
+func guardTTL(guard time.Duration) time.Duration {
 	if guard <= 0 {
-		return
+		return 0
 	}
-	now := n.clock()
-	if len(n.guards) > 4096 {
-		for k, exp := range n.guards {
-			if !now.Before(exp) {
-				delete(n.guards, k)
-			}
-		}
-	}
-	n.guards[key+"\x00"+who] = now.Add(max(guard.Truncate(time.Millisecond), time.Millisecond))
+	return max(guard.Truncate(time.Millisecond), time.Millisecond)
 }
 
-// guardedLocked reports whether a release guard keeps who from acquiring
-// key at now; n.mu must be held.
-func (n *Node) guardedLocked(key, who string, now time.Time) bool {
-	exp, ok := n.guards[key+"\x00"+who]
-	return ok && now.Before(exp)
+// scriptError is an error reply of a script: it names the node and the
+// script, and wraps errWrongType when that was the reply.
+func (n *Node) scriptError(script string, err error) error {
+	return fmt.Errorf("memnode %s: %s: %w", n.addr, script, err)
 }
 
 // Info implements redlock.Node. It reports what a real Redis master
@@ -311,86 +297,190 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	return redisinfo.Parse(n.addr, text)
 }
 
-// Acquire implements redlock.Node.
+// Acquire implements redlock.Node as redisnode's acquire.lua does: it is
+// refused by a release guard of key and value, takes key when it is free,
+// and reports true when key holds value already (a retried copy; the TTL
+// stays). On a key that holds a shared lock it fails with WRONGTYPE.
 func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ok, _, err := n.AcquireFenced(ctx, key, value, ttl)
-	return ok, err
-}
-
-// AcquireFenced implements redlock.FencingNode: Acquire that also reads the
-// lock's fencing counter (kept without expiry; Restart(false) loses it).
-func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
 	if err := checkTTL(n.addr, ttl); err != nil {
-		return false, 0, err
+		return false, err
 	}
-	var ok bool
-	var fence int64
-	err := n.do(ctx, func() {
-		fence = n.fences[key]
-		now := n.clock()
-		if n.guardedLocked(key, value, now) {
-			return
-		}
-		if e, held := n.holdsLocked(key); held {
-			ok = e.value == value
-			return
-		}
-		n.keys[key] = entry{value: value, exp: now.Add(ttl.Truncate(time.Millisecond))}
-		ok = true
-	})
-	if err != nil {
-		return false, 0, err // do not read ok: a late command may still set it
-	}
-	return ok, fence, nil
-}
-
-// RaiseFence implements redlock.FencingNode: it raises the lock's fencing
-// counter to token (never lowers it) while key holds value.
-func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
-	var ok bool
-	err := n.do(ctx, func() {
-		if e, held := n.holdsLocked(key); held && e.value == value {
-			n.fences[key] = max(n.fences[key], token)
-			ok = true
-		}
-	})
+	guard, err := n.guardKey(key, value)
 	if err != nil {
 		return false, err
+	}
+	var ok bool
+	var fail error
+	err = n.do(ctx, func() {
+		ok, fail = n.acquireLocked(key, value, guard, ttl, n.clock())
+	})
+	if err != nil {
+		return false, err // do not read ok: a late command may still set it
+	}
+	if fail != nil {
+		return false, n.scriptError("acquire.lua", fail)
 	}
 	return ok, nil
 }
 
-// Extend implements redlock.Node.
+// acquireLocked runs the steps acquire.lua and acquire_fenced.lua share.
+func (n *Node) acquireLocked(key, value, guard string, ttl time.Duration, now time.Time) (bool, error) {
+	if n.lookupLocked(guard, now) != nil {
+		return false, nil
+	}
+	if n.lookupLocked(key, now) == nil {
+		n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
+		return true, nil
+	}
+	held, ok, err := n.getLocked(key, now)
+	return ok && held == value, err
+}
+
+// AcquireFenced implements redlock.FencingNode as acquire_fenced.lua does:
+// Acquire that also reads the lock's fencing counter, the key "{key}:fence"
+// (kept without expiry; Restart(false) loses it). When that key holds no
+// number (a lock named like it), it fails as redisnode does on Redis, whose
+// script then replies without the counter: after taking key if Acquire
+// would have.
+func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	if err := checkTTL(n.addr, ttl); err != nil {
+		return false, 0, err
+	}
+	guard, err := n.guardKey(key, value)
+	if err != nil {
+		return false, 0, err
+	}
+	fenceKey, err := n.fenceKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	var ok, number bool
+	var fence float64
+	var fail error
+	err = n.do(ctx, func() {
+		now := n.clock()
+		s, found, err := n.getLocked(fenceKey, now)
+		if err != nil {
+			fail = err
+			return
+		}
+		fence, number = 0, true
+		if found {
+			fence, number = luaNumber(s)
+		}
+		ok, fail = n.acquireLocked(key, value, guard, ttl, now)
+	})
+	switch {
+	case err != nil:
+		return false, 0, err // do not read ok: a late command may still set it
+	case fail != nil:
+		return false, 0, n.scriptError("acquire_fenced.lua", fail)
+	case !number:
+		res := 0
+		if ok {
+			res = 1
+		}
+		return false, 0, fmt.Errorf("memnode %s: acquire_fenced.lua returned [%d], want [int, int]: the fencing counter %s holds no number", n.addr, res, quote(fenceKey))
+	}
+	return ok, luaInteger(fence), nil
+}
+
+// RaiseFence implements redlock.FencingNode as raise_fence.lua does: it
+// raises the lock's fencing counter to token (never lowers it) while key
+// holds value.
+func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	fenceKey, err := n.fenceKey(key)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	var fail error
+	err = n.do(ctx, func() {
+		now := n.clock()
+		held, found, err := n.getLocked(key, now)
+		if err != nil || !found || held != value {
+			fail = err
+			return
+		}
+		s, found, err := n.getLocked(fenceKey, now)
+		if err != nil {
+			fail = err
+			return
+		}
+		counter, number := 0.0, true
+		if found {
+			counter, number = luaNumber(s)
+		}
+		if !number {
+			fail = fmt.Errorf("attempt to compare nil with number (the fencing counter %s holds no number)", quote(fenceKey))
+			return
+		}
+		if float64(token) > counter {
+			n.setLocked(fenceKey, strconv.FormatInt(token, 10), 0, roleFence, now)
+		}
+		ok = true
+	})
+	if err != nil {
+		return false, err
+	}
+	if fail != nil {
+		return false, n.scriptError("raise_fence.lua", fail)
+	}
+	return ok, nil
+}
+
+// Extend implements redlock.Node as extend.lua does.
 func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, err
 	}
 	var ok bool
+	var fail error
 	err := n.do(ctx, func() {
-		if e, held := n.holdsLocked(key); held && e.value == value {
-			n.keys[key] = entry{value: value, exp: n.clock().Add(ttl.Truncate(time.Millisecond))}
+		now := n.clock()
+		held, found, err := n.getLocked(key, now)
+		if err != nil || !found || held != value {
+			fail = err
+			return
+		}
+		n.data[key].exp = now.Add(ttl.Truncate(time.Millisecond))
+		ok = true
+	})
+	if err != nil {
+		return false, err // do not read ok: a late command may still set it
+	}
+	if fail != nil {
+		return false, n.scriptError("extend.lua", fail)
+	}
+	return ok, nil
+}
+
+// Release implements redlock.Node as release.lua does.
+func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	guardKey, err := n.guardKey(key, value)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	var fail error
+	err = n.do(ctx, func() {
+		now := n.clock()
+		held, found, err := n.getLocked(key, now)
+		switch {
+		case err != nil:
+			fail = err
+		case found && held == value:
+			delete(n.data, key)
 			ok = true
+		case guard > 0:
+			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)
 		}
 	})
 	if err != nil {
 		return false, err // do not read ok: a late command may still set it
 	}
-	return ok, nil
-}
-
-// Release implements redlock.Node.
-func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
-	var ok bool
-	err := n.do(ctx, func() {
-		if e, held := n.holdsLocked(key); held && e.value == value {
-			delete(n.keys, key)
-			ok = true
-			return
-		}
-		n.guardLocked(key, value, guard)
-	})
-	if err != nil {
-		return false, err // do not read ok: a late command may still set it
+	if fail != nil {
+		return false, n.scriptError("release.lua", fail)
 	}
 	return ok, nil
 }

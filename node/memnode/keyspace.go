@@ -1,0 +1,240 @@
+package memnode
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// The node keeps one keyspace, as a Redis master does, and runs on it the
+// steps of package redisnode's Lua scripts (node/redisnode/scripts), with
+// the same key names: a lock's key is its name, and the keys derived from
+// it are those redisnode derives (slotKey). So a lock whose name is another
+// lock's derived key meets that key, and one name used as two kinds of lock
+// meets a value of the wrong type, exactly as on Redis; package nodetest
+// checks both on memnode and on real servers.
+
+// errWrongType is Redis's reply to a command on a key holding the other
+// type of value (GET on a sorted set, ZADD on a string).
+var errWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+// role is what wrote a key, for Keys; it plays no part in the commands.
+type role uint8
+
+const (
+	roleLock    role = iota // a mutex's key (Acquire)
+	roleGuard               // a release guard (Release, ReleaseHold)
+	roleFence               // a fencing counter (RaiseFence)
+	roleHolds               // a shared lock's holds (AcquireHold)
+	roleWaiting             // a shared lock's waiting writers (AcquireHold)
+)
+
+// value is one key's value: a string, or a sorted set (set != nil).
+type value struct {
+	str string
+	exp time.Time // a string's expiry on the node clock; zero: none
+	// set maps a sorted set's members to their expiry on the node clock
+	// (the score of redisnode's scripts). The scripts keep a set's key
+	// expiry at its latest member's and prune expired members before they
+	// read a set, so a set lives exactly while one of its members does.
+	set  holdSet
+	role role
+}
+
+// holdSet is a sorted set of the scripts: member -> expiry.
+type holdSet map[string]time.Time
+
+// lookupLocked returns key's live value, or nil; it drops an expired
+// string, and the expired members of a set (the set with its last one).
+// n.mu must be held.
+func (n *Node) lookupLocked(key string, now time.Time) *value {
+	v, ok := n.data[key]
+	if !ok {
+		return nil
+	}
+	if v.set != nil {
+		for m, exp := range v.set {
+			if !now.Before(exp) {
+				delete(v.set, m)
+			}
+		}
+		if len(v.set) > 0 {
+			return v
+		}
+	} else if v.exp.IsZero() || now.Before(v.exp) {
+		return v
+	}
+	delete(n.data, key)
+	return nil
+}
+
+// getLocked is GET: key's string, ok false when key is absent, errWrongType
+// on a sorted set.
+func (n *Node) getLocked(key string, now time.Time) (s string, ok bool, err error) {
+	v := n.lookupLocked(key, now)
+	switch {
+	case v == nil:
+		return "", false, nil
+	case v.set != nil:
+		return "", false, errWrongType
+	}
+	return v.str, true, nil
+}
+
+// setLocked is SET key s [PX ttl]: it replaces any value; ttl 0 sets none.
+func (n *Node) setLocked(key, s string, ttl time.Duration, r role, now time.Time) {
+	v := &value{str: s, role: r}
+	if ttl > 0 {
+		v.exp = now.Add(ttl)
+	}
+	n.data[key] = v
+	n.sweepLocked(now)
+}
+
+// zsetLocked is a script's ZREMRANGEBYSCORE key -inf now before it reads
+// key's set: the live members, nil when key is absent, errWrongType on a
+// string.
+func (n *Node) zsetLocked(key string, now time.Time) (holdSet, error) {
+	v := n.lookupLocked(key, now)
+	switch {
+	case v == nil:
+		return nil, nil
+	case v.set == nil:
+		return nil, errWrongType
+	}
+	return v.set, nil
+}
+
+// zaddLocked is ZADD key exp member on a key that is absent or a set
+// (zsetLocked said so): it creates the set, written by r, when absent.
+func (n *Node) zaddLocked(key, member string, exp time.Time, r role, now time.Time) {
+	v := n.lookupLocked(key, now)
+	if v == nil {
+		v = &value{set: holdSet{}, role: r}
+		n.data[key] = v
+		defer n.sweepLocked(now)
+	}
+	v.set[member] = exp
+}
+
+// zremLocked is ZREM key member on a live set: it reports whether member
+// was there and drops the key with its last member.
+func (n *Node) zremLocked(key, member string, set holdSet) bool {
+	if _, ok := set[member]; !ok {
+		return false
+	}
+	delete(set, member)
+	if len(set) == 0 {
+		delete(n.data, key)
+	}
+	return true
+}
+
+// sweepLocked drops every expired key once the keyspace has doubled since
+// the last sweep, as Redis's active expiry does: keys nobody reads again
+// (release guards, above all) do not pile up.
+func (n *Node) sweepLocked(now time.Time) {
+	if len(n.data) < n.sweepAt {
+		return
+	}
+	for k := range n.data {
+		n.lookupLocked(k, now)
+	}
+	n.sweepAt = max(minSweep, 2*len(n.data))
+}
+
+const minSweep = 4096
+
+// Key names, as package redisnode derives them (redisnode.go: hashTag,
+// guardKey, fenceKey, slotKey), so that they meet other names as they do
+// on Redis.
+
+// hashTag reports whether key has a valid Redis Cluster hash tag: a '{'
+// followed later by a '}' with at least one byte between the first '{' and
+// the first '}' after it.
+func hashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
+}
+
+// slotKey names a key derived from lock key key: key+suffix when key has a
+// hash tag, "{key}"+suffix otherwise. A key with '}' but no valid hash tag
+// is refused, as redisnode refuses it (its keys could not share one Redis
+// Cluster slot), with an error wrapping redlock.ErrNotSent.
+func (n *Node) slotKey(key, suffix string) (string, error) {
+	if hashTag(key) {
+		return key + suffix, nil
+	}
+	if strings.Contains(key, "}") {
+		return "", fmt.Errorf("memnode %s: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one Redis Cluster slot (redisnode refuses it too)", n.addr, redlock.ErrNotSent, quote(key))
+	}
+	return "{" + key + "}" + suffix, nil
+}
+
+// guardKey names the release guard of key for who (a value, or a hold's
+// member): ":release-guard:" and the first 12 bytes of who's SHA-256 in hex.
+func (n *Node) guardKey(key, who string) (string, error) {
+	sum := sha256.Sum256([]byte(who))
+	return n.slotKey(key, ":release-guard:"+hex.EncodeToString(sum[:12]))
+}
+
+// fenceKey names the fencing counter of key.
+func (n *Node) fenceKey(key string) (string, error) { return n.slotKey(key, ":fence") }
+
+// waitingKey names the waiting writers of shared lock key.
+func (n *Node) waitingKey(key string) (string, error) { return n.slotKey(key, ":waiting") }
+
+// quote quotes a key for an error, cut to 100 bytes followed by "..." and
+// its length.
+func quote(s string) string {
+	const most = 100
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:most]) + "...(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// luaNumber is Lua 5.1's tonumber on a string, as Redis's scripts read a
+// fencing counter: C's strtod of s up to its first NUL byte, with white
+// space around it, also hexadecimal ("0x1A", "0x1.8p1"), "inf" and "nan";
+// ok is false when s is no number.
+func luaNumber(s string) (f float64, ok bool) {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Trim(s, " \t\n\v\f\r")
+	if strings.ContainsRune(s, '_') { // ParseFloat takes digit separators; strtod does not
+		return 0, false
+	}
+	body := strings.TrimLeft(s, "+-")
+	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') && !strings.ContainsAny(body, "pP") {
+		s += "p0" // strtod takes a hexadecimal number without an exponent; ParseFloat wants one
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	var ne *strconv.NumError
+	if err != nil && !(errors.As(err, &ne) && ne.Err == strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
+}
+
+// luaInteger converts a Lua number to the integer Redis replies with:
+// truncated toward zero; NaN and numbers out of int64's range give
+// math.MinInt64, as the x86-64 conversion does.
+func luaInteger(f float64) int64 {
+	if math.IsNaN(f) || f >= 0x1p63 || f < -0x1p63 {
+		return math.MinInt64
+	}
+	return int64(f)
+}
