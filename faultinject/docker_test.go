@@ -149,6 +149,7 @@ func TestDockerKillRestartAOFAlways(t *testing.T) {
 	_, srvs := dockerStart(t, AOFAlways)
 	s, c := srvs[0], dockerClient(t, srvs[0])
 	ctx := dockerCtx(t, 30*time.Second)
+	setAt := time.Now()
 	if err := c.Set(ctx, "k", "v", 60*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,11 @@ func TestDockerKillRestartAOFAlways(t *testing.T) {
 	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Fatalf("after kill + AOF restart: GET k = %q, %v; want v", v, err)
 	}
-	if pttl, err := c.PTTL(ctx, "k").Result(); err != nil || pttl <= 50*time.Second || pttl > 60*time.Second {
-		t.Errorf("after kill + AOF restart: PTTL k = %v, %v; want the TTL kept (50-60s)", pttl, err)
+	// The AOF keeps the key's expiry time: 60s from the SET, which ran
+	// after setAt.
+	pttl, err := c.PTTL(ctx, "k").Result()
+	if lo := 60*time.Second - time.Since(setAt) - dockerClockRes; err != nil || pttl < lo || pttl > 60*time.Second {
+		t.Errorf("after kill + AOF restart: PTTL k = %v, %v; want the TTL kept ([%v, 60s])", pttl, err, lo)
 	}
 	// Changing the persistence replaces the container: the data goes.
 	if err := s.Kill(ctx); err != nil {
@@ -198,14 +202,24 @@ func TestDockerPauseResume(t *testing.T) {
 	if err := s.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Without the deadline a PING on a paused container would never
+	// return: it must return, with a timeout, and not before the deadline.
+	const deadline = 50 * time.Millisecond
 	begin := time.Now()
-	err := c.Ping(dockerCtx(t, 50*time.Millisecond)).Err()
+	pinged := make(chan error, 1)
+	go func() { pinged <- c.Ping(dockerCtx(t, deadline)).Err() }()
+	var err error
+	select {
+	case err = <-pinged:
+	case <-ctx.Done():
+		t.Fatalf("PING on a paused container with a %v deadline has not returned (%v)", deadline, time.Since(begin))
+	}
 	took := time.Since(begin)
 	if !errors.Is(err, context.DeadlineExceeded) && !dockerIsTimeout(err) {
 		t.Errorf("PING on a paused container: %v after %v, want a timeout", err, took)
 	}
-	if took > time.Second { // a hang without the deadline would never return
-		t.Errorf("PING on a paused container took %v, want ~50ms (its ctx deadline)", took)
+	if took < deadline {
+		t.Errorf("PING on a paused container failed after %v, before its %v deadline: %v", took, deadline, err)
 	}
 	t.Logf("PING on a paused container: %v after %v", err, took)
 	if err := s.Resume(ctx); err != nil {
@@ -241,16 +255,59 @@ func dockerRequireSkew(t *testing.T, be *dockerBackend) {
 	}
 }
 
-// dockerSkew returns the server's wall clock minus the real time.
-func dockerSkew(t *testing.T, c *redis.Client) time.Duration {
+// dockerClockRes covers the resolution of what the tests compare: PTTL
+// answers in milliseconds, TIME and a libfaketime spec in microseconds.
+const dockerClockRes = time.Millisecond
+
+// dockerReading is one TIME call: the server read its wall clock (server)
+// at some real moment between sent and got.
+type dockerReading struct{ server, sent, got time.Time }
+
+func dockerTime(t *testing.T, c *redis.Client) dockerReading {
 	t.Helper()
-	t1 := time.Now()
+	sent := time.Now()
 	tm, err := c.Time(dockerCtx(t, 5*time.Second)).Result()
-	t2 := time.Now()
+	got := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tm.Sub(t1.Add(t2.Sub(t1) / 2))
+	return dockerReading{server: tm, sent: sent, got: got}
+}
+
+// skew returns the server's wall clock minus the real time at the call's
+// midpoint.
+func (r dockerReading) skew() time.Duration { return r.server.Sub(r.sent.Add(r.got.Sub(r.sent) / 2)) }
+
+// slack is how far skew can be from the server's true skew while its clock
+// runs at real speed: half the measured round trip, plus dockerClockRes.
+func (r dockerReading) slack() time.Duration { return r.got.Sub(r.sent)/2 + dockerClockRes }
+
+// near reports whether the reading's skew is want within its slack.
+func (r dockerReading) near(want time.Duration) bool {
+	return r.skew() >= want-r.slack() && r.skew() <= want+r.slack()
+}
+
+// dockerExpiry polls key until it is gone and returns when the last call
+// that still found it was sent and when the first that did not came back:
+// the key expired on the server between the two. It fails after limit.
+func dockerExpiry(ctx context.Context, t *testing.T, c *redis.Client, key string, limit time.Duration) (lastSeen, goneBy time.Time) {
+	t.Helper()
+	begin := time.Now()
+	for {
+		sent := time.Now()
+		n, err := c.Exists(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return lastSeen, time.Now()
+		}
+		lastSeen = sent
+		if time.Since(begin) > limit {
+			t.Fatalf("key %q still there after %v", key, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
@@ -259,9 +316,13 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	dockerRequireSkew(t, be)
 	ctx := dockerCtx(t, 30*time.Second)
 	c0, c1 := dockerClient(t, srvs[0]), dockerClient(t, srvs[1])
-	for _, c := range []*redis.Client{c0, c1} {
-		if d := dockerSkew(t, c); d < -200*time.Millisecond || d > 200*time.Millisecond {
-			t.Errorf("skew at start: %v, want ~0", d)
+	var setAt time.Time
+	for i, c := range []*redis.Client{c0, c1} {
+		if r := dockerTime(t, c); !r.near(0) {
+			t.Errorf("skew at start: %v, want 0±%v", r.skew(), r.slack())
+		}
+		if i == 1 {
+			setAt = time.Now()
 		}
 		if err := c.Set(ctx, "k", "v", 20*time.Second).Err(); err != nil {
 			t.Fatal(err)
@@ -270,14 +331,16 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	if err := srvs[0].SetClock(ctx, 30*time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < 29800*time.Millisecond || d > 30200*time.Millisecond {
-		t.Errorf("skew after +30s: %v", d)
+	if r := dockerTime(t, c0); !r.near(30 * time.Second) {
+		t.Errorf("skew after +30s: %v, want 30s±%v", r.skew(), r.slack())
 	}
 	if n, err := c0.Exists(ctx, "k").Result(); err != nil || n != 0 {
 		t.Errorf("container at +30s: EXISTS k = %d, %v; want 0 (expired at once)", n, err)
 	}
-	if pttl, err := c1.PTTL(ctx, "k").Result(); err != nil || pttl < 19*time.Second {
-		t.Errorf("other container: PTTL k = %v, %v; want ~20s", pttl, err)
+	// The key was set after setAt: its TTL is 20s less at most the time since.
+	pttl, err := c1.PTTL(ctx, "k").Result()
+	if lo := 20*time.Second - time.Since(setAt) - dockerClockRes; err != nil || pttl < lo || pttl > 20*time.Second {
+		t.Errorf("other container: PTTL k = %v, %v; want [%v, 20s]", pttl, err, lo)
 	}
 	// The skew survives a restart.
 	if err := srvs[0].Kill(ctx); err != nil {
@@ -286,14 +349,16 @@ func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	if err := srvs[0].Start(ctx, NoPersistence); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < 29800*time.Millisecond || d > 30200*time.Millisecond {
-		t.Errorf("skew after restart: %v, want +30s kept", d)
+	// At rate 1 the offset does not depend on when libfaketime started in
+	// the new process: the reading is exact within its slack.
+	if r := dockerTime(t, c0); !r.near(30 * time.Second) {
+		t.Errorf("skew after restart: %v, want +30s±%v kept", r.skew(), r.slack())
 	}
 	if err := srvs[0].SetClock(ctx, 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d := dockerSkew(t, c0); d < -200*time.Millisecond || d > 200*time.Millisecond {
-		t.Errorf("skew after SetClock(0, 1): %v, want ~0", d)
+	if r := dockerTime(t, c0); !r.near(0) {
+		t.Errorf("skew after SetClock(0, 1): %v, want 0±%v", r.skew(), r.slack())
 	}
 }
 
@@ -303,24 +368,33 @@ func TestDockerClockRateTenfold(t *testing.T) {
 	dockerRequireSkew(t, be)
 	ctx := dockerCtx(t, 30*time.Second)
 	c := dockerClient(t, srvs[0])
-	time.Sleep(time.Second) // age the process: a raw rate change would jump by 9x its age (~9s)
+	time.Sleep(time.Second) // the experiment: age the process, so that a raw rate change would jump by 9x its age (~9s)
+	setAt := time.Now()
 	if err := srvs[0].SetClock(ctx, 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	// At x10 each millisecond before the reading adds 9ms: allow for load.
-	if d := dockerSkew(t, c); d < -1500*time.Millisecond || d > 1500*time.Millisecond {
-		t.Errorf("skew right after rate x10: %v, want ~0 (no jump)", d)
+	// At x10 each millisecond between SetClock and the reading adds 9ms,
+	// and the calibrated start time's error 9 times its own. An
+	// uncompensated rate change would jump by 9 times the process's age: the
+	// skew must stay below half of that.
+	r := dockerTime(t, c)
+	jump := 9 * setAt.Sub(srvs[0].(*dockerServer).clock.Start())
+	if d := r.skew(); d <= -jump/2 || d >= jump/2 {
+		t.Errorf("skew right after rate x10: %v, want well below the %v jump of an uncompensated rate change", d, jump)
 	}
+	t.Logf("skew %v after rate x10 (%v after SetClock began); a jump would be %v", r.skew(), r.got.Sub(setAt), jump)
+	sent := time.Now()
 	if err := c.Set(ctx, "k", "v", 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	took, err := redisproc.WaitGone(ctx, c, "k", 3*time.Second)
-	if err != nil {
-		t.Fatalf("rate x10: %v", err)
-	}
-	t.Logf("PX 5000 key expired after %v real at rate x10 (libfaketime start lag after docker's StartedAt: %v)", took, srvs[0].(*dockerServer).startLag)
-	if took < 400*time.Millisecond || took > 1200*time.Millisecond { // 5 s real would mean no skew
-		t.Errorf("PX 5000 at x10 expired after %v real, want ~0.5s", took)
+	done := time.Now()
+	// At x10 (an exact rate) the 5 s TTL lasts 0.5 s real from the moment
+	// the server ran the SET; 5 s real would mean no skew.
+	const realTTL = 500 * time.Millisecond
+	lastSeen, goneBy := dockerExpiry(ctx, t, c, "k", 10*realTTL)
+	t.Logf("PX 5000 key expired after %v-%v real at rate x10 (libfaketime start lag after docker's StartedAt: %v)", lastSeen.Sub(done), goneBy.Sub(sent), srvs[0].(*dockerServer).startLag)
+	if lastSeen.After(done.Add(realTTL+dockerClockRes)) || goneBy.Before(sent.Add(realTTL-dockerClockRes)) {
+		t.Errorf("PX 5000 at x10: seen %v after the SET returned, gone %v after it was sent; want it to expire %v after the SET ran", lastSeen.Sub(done), goneBy.Sub(sent), realTTL)
 	}
 }
 
