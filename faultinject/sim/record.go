@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/faultinject/history"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// The world records what its clients do and what it observes on the
+// masters as a history (package history, on the bubble's clock as
+// durations since t0); result judges it with history.Check.
+
+// record adds e to the history.
+func (w *world) record(e history.Event) {
+	w.mu.Lock()
+	w.events = append(w.events, e)
+	w.mu.Unlock()
+}
+
+// refused records that master l.master refused a release of value (a
+// key's value or a hold's id) without applying it.
+func (w *world) refused(l *link, value string) {
+	w.record(history.Event{Client: l.client, Kind: history.ReleaseRefused, At: w.at(time.Now()), Token: value, Node: l.master})
+}
+
+// at is t on the history's clock.
+func (w *world) at(t time.Time) time.Duration { return t.Sub(w.t0) }
+
+// acquired records lease, just granted to client c on name ni, as h and in
+// the history.
+func (w *world) acquired(c, ni int, h *hold, lease *redlock.Lease) {
+	p := w.plan
+	sh := p.shape(ni)
+	h.client, h.name, h.token, h.start = c, p.Names[ni], lease.Token(), time.Now()
+	h.fence, _ = lease.Fence()
+	if sh.Kind == ReentrantLock {
+		h.owner = ownerName(p.Owners[c])
+	}
+	e := history.Event{Client: c, Kind: history.Acquired, At: w.at(h.start), Lock: h.name, Token: h.token,
+		Until: w.at(lease.Until()), Fence: h.fence, Owner: h.owner, Holds: lease.Holds(), Shared: sh.Kind == RWLock && !h.write}
+	if sh.Kind == SemaphoreLock {
+		e.Limit = sh.K
+	}
+	w.mu.Lock()
+	h.idx = len(w.holds)
+	w.holds = append(w.holds, h)
+	w.events = append(w.events, e)
+	w.mu.Unlock()
+}
+
+// stopped records that h's holder stopped using lease now: its interval
+// ends now or at its validity's end, whatever the release then takes.
+func (w *world) stopped(h *hold, lease *redlock.Lease) {
+	now, until := time.Now(), lease.Until()
+	h.end = until
+	if now.Before(h.end) {
+		h.end = now
+	}
+	w.record(history.Event{Client: h.client, Kind: history.Unlock, At: w.at(now), Lock: h.name, Token: lease.Token(), Until: w.at(until)})
+}
+
+// write is the protected work: with fencing a write to the name's
+// FencedStore with the lease's token; without, a write that must land
+// while the lease is valid. lease is nil for a write after a pause, made
+// without checking; until is the lease's validity deadline then.
+func (w *world) write(h *hold, ni int, lease *redlock.Lease, until time.Time) {
+	if lease != nil && !lease.Valid() {
+		return
+	}
+	e := history.Event{Client: h.client, Kind: history.WriteAccepted, At: w.at(time.Now()), Lock: h.name, Token: h.token, Until: w.at(until)}
+	if !w.plan.Fencing {
+		w.record(e)
+		return
+	}
+	e.Fence = h.fence
+	// The store's decision and its event under one lock: the history
+	// orders the writes as the store took them.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.stores[ni].Write(h.fence, fmt.Sprint(h.idx)); err != nil {
+		e.Kind = history.WriteRejected
+		w.hist = append(w.hist, fmt.Sprintf("%12v c%d fenced write %d refused", time.Since(w.t0), h.client, h.fence))
+	}
+	w.events = append(w.events, e)
+}
+
+// covered records how many masters hold lease now (its key, or a shape's
+// hold), against the quorum that must while it is valid (validity never
+// exceeds the real remaining time on a quorum); a semaphore's quorum is
+// its larger one. Servers, not addresses, are counted: a server listed
+// twice holds one key, and a lease granted by its two addresses is on one
+// server.
+func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
+	n := 0
+	for _, m := range w.masters {
+		v, ok := m.Keys()[h.name]
+		if ok && sh.Kind != MutexLock {
+			ok = strings.Contains(v, "\n"+lease.Token())
+		} else if ok {
+			ok = strings.HasPrefix(v, lease.Token())
+		}
+		if ok {
+			n++
+		}
+	}
+	w.record(history.Event{Client: h.client, Kind: history.Covered, At: w.at(time.Now()), Lock: h.name, Token: lease.Token(),
+		Until: w.at(lease.Until()), Copies: n, Quorum: sh.quorum(w.plan.addrs())})
+}
+
+// leftovers records, as events of kind k (history.Leftover: after every
+// client closed; history.Outlived: one TTL later), every key and shape
+// hold on the masters. A writer's waiting mark is no leftover (it lives
+// waitTTL, within the one-TTL wait), but it must be gone one TTL later.
+func (w *world) leftovers(k history.Kind) {
+	at := w.at(time.Now())
+	for mi, m := range w.masters {
+		keys := m.Keys()
+		names := make([]string, 0, len(keys))
+		for name := range keys {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			v := keys[name]
+			switch {
+			case k == history.Leftover && w.plan.Shapes != nil && strings.HasSuffix(name, ":waiting"):
+			case w.plan.Shapes == nil || !strings.Contains(v, "\n"):
+				w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: v, Note: "key " + name})
+			default:
+				for _, mem := range strings.Split(v, " ") {
+					_, id, _ := strings.Cut(mem, "\n")
+					w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: id, Note: fmt.Sprintf("hold %q of %s", mem, name)})
+				}
+			}
+		}
+	}
+}
