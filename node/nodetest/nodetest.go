@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,15 +88,18 @@ func Run(t *testing.T, newNode func(t *testing.T) redlock.Node, down func(t *tes
 	run(t, newNode, down, func(t *testing.T, err error) {
 		t.Helper()
 		t.Error(err)
-	})
+	}, nil)
 }
 
 // Timing of the suite.
 const (
 	callTimeout = 10 * time.Second // bounds every node call
-	waitLimit   = 30 * time.Second // bounds every wait for an expiry
 	long        = time.Hour        // a TTL that does not end during a check
 )
+
+// waitLimit bounds every wait for an expiry (the suite's own tests shorten
+// it).
+var waitLimit = 30 * time.Second
 
 // shortTTLs are the TTLs a timed check tries, in order (see checker.timed).
 var shortTTLs = []time.Duration{250 * time.Millisecond, time.Second, 4 * time.Second}
@@ -113,15 +117,23 @@ type check struct {
 
 // run runs every group as a subtest of t and every check as a subtest of
 // its group, reporting each failure with report (Run: t.Error; the suite's
-// own tests record them).
-func run(t *testing.T, newNode func(t *testing.T) redlock.Node, down func(t *testing.T, n redlock.Node) func(), report func(t *testing.T, err error)) {
+// own tests record them). A non-nil only picks the checks to run, by group
+// and check name.
+func run(t *testing.T, newNode func(t *testing.T) redlock.Node, down func(t *testing.T, n redlock.Node) func(),
+	report func(t *testing.T, err error), only func(group, check string) bool) {
 	t.Helper()
 	if newNode == nil {
 		t.Fatal("nodetest: Run needs a newNode function; it is nil")
 	}
 	for _, g := range groups() {
+		if only != nil && !slices.ContainsFunc(g.checks, func(ck check) bool { return only(g.name, ck.name) }) {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			for _, ck := range g.checks {
+				if only != nil && !only(g.name, ck.name) {
+					continue
+				}
 				t.Run(ck.name, func(t *testing.T) {
 					t.Helper()
 					n := newNode(t)

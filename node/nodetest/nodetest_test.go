@@ -1,0 +1,240 @@
+package nodetest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorded runs the checks only picks on the nodes newNode makes, as
+// subtests of t, and returns the failures each check reported, by
+// "Group/Check". The failures are recorded, not reported: t passes.
+func recorded(t *testing.T, newNode func() redlock.Node, down func(t *testing.T, n redlock.Node) func(), only func(group, check string) bool) map[string][]error {
+	t.Helper()
+	var mu sync.Mutex
+	got := map[string][]error{}
+	run(t, func(*testing.T) redlock.Node { return newNode() }, down, func(t *testing.T, err error) {
+		parts := strings.Split(t.Name(), "/")
+		name := strings.Join(parts[len(parts)-2:], "/")
+		mu.Lock()
+		defer mu.Unlock()
+		got[name] = append(got[name], err)
+	}, only)
+	return got
+}
+
+func memDown(t *testing.T, n redlock.Node) func() {
+	var m *memnode.Node
+	switch n := n.(type) {
+	case *memnode.Node:
+		m = n
+	case interface{ inner() *memnode.Node }:
+		m = n.inner()
+	default:
+		t.Fatalf("memDown: %T is no memnode", n)
+	}
+	m.Fail(fmt.Errorf("connection refused: %w", redlock.ErrNotSent))
+	return func() { m.Fail(nil) }
+}
+
+// TestSoundNodePasses: memnode, the reference's double, passes every check
+// (so that the failures the broken nodes below cause are theirs).
+func TestSoundNodePasses(t *testing.T) {
+	got := recorded(t, func() redlock.Node { return memnode.New("sound") }, memDown, nil)
+	for name, errs := range got {
+		t.Errorf("%s: %d failures on memnode, first: %v", name, len(errs), errs[0])
+	}
+}
+
+// broken is memnode with one behaviour changed by the fields that are set.
+type broken struct {
+	*memnode.Node
+	mu       sync.Mutex
+	acquired map[string]bool // retriedCopyRefused: keys+values acquired once
+	refuse   bool            // Acquire of a key its value holds says false
+	creates  bool            // Extend of a free key takes it
+	noGuard  bool            // Release leaves no guard
+	ttlTimes time.Duration   // Acquire multiplies its TTL by this (0: no change)
+	fence0   bool            // AcquireFenced reads 0 always
+	noLimit  bool            // AcquireHold ignores Limit
+	noYield  bool            // AcquireHold ignores Yield
+	liar     bool            // a call with an ended context runs and wraps ErrNotSent
+	newRunID bool            // Info makes up a RunID per call
+}
+
+func (b *broken) inner() *memnode.Node { return b.Node }
+
+func (b *broken) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if b.liar && ctx.Err() != nil {
+		_, _ = b.Node.Acquire(context.Background(), key, value, ttl)
+		return false, fmt.Errorf("lying: %w: %w", redlock.ErrNotSent, ctx.Err())
+	}
+	if b.ttlTimes != 0 {
+		ttl *= b.ttlTimes
+	}
+	ok, err := b.Node.Acquire(ctx, key, value, ttl)
+	if b.refuse && ok {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.acquired == nil {
+			b.acquired = map[string]bool{}
+		}
+		kv := key + "\x00" + value
+		if b.acquired[kv] {
+			return false, nil
+		}
+		b.acquired[kv] = true
+	}
+	return ok, err
+}
+
+func (b *broken) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	ok, err := b.Node.Extend(ctx, key, value, ttl)
+	if b.creates && err == nil && !ok {
+		return b.Node.Acquire(ctx, key, value, ttl)
+	}
+	return ok, err
+}
+
+func (b *broken) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	if b.noGuard {
+		guard = 0
+	}
+	return b.Node.Release(ctx, key, value, guard)
+}
+
+func (b *broken) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	ok, fence, err := b.Node.AcquireFenced(ctx, key, value, ttl)
+	if b.fence0 {
+		fence = 0
+	}
+	return ok, fence, err
+}
+
+func (b *broken) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
+	if b.noLimit {
+		h.Limit = 0
+	}
+	if b.noYield {
+		h.Yield = false
+	}
+	return b.Node.AcquireHold(ctx, key, h, ttl)
+}
+
+func (b *broken) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	si, err := b.Node.Info(ctx)
+	if b.newRunID && err == nil {
+		si.RunID = rand.Text()
+	}
+	return si, err
+}
+
+// TestBrokenNodesFail: a node with one behaviour changed fails the check of
+// that behaviour, with a message naming the call and the value it returned.
+func TestBrokenNodesFail(t *testing.T) {
+	defer func(old time.Duration) { waitLimit = old }(waitLimit)
+	waitLimit = 3 * time.Second // the TTL checks wait this long for an expiry that does not come
+	noDown := func(*testing.T, redlock.Node) func() { return func() {} }
+	for _, tc := range []struct {
+		name  string
+		node  func() *broken
+		down  func(*testing.T, redlock.Node) func()
+		check string // Group/Check
+		says  string // in one of its messages
+	}{
+		{"retried copy refused", func() *broken { return &broken{refuse: true} }, nil,
+			"Mutex/AcquireRetriedCopy", `Acquire("lock", "v", 1h0m0s) = false, want true: a retried copy`},
+		{"Extend creates", func() *broken { return &broken{creates: true} }, nil,
+			"Mutex/ExtendNeverCreates", `Extend("absent", "v", 1h0m0s) = true, want false`},
+		{"no release guard", func() *broken { return &broken{noGuard: true} }, nil,
+			"Mutex/ReleaseGuard", `Acquire("lock", "late", 1h0m0s) = true, want false`},
+		{"TTL read as seconds", func() *broken { return &broken{ttlTimes: 1000} }, nil,
+			"Mutex/TTL", "is free after it: not within 3s"},
+		{"fence read as 0", func() *broken { return &broken{fence0: true} }, nil,
+			"Fencing/RaiseWhileHeld", `AcquireFenced("lock", "w", 1h0m0s) = (true, 0), want (true, 5)`},
+		{"limit ignored", func() *broken { return &broken{noLimit: true} }, nil,
+			"Shapes/Limit", "= 3, want 0: the limit of 2 live holds is reached"},
+		{"yield ignored", func() *broken { return &broken{noYield: true} }, nil,
+			"Shapes/Waiter", "= 2, want 0: a yielding reader is refused while a writer waits"},
+		{"ErrNotSent with an effect", func() *broken { return &broken{liar: true} }, nil,
+			"Context/Cancelled", `Acquire("new", "w", 1h0m0s) = false, want true: the failed Acquire wrapped redlock.ErrNotSent`},
+		{"RunID per call", func() *broken { return &broken{newRunID: true} }, nil,
+			"Info/Consistent", "the same server's RunID changed"},
+		{"down does nothing", func() *broken { return &broken{} }, noDown,
+			"Down/Down", `Acquire("new", "v", 1h0m0s) returned no error, want one: every call fails while the server is down`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := recorded(t, func() redlock.Node {
+				b := tc.node()
+				b.Node = memnode.New("broken")
+				return b
+			}, tc.down, func(group, check string) bool { return group+"/"+check == tc.check })
+			errs := got[tc.check]
+			if len(errs) == 0 {
+				t.Fatalf("%s reported no failure for a node with %s (failures: %v)", tc.check, tc.name, got)
+			}
+			var msgs []string
+			for _, err := range errs {
+				msgs = append(msgs, err.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.says) {
+				t.Errorf("%s reported:\n%s\nwant a message containing %q", tc.check, strings.Join(msgs, "\n"), tc.says)
+			}
+		})
+	}
+}
+
+// plain is a Node and no more: the capability checks are skipped.
+type plain struct{ m *memnode.Node }
+
+func (p plain) Addr() string { return p.m.Addr() }
+func (p plain) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	return p.m.Info(ctx)
+}
+func (p plain) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return p.m.Acquire(ctx, key, value, ttl)
+}
+func (p plain) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return p.m.Extend(ctx, key, value, ttl)
+}
+func (p plain) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	return p.m.Release(ctx, key, value, guard)
+}
+
+// TestPlainNodeSkipsCapabilities: a node without FencingNode and ShapeNode
+// passes; the checks of those capabilities say why they skip.
+func TestPlainNodeSkipsCapabilities(t *testing.T) {
+	for _, f := range []func(*checker){fenceMax, sharedGroup, mutexThenHold, downServer} {
+		errs, skip := newChecker(t, plain{memnode.New("plain")}, nil).run(f)
+		if len(errs) != 0 || skip == "" {
+			t.Errorf("a check on a plain node: failures %v, skip %q; want none, and a reason to skip", errs, skip)
+		}
+	}
+	got := recorded(t, func() redlock.Node { return plain{memnode.New("plain")} }, nil, nil)
+	for name, errs := range got {
+		t.Errorf("%s: %d failures on a plain memnode, first: %v", name, len(errs), errs[0])
+	}
+}
+
+// TestLongArgumentsAreCut: a message shows at most 40 bytes of a name or
+// value, and its length.
+func TestLongArgumentsAreCut(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	if got := q(long); len(got) > 80 || !strings.Contains(got, "(1048576 bytes)") {
+		t.Errorf("q of a 1 MiB name = %q, want at most 80 bytes naming the length", got)
+	}
+	if got := q("a\x00b"); got != `"a\x00b"` {
+		t.Errorf(`q("a\x00b") = %s, want "a\x00b" quoted`, got)
+	}
+}
