@@ -7,8 +7,21 @@
 // node, not when the caller stops waiting. A call whose context ends while
 // the node is paused or slow returns the context's error, and its command
 // still applies later (a straggler), exactly as a real paused Redis runs the
-// commands it had queued when it resumes. It never starts a goroutine: late
-// commands wait in timers and in the node's queue.
+// commands it had queued when it resumes. A call whose context has ended
+// before it is made sends nothing: its error wraps redlock.ErrNotSent and
+// ctx.Err(). It never starts a goroutine: late commands wait in timers and
+// in the node's queue.
+//
+// It answers as a Redis master running package redisnode's Lua scripts
+// does, step by step, on one keyspace with the key names redisnode uses: a
+// lock's release guards, fencing counter and waiting writers live in keys
+// derived from its name ("{name}:release-guard:<hash>", "{name}:fence",
+// "{name}:waiting"; name and the suffix when name has a hash tag), which a
+// lock named like one of them meets, as on Redis; one name used as a mutex
+// and as a shared lock fails with WRONGTYPE; and a name with '}' but no
+// valid hash tag is refused as redisnode refuses it. Package nodetest
+// checks this on memnode and on real servers (TestNodetest here,
+// TestNodetestStandalone and TestNodetestCluster in redisnode).
 //
 // It reads time through the time package, so inside a testing/synctest
 // bubble its TTLs, delays and uptime run on the bubble's virtual clock and
