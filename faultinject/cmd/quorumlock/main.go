@@ -2,7 +2,7 @@
 //
 // Usage:
 //
-//	quorumlock chaos [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
+//	quorumlock chaos [--quick] [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
 //	                 [--nodes N[,N...]] [--duration D] [--short] [--json FILE] [--list]
 //	quorumlock status --addrs HOST:PORT[,HOST:PORT...] NAME
 //
@@ -16,6 +16,12 @@
 // otherwise, with a line below the table saying why. The JSON file's
 // "verdict" field has the same three values. The exit status is 1 when any
 // verdict is FAIL, 2 on a usage error.
+//
+// chaos --quick gives the whole table in about two minutes on two cores:
+// every scenario once, at its own number of masters, for the short
+// duration (3 s), on the fastest real backend: redis-server processes when
+// redis-server is installed (containers restart far slower), else the
+// in-memory one. --backend, --nodes and --duration still override.
 package main
 
 import (
@@ -38,6 +44,7 @@ import (
 	"github.com/quorumlock/quorumlock/faultinject"
 	"github.com/quorumlock/quorumlock/faultinject/chaos"
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
 // Exit statuses.
@@ -89,6 +96,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	nodesFlag := fs.String("nodes", "", "numbers of masters, comma-separated: each scenario runs once per number (default: the scenario's own; make chaos uses 3,5)")
 	duration := fs.Duration("duration", 0, "workload duration per scenario, overriding the scenario's (0: the scenario's)")
 	short := fs.Bool("short", false, "run the CI-sized variant (a few seconds per scenario)")
+	quick := fs.Bool("quick", false, "the whole table in about two minutes: every scenario once at its own size for the short duration, on the fastest real backend (process when redis-server is installed)")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	verbose := fs.Bool("verbose", false, "also show go-redis's log (failed dials while masters are down)")
@@ -163,7 +171,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// The backend is chosen once, before the first scenario: a setup error
 	// is reported once, and every row runs on the same backend.
-	kind, why, err := faultinject.Resolve(ctx, kind)
+	kind, why, err := resolveBackend(ctx, kind, *quick)
 	if err != nil {
 		fmt.Fprintf(stderr, "quorumlock chaos: --backend %s is not available here: %v\n", kind, err)
 		return exitFail
@@ -175,7 +183,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// go-redis logs every failed dial; during a chaos run they are expected.
 		lockkey.DiscardClientLog()
 	}
-	opt := chaos.Options{Backend: kind, Short: *short, Duration: *duration, Progress: stderr, CheckGoroutines: true}
+	opt := chaos.Options{Backend: kind, Short: *short || *quick, Duration: *duration, Progress: stderr, CheckGoroutines: true}
 	var reps []chaos.Report
 	start := time.Now()
 	for i, j := range jobs {
@@ -196,6 +204,9 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	fmt.Fprintf(stderr, "chaos: %d scenarios in %.1fs\n", len(reps), time.Since(start).Seconds())
+	if *quick {
+		fmt.Fprintln(stderr, "chaos: that was the quick run; without --quick each scenario runs for 30s on the auto backend")
+	}
 	if err := chaos.WriteTable(stdout, reps); err != nil {
 		fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
 		return exitFail
@@ -215,6 +226,22 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFail
 	}
 	return exitOK
+}
+
+// resolveBackend is faultinject.Resolve, except that a quick run on the
+// auto backend prefers redis-server processes: real servers like docker's
+// (whose image is built from the same binary), and the fastest to kill and
+// restart, which most scenarios do again and again. Without redis-server
+// neither can run, and Resolve falls back to memory.
+func resolveBackend(ctx context.Context, kind faultinject.BackendKind, quick bool) (faultinject.BackendKind, string, error) {
+	if quick && kind == faultinject.Auto {
+		if bin, err := redisproc.LookPath(); err == nil {
+			return faultinject.Process, fmt.Sprintf("quick backend: process (redis-server at %s: real servers, and the fastest backend to kill and restart; --backend docker runs them in containers)", bin), nil
+		}
+		kind, why, err := faultinject.Resolve(ctx, kind)
+		return kind, "quick " + strings.TrimPrefix(why, "auto "), err
+	}
+	return faultinject.Resolve(ctx, kind)
 }
 
 func writeJSON(name string, reps []chaos.Report) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject"
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -214,5 +215,44 @@ func TestChaosFirstRunWithoutRedisServer(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "healthy (N=5) on memory: safe") {
 		t.Errorf("the progress line does not name the backend:\n%s", stderr)
+	}
+}
+
+// TestChaosQuick is the README's first command, on two scenarios: --quick
+// runs on redis-server processes when redis-server is installed, says so
+// and why, and uses the short duration (3s).
+func TestChaosQuick(t *testing.T) {
+	redisproc.Require(t)
+	code, out, stderr := runCmd(t, "chaos", "--quick", "--scenario", "healthy,client-pause")
+	if code != exitOK {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if n := strings.Count(stderr, "chaos: quick backend: process (redis-server at "); n != 1 {
+		t.Errorf("the quick backend choice is said %d times, want once:\n%s", n, stderr)
+	}
+	for _, s := range []string{"healthy (N=5) on process: safe", "client-pause (N=3) on process: caught", "TTL 1s, 3s;", "that was the quick run"} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+		}
+	}
+	if !regexp.MustCompile(`client-pause +3 +unsafe .* caught\n`).MatchString(out) {
+		t.Errorf("client-pause is not caught in the table:\n%s", out)
+	}
+}
+
+// TestChaosQuickWithoutRedisServer: without redis-server --quick falls back
+// to memory and says why; an explicit --backend is kept.
+func TestChaosQuickWithoutRedisServer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, out, stderr := runCmd(t, "chaos", "--quick", "--scenario", "client-pause", "--duration", "1s")
+	if code != exitOK || !strings.Contains(out, "caught") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "chaos: quick backend: memory (docker unavailable: ") || !strings.Contains(stderr, "process unavailable: redisproc: redis-server not found") {
+		t.Errorf("the fallback to memory is not explained:\n%s", stderr)
+	}
+	code, _, stderr = runCmd(t, "chaos", "--quick", "--backend", "process", "--scenario", "healthy")
+	if code != exitFail || !strings.Contains(stderr, "--backend process is not available here") {
+		t.Errorf("--quick --backend process without redis-server: exit %d, stderr:\n%s", code, stderr)
 	}
 }
