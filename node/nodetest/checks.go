@@ -192,7 +192,7 @@ func ttlHonoured(c *checker) {
 
 func extendHeld(c *checker) {
 	c.timed(func(ttl time.Duration, attempt string) bool {
-		k, s := "extend"+attempt, "sentinel"+attempt
+		k, s := "{extend"+attempt+"}", "{extend"+attempt+"}sentinel" // one hash tag: one Cluster shard, one clock
 		quick := stopwatch()
 		first := c.rec(c.acquire(k, "v", ttl))
 		sentinel := c.rec(c.acquire(s, "v", ttl))
@@ -235,7 +235,7 @@ func extendNeverCreates(c *checker) {
 	c.want(c.extend("absent", "v", long), false, "nothing to extend")
 	c.want(c.acquire("absent", "w", long), true, "Extend did not create the key")
 	c.timed(func(ttl time.Duration, attempt string) bool {
-		k, s := "expired"+attempt, "sentinel"+attempt
+		k, s := "{expired"+attempt+"}", "{expired"+attempt+"}sentinel" // one hash tag: one Cluster shard, one clock
 		quick := stopwatch()
 		first := c.rec(c.acquire(k, "v", ttl))
 		sentinel := c.rec(c.acquire(s, "v", ttl))
@@ -513,7 +513,7 @@ func waitingIsPerLock(c *checker) {
 func extendHoldHeld(c *checker) {
 	c.needShapes()
 	c.timed(func(ttl time.Duration, attempt string) bool {
-		k, s := "extend"+attempt, "sentinel"+attempt
+		k, s := "{extend"+attempt+"}", "{extend"+attempt+"}sentinel" // one hash tag: one Cluster shard, one clock
 		quick := stopwatch()
 		first := c.rec(c.acquireHold(k, reader("r1"), ttl))
 		second := c.rec(c.acquireHold(k, reader("r2"), ttl))
@@ -544,7 +544,7 @@ func extendHoldNeverCreates(c *checker) {
 	c.want(c.extendHold("lock", reader("r2"), long), false, "r2 is not held: holding the group is not enough")
 	c.want(c.acquireHold("lock", reader("r1"), long), 1, "ExtendHold of r2 created no hold (a retried copy counts the group's holds)")
 	c.timed(func(ttl time.Duration, attempt string) bool {
-		k, s := "expired"+attempt, "sentinel"+attempt
+		k, s := "{expired"+attempt+"}", "{expired"+attempt+"}sentinel" // one hash tag: one Cluster shard, one clock
 		quick := stopwatch()
 		first := c.rec(c.acquireHold(k, reader("r1"), ttl))
 		sentinel := c.rec(c.acquireHold(s, reader("r1"), ttl))
@@ -603,7 +603,7 @@ func releaseHoldGuard(c *checker) {
 func holdsExpireOnTheirOwn(c *checker) {
 	c.needShapes()
 	c.timed(func(ttl time.Duration, attempt string) bool {
-		k, s := "expiring"+attempt, "sentinel"+attempt
+		k, s := "{expiring"+attempt+"}", "{expiring"+attempt+"}sentinel" // one hash tag: one Cluster shard, one clock
 		quick := stopwatch()
 		first := c.rec(c.acquireHold(k, reader("r1"), ttl))
 		second := c.rec(c.acquireHold(k, reader("r2"), long))
@@ -1043,6 +1043,18 @@ func fenceCounterNameTakenFirst(c *checker) {
 	c.wantErr(err, "k's counter key holds \"x\", not a number: Redis's script fails comparing it")
 	c.want(c.acquire(fk, "y", long), false, "x still holds the name: the failed RaiseFence wrote nothing")
 	c.want(c.release(fk, "x", 0), true, "x still holds the name")
+	c.want(c.release("k", "v", 0), true, "the holder releases its key")
+	// A name that holds a number: the script reads it with Lua's tonumber
+	// and replies with it truncated to an integer.
+	for _, tc := range []struct {
+		value string
+		fence int64
+	}{{"12.7", 12}, {"-3.5", -3}, {" 0x10 ", 16}} {
+		c.want(c.acquire(fk, tc.value, long), true, "a free key is taken")
+		c.want(c.acquireFenced("k", "v", long), fenced{true, tc.fence}, fmt.Sprintf("k's counter key holds %q: Lua's tonumber reads it, Redis replies with it truncated", tc.value))
+		c.want(c.release("k", "v", 0), true, "the holder releases its key")
+		c.want(c.release(fk, tc.value, 0), true, "the holder releases its key")
+	}
 	if c.s != nil {
 		const hk = "{h}:fence" // h's fencing counter
 		c.want(c.acquireHold(hk, reader("r1"), long), 1, "a free lock is taken")

@@ -20,11 +20,14 @@
 // # What a node's errors must say
 //
 // The coordinator needs four things from a node's errors, and the suite
-// checks each:
+// checks each (the last one when Run is given a way to take the server
+// down):
 //
-//   - A call returns by its context's deadline; a call whose context has
-//     already ended returns an error wrapping ctx.Err() (context.Canceled or
-//     context.DeadlineExceeded).
+//   - A call returns by its context's deadline, and a call whose context
+//     has ended returns an error wrapping ctx.Err() (context.Canceled or
+//     context.DeadlineExceeded). The suite calls every method with an
+//     ended context, and bounds every other call by a 10 s context: a node
+//     that ignores it hangs the test until go test's -timeout.
 //   - A failed call returns zero results (false, 0): the coordinator reads
 //     no result from it.
 //   - An error wrapping redlock.ErrNotSent promises that the call had no
@@ -75,14 +78,14 @@ import (
 // A failed check is reported with t.Error, naming the call, its arguments
 // (long ones cut to 40 bytes) and what the reference answers; an error
 // where the suite needs a result ends that subtest. Every node call is
-// bounded by a 10 s context and every wait for an expiry by 30 s, so a node
-// that hangs fails rather than blocks. Run takes some seconds: it waits for
-// short TTLs to pass (250 ms, or longer when the machine is too slow to tell
-// an expiry from a slow call).
+// bounded by a 10 s context and every wait for an expiry by 30 s. Run
+// takes some seconds: it waits for short TTLs to pass (250 ms, or longer
+// when the machine is too slow to tell an expiry from a slow call).
 //
-// The node is called from the subtest's goroutine and, by the Concurrent
-// checks, from 8 goroutines at once; every goroutine the suite starts has
-// ended when its subtest returns.
+// Call Run from t's goroutine (it calls t.Run). The node is called from
+// the subtest's goroutine and, by the Concurrent checks, from 8 goroutines
+// at once; every goroutine the suite starts has ended when its subtest
+// returns.
 func Run(t *testing.T, newNode func(t *testing.T) redlock.Node, down func(t *testing.T, n redlock.Node) (up func())) {
 	t.Helper()
 	run(t, newNode, down, func(t *testing.T, err error) {
