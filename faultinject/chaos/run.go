@@ -362,11 +362,11 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 
 	ev := r.hist.Events()
 	f := Check(ev)
-	counted := violations(f)
+	judged := violations(f)
 	rep.Findings = f
 	rep.Acquisitions = f.Acquisitions
 	rep.Faults = int(r.faults.Load())
-	rep.Violations = len(counted)
+	rep.Violations = len(judged)
 	rep.StaleWritesAccepted = len(f.Of(staleWrites...))
 	rep.Leaked = describeLeaks(leaked)
 	rep.LeakedKeys = len(leaked)
@@ -378,7 +378,7 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 		rep.History = ev
 	}
 	shown := map[*history.Invariant]int{}
-	for _, v := range counted {
+	for _, v := range judged {
 		if shown[v.Invariant]++; shown[v.Invariant] <= 3 {
 			r.logf("chaos: %s: violation: %v", sc.Name, v)
 		}
