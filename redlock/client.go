@@ -149,7 +149,9 @@ func isNil(n Node) bool {
 //
 // Defaults: TTL 10s, no minimum validity, retry backoff 10ms-250ms, retries
 // until the context ends. Errors wrap ErrInvalidConfig and name the bad
-// value: an empty name, a name with '{' or '}' but no valid hash tag, or an
+// value: an empty name, a name with '{' or '}' but no valid hash tag, a
+// name that is another lock's derived key on a Redis node (a hash tag and
+// an ending ":fence" or ":waiting", or ":release-guard:" in it), or an
 // option out of range or inconsistent with the client's (a TTL not above the
 // node timeout, for example).
 func (c *Client) NewMutex(name string, opts ...LockOption) (*Mutex, error) {

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -302,9 +304,20 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 // lock, and far from overflowing a time.Duration or Redis's milliseconds.
 const maxKeyTTL = 100 * 365 * 24 * time.Hour
 
+// Suffixes of the keys a lock keeps beside its own on each node (Redis
+// nodes write "{name}" + suffix, or name + suffix when name has a hash tag):
+// a lock name must never be one of them, or it would read, extend or
+// delete another lock's fencing counter, waiting marks or release guards.
+var reservedSuffixes = []string{":fence", ":waiting"}
+
+const reservedInfix = ":release-guard:"
+
 // checkName rejects lock names that cannot keep every key of one lock in one
-// Redis Cluster hash slot: a name containing '{' or '}' must carry a valid
-// hash tag (a non-empty {...}), which then picks the slot.
+// Redis Cluster hash slot (a name containing '{' or '}' must carry a valid
+// hash tag, a non-empty {...}, which then picks the slot), and names that
+// are another lock's derived keys: a name with a hash tag that ends in
+// ":fence" or ":waiting" or contains ":release-guard:". The name is quoted
+// in the error, cut to 64 bytes.
 func checkName(name string) error {
 	if name == "" {
 		return configError("empty lock name")
@@ -313,10 +326,25 @@ func checkName(name string) error {
 		return nil
 	}
 	open := strings.IndexByte(name, '{')
-	if open >= 0 {
-		if end := strings.IndexByte(name[open+1:], '}'); end > 0 {
-			return nil
+	if open < 0 || strings.IndexByte(name[open+1:], '}') <= 0 {
+		return configError("lock name %s has '{' or '}' but no valid hash tag (a non-empty {...}); Redis Cluster could not keep its keys in one slot", shownName(name))
+	}
+	for _, suf := range reservedSuffixes {
+		if strings.HasSuffix(name, suf) {
+			return configError("lock name %s ends in %q with a hash tag: that is the key where a lock keeps its %s, reserved", shownName(name), suf, strings.TrimPrefix(suf, ":"))
 		}
 	}
-	return configError("lock name %q has '{' or '}' but no valid hash tag (a non-empty {...}); Redis Cluster could not keep its keys in one slot", name)
+	if strings.Contains(name, reservedInfix) {
+		return configError("lock name %s contains %q with a hash tag: that is the form of a lock's release guards, reserved", shownName(name), reservedInfix)
+	}
+	return nil
+}
+
+// shownName quotes a lock name for an error, cut to 64 bytes.
+func shownName(name string) string {
+	const limit = 64
+	if len(name) <= limit {
+		return strconv.Quote(name)
+	}
+	return strconv.Quote(name[:limit]) + fmt.Sprintf("... (%d bytes)", len(name))
 }
