@@ -419,7 +419,7 @@ func slotKey(key, suffix string) (string, error) {
 		return key + suffix, nil
 	}
 	if strings.Contains(key, "}") {
-		return "", fmt.Errorf("redisnode: %w: key %q has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, key)
+		return "", fmt.Errorf("redisnode: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, quote(key))
 	}
 	return "{" + key + "}" + suffix, nil
 }
