@@ -133,7 +133,7 @@ func TestPauseTimesOutWithinDeadlineAndResumeWorks(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded, "the call returns by its per-node deadline")
 
-		// A write sent during the pause is applied on resume (field notes 4).
+		// A write sent during the pause is applied on resume (Redis queues it in the socket buffer).
 		ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
 		err = rc[0].Set(ctx, "late", "1", 0).Err()
 		cancel()

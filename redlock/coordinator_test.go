@@ -332,7 +332,7 @@ func TestConfigValidation(t *testing.T) {
 		// Issue 8, defect 9: min 0 never backs off (min*2^k stays 0).
 		{lock: []redlock.LockOption{redlock.WithRetryBackoff(0, 250*time.Millisecond)}, want: "retry backoff minimum 0 with maximum 250ms never backs off"},
 		{lock: []redlock.LockOption{redlock.WithMaxAttempts(-2)}, want: "max attempts -2"},
-		// Issue 16, item 8: options that cannot work.
+		// Options that cannot work.
 		{lock: []redlock.LockOption{redlock.WithLockDelay(math.MaxInt64)}, want: "lock delay 2562047h47m16.854775807s must not exceed"},
 		{lock: []redlock.LockOption{redlock.WithTTL(math.MaxInt64)}, want: "TTL 2562047h47m16.854775807s plus lock delay 0s"},
 		{lock: []redlock.LockOption{redlock.WithAutoRenew(1e-300)}, want: "auto-renew fraction 1e-300 of TTL 10s renews every 0s, below 1ms"},

@@ -19,7 +19,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// Issue 16, item 3, on a real server: a paused master whose accept queue is
+// On a real server: a paused master whose accept queue is
 // full times out new dials while it holds, unread, an acquire sent on a
 // connection it had accepted. A timed-out dial is not "not sent": the
 // rollback's release must stay queued until the master resumes, so no lock

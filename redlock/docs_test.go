@@ -325,3 +325,26 @@ func TestReadmeQuickStartIsTheExample(t *testing.T) {
 		t.Fatalf("the README's quick start and quickStart differ in length: %d and %d lines after the node loop", len(rl), len(el))
 	}
 }
+
+// privateCitation matches what a reader of the repository cannot follow:
+// the project's issue numbers and its engineers' field notes.
+var privateCitation = regexp.MustCompile(`(?i)\bissue #?\d+|\bfield notes\b`)
+
+// TestDocsCiteNothingPrivate: the README and docs/ cite no issue numbers
+// and no field notes; they say what was found instead.
+func TestDocsCiteNothingPrivate(t *testing.T) {
+	for _, doc := range docFiles(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := privateCitation.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q, which a reader cannot follow", doc, i+1, m)
+			}
+		}
+	}
+	if privateCitation.FindString("as issue 12 found") == "" || privateCitation.FindString("see the Field Notes") == "" {
+		t.Error("the check no longer matches what it is for")
+	}
+}

@@ -269,7 +269,7 @@ func TestRWMutexReadersAndWriter(t *testing.T) {
 	})
 }
 
-// rwWorkload is issue 16's item 6: six readers re-lock in a loop, reader i
+// rwWorkload: six readers re-lock in a loop, reader i
 // holding each read lease for hold*(6+i)/6 (their workload; the different
 // lengths make the leases overlap), at most rounds times each; once they
 // have re-locked three times each on average and two hold at once, one

@@ -86,7 +86,7 @@ var knobCases = []struct {
 	// 3,000 schedules: docs/simulation.md), so the CI case does not wait
 	// for one.
 	{"NoDrift", Shapes, ""},
-	// Issue 16. The restart quarantine judged by the server's Info read
+	// The probes' findings. The restart quarantine judged by the server's Info read
 	// after every vote: without that read a restart that nobody saw (the
 	// link keeps connections open across it, as a proxy does) counts.
 	{"NoVoteIdentity", Late, ""},

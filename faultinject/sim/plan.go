@@ -30,7 +30,7 @@ const (
 	Restarts   Family = "restarts"   // restarts without keys, asymmetric cuts, quarantine on
 	Fences     Family = "fences"     // fencing across shifting quorums, client pauses
 	Shapes     Family = "shapes"     // reentrant, read-write and semaphore locks under mixed faults
-	// Issue 16: what independent probes found and a million schedules of the
+	// What independent probes found and a million schedules of the
 	// families above did not.
 	Late    Family = "late"    // a majority restarts empty; clients that first meet it after (restart quarantine)
 	Aliases Family = "aliases" // one server listed twice, restarting between its addresses' first contacts
@@ -438,7 +438,7 @@ func NewPlan(seed uint64, f Family) Plan {
 }
 
 // backlogPause draws a BacklogPause's length (0.5 to 0.95 TTL, as the
-// probes of issue 16 paused) and when its accept queue is full (within the
+// probes paused) and when its accept queue is full (within the
 // first half of the pause: about a second under four clients on a real
 // Redis, whose default backlog is 511).
 func (p Plan) backlogPause(r *rand.Rand) (dur, full time.Duration) {

@@ -47,16 +47,16 @@ func TestRegressions(t *testing.T) {
 	t.Logf("without the fencing epoch, seeds %v fail", failing)
 }
 
-// issue16Seeds find the safety defects of issue 16 with their fix switched
-// off (docs/simulation.md, "Issue 16"). Each must pass with the fix on; with
+// probeSeeds find the safety defects independent probes found, with their fix switched
+// off (docs/simulation.md, "What independent probes found"). Each must pass with the fix on; with
 // its knob on, at least one seed per knob must fail. Schedules of the leaks
 // family run Mutex.Do, whose retry and renewal jitter is redlock's own
 // (unseeded): seed 28 failed 4 of 4 replays with DialTimeoutNotSent, 89 3
 // of 4, so both are kept.
-// issue16Search bounds the fallback search of TestIssue16Regressions.
-const issue16Search = 200
+// probeSearch bounds the fallback search of TestProbeRegressions.
+const probeSearch = 200
 
-var issue16Seeds = []struct {
+var probeSeeds = []struct {
 	seed uint64
 	fam  Family
 	knob string
@@ -75,14 +75,14 @@ var issue16Seeds = []struct {
 	{1, Leaks, "NoPanicRelease"},
 }
 
-func TestIssue16Regressions(t *testing.T) {
-	for _, c := range issue16Seeds {
+func TestProbeRegressions(t *testing.T) {
+	for _, c := range probeSeeds {
 		if r := runOne(t, c.seed, c.fam); r.Outcome == Fail {
 			t.Errorf("seed %d (%s): %v\nreplay: %s", c.seed, c.fam, r.Violations, replayCmd(c.seed, c.fam, "none"))
 		}
 	}
 	failing := map[string][]uint64{}
-	for _, c := range issue16Seeds {
+	for _, c := range probeSeeds {
 		undo := setKnob(t, c.knob)
 		if r := runOne(t, c.seed, c.fam); r.Outcome == Fail {
 			failing[c.knob] = append(failing[c.knob], c.seed)
@@ -93,12 +93,12 @@ func TestIssue16Regressions(t *testing.T) {
 	// jitter is unseeded), so a knob none of whose seeds failed this time
 	// gets a bounded search over the seeds after its own before the test
 	// says the seeds no longer exercise the bug.
-	for _, c := range issue16Seeds {
+	for _, c := range probeSeeds {
 		if len(failing[c.knob]) > 0 {
 			continue
 		}
 		undo := setKnob(t, c.knob)
-		for seed := c.seed + 1; seed <= c.seed+issue16Search && len(failing[c.knob]) == 0; seed++ {
+		for seed := c.seed + 1; seed <= c.seed+probeSearch && len(failing[c.knob]) == 0; seed++ {
 			if r := runOne(t, seed, c.fam); r.Outcome == Fail {
 				failing[c.knob] = append(failing[c.knob], seed)
 				t.Logf("%s: its seeds did not fail this time; seed %d did", c.knob, seed)
@@ -106,7 +106,7 @@ func TestIssue16Regressions(t *testing.T) {
 		}
 		undo()
 		if len(failing[c.knob]) == 0 {
-			t.Errorf("%s: no regression seed fails with it, nor %d seeds after %d: find new ones with: cd faultinject && go run ./cmd/simulate --schedules 400 --family %s --knob %s", c.knob, issue16Search, c.seed, c.fam, c.knob)
+			t.Errorf("%s: no regression seed fails with it, nor %d seeds after %d: find new ones with: cd faultinject && go run ./cmd/simulate --schedules 400 --family %s --knob %s", c.knob, probeSearch, c.seed, c.fam, c.knob)
 		}
 	}
 	t.Logf("with the fix switched off, failing seeds: %v", failing)

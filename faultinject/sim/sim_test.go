@@ -15,7 +15,7 @@ var (
 )
 
 // ciSchedules is the CI budget per family of TestSimulate; the families
-// of issue 16 (late, aliases, leaks) run fewer (ciNewSchedules) so that
+// of the probe findings (late, aliases, leaks) run fewer (ciNewSchedules) so that
 // the CI time stays about what it was.
 const (
 	ciSchedules    = 400

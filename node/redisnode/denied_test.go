@@ -28,7 +28,7 @@ func aclDenials(t *testing.T, admin *redis.Client) (total int64) {
 	return total
 }
 
-// Issue 16, item 10: a server that denies access (WRONGPASS, NOAUTH,
+// a server that denies access (WRONGPASS, NOAUTH,
 // NOPERM) ends Lock at once, with the server's reply, naming the node.
 // "At once" is shown by outcome: Lock with a one-minute context returns
 // while that context is still alive, its error does not wrap

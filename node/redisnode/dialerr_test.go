@@ -13,7 +13,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// Issue 16, item 12: a killed master's error names the cause. With go-redis
+// a killed master's error names the cause. With go-redis
 // v9.17.3 a call with a 50ms deadline (the coordinator's default per node)
 // read "context deadline exceeded": the refused dial slept its 100ms retry
 // backoff, even with DialerRetries 1, past the call's deadline.
@@ -35,7 +35,7 @@ func TestKilledMasterErrorNamesCause(t *testing.T) {
 	}
 }
 
-// Issue 16, item 8: Dial's errors are bounded in size and name the bad
+// Dial's errors are bounded in size and name the bad
 // value; white space and control characters are refused at Dial.
 func TestDialBoundsErrorsAndRefusesSpaces(t *testing.T) {
 	big := strings.Repeat("a", 1<<20)

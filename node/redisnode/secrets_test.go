@@ -53,7 +53,7 @@ func urlShapes() (shapes []string, userOnly map[string]bool) {
 	return shapes, userOnly
 }
 
-// Issue 16, item 9: no error, Addr or printed Node shows a password (or a
+// no error, Addr or printed Node shows a password (or a
 // user-only userinfo), whatever the URL. Before the fix a password with an
 // unescaped '/', '#' or '?' was shown (cut into host, port, db or query).
 func TestDialNeverShowsSecrets(t *testing.T) {
@@ -96,7 +96,7 @@ func (c *captureLog) Printf(_ context.Context, format string, args ...any) {
 	c.lines = append(c.lines, fmt.Sprintf(format, args...))
 }
 
-// Issue 16, item 9: passwords holding every special character work when
+// passwords holding every special character work when
 // percent-encoded, against a real password-protected server, and no error
 // or go-redis log line shows them, right or wrong.
 func TestURLPasswordsOnRealServer(t *testing.T) {
