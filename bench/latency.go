@@ -15,7 +15,7 @@ type Condition struct {
 	// Delay later (time.Sleep in a net.Conn wrapper that the go-redis
 	// Dialer and the rueidis DialCtxFn return). The kernel of the machine
 	// this was written on has no netem, and a userspace proxy would burn
-	// the measured cores (FIELD-NOTES §10). A go-redis client writes one
+	// the measured cores. A go-redis client writes one
 	// command (or one pipeline) per Write, rueidis one flush of its
 	// pipeline; the server and its replies are not delayed.
 	Delay time.Duration

@@ -11,18 +11,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-)
 
-// Lock-safe go-redis settings of clients built by Dial.
-const (
-	dialTimeout = 250 * time.Millisecond
-	ioTimeout   = 500 * time.Millisecond
+	"github.com/quorumlock/quorumlock/internal/lockclient"
 )
 
 // Dial builds a Node with its own go-redis client for one Redis master. It
@@ -51,19 +45,7 @@ func Dial(addr string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1
-	opt.DialTimeout = dialTimeout
-	opt.ReadTimeout = ioTimeout
-	opt.WriteTimeout = ioTimeout
-	opt.PoolTimeout = ioTimeout
-	opt.DisableIdentity = true
-	opt.Protocol = 2
-	// Maintenance notifications need RESP3; left on ("auto"), go-redis
-	// v9.23's NewClient resolves the host name (for up to 2s) to classify
-	// the endpoint, so Dial would block on DNS.
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	lockclient.Configure(opt)
 	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true}, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/lockclient"
 )
 
 const secret = "s3cret"
@@ -92,10 +94,10 @@ func TestDialAcceptsAddresses(t *testing.T) {
 	assert.True(t, o.ContextTimeoutEnabled)
 	assert.Equal(t, 0, o.MaxRetries, "-1 (no retries) is stored as 0 by go-redis")
 	assert.Equal(t, 1, o.DialerRetries)
-	assert.Equal(t, dialTimeout, o.DialTimeout)
-	assert.Equal(t, ioTimeout, o.ReadTimeout)
-	assert.Equal(t, ioTimeout, o.WriteTimeout)
-	assert.Equal(t, ioTimeout, o.PoolTimeout)
+	assert.Equal(t, lockclient.DialTimeout, o.DialTimeout)
+	assert.Equal(t, lockclient.IOTimeout, o.ReadTimeout)
+	assert.Equal(t, lockclient.IOTimeout, o.WriteTimeout)
+	assert.Equal(t, lockclient.IOTimeout, o.PoolTimeout)
 	assert.True(t, o.DisableIdentity)
 	assert.Equal(t, 2, o.Protocol)
 	assert.Equal(t, maintnotifications.ModeDisabled, o.MaintNotificationsConfig.Mode, "no DNS lookup in NewClient")

@@ -15,12 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
-)
-
-// Timeouts of clients built with ClientOptions.
-const (
-	dialTimeout = 250 * time.Millisecond
-	ioTimeout   = 500 * time.Millisecond
+	"github.com/quorumlock/quorumlock/internal/lockclient"
 )
 
 // ClientOptions returns go-redis options for a raw client of the master at
@@ -28,18 +23,7 @@ const (
 // deadlines apply to socket I/O, commands are never retried, one dial
 // attempt, short timeouts, RESP2 and no CLIENT SETINFO.
 func ClientOptions(addr string) *redis.Options {
-	return &redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialTimeout:           dialTimeout,
-		ReadTimeout:           ioTimeout,
-		WriteTimeout:          ioTimeout,
-		PoolTimeout:           ioTimeout,
-		DisableIdentity:       true,
-		Protocol:              2,
-	}
+	return lockclient.Configure(&redis.Options{Addr: addr})
 }
 
 // DiscardClientLog replaces go-redis's process-wide logger with one that
