@@ -43,3 +43,27 @@ func ExampleDial() {
 	// redisnode.Node(redis-3:6380)
 	// redisnode: bad db "x" in URL (want /N with N >= 0)
 }
+
+// DialAll dials every master at once and closes them as one; a bad address
+// fails it, naming its position, and closes what was built.
+func ExampleDialAll() {
+	nodes, err := redisnode.DialAll("redis://locker:s3cret@redis-1:6379", "redis-2:6379", "redis-3:6379")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nodes.Close()
+	client, err := redlock.New(nodes.Redlock())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close(context.Background())
+	fmt.Println(nodes)
+
+	_, err = redisnode.DialAll("redis-1:6379", "redis://locker:s3cret@redis-2:99999")
+	fmt.Println(err)
+	// Output:
+	// [redisnode.Node(redis-1:6379) redisnode.Node(redis-2:6379) redisnode.Node(redis-3:6379)]
+	// redisnode: DialAll: address 2 of 2: redisnode: bad port "99999" (want 1..65535)
+}
