@@ -207,6 +207,25 @@ func TestClockRateExpiresKeysFaster(t *testing.T) {
 }
 
 // pingTime returns the median of five PINGs.
+// fastestPing is the shortest of 20 PINGs' round trips: a latency
+// injected on every reply is a floor under each of them.
+func fastestPing(t *testing.T, r *redis.Client) time.Duration {
+	t.Helper()
+	best := time.Duration(-1)
+	for range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		start := time.Now()
+		err := r.Ping(ctx).Err()
+		d := time.Since(start)
+		cancel()
+		require.NoError(t, err)
+		if best < 0 || d < best {
+			best = d
+		}
+	}
+	return best
+}
+
 func pingTime(t *testing.T, r *redis.Client) time.Duration {
 	t.Helper()
 	var ds []time.Duration
@@ -232,7 +251,7 @@ func TestLatency(t *testing.T) {
 		t.Logf("PING with 20ms downstream latency: %v", d)
 		assert.GreaterOrEqual(t, d, 18*time.Millisecond)
 		// Relative to the slowed master, so that a loaded machine cannot fail it.
-		assert.Less(t, pingTime(t, rc[1]), d-10*time.Millisecond, "the other master is fast")
+		assert.Less(t, fastestPing(t, rc[1]), d-10*time.Millisecond, "the other master is fast")
 
 		require.NoError(t, c.latency(t.Context(), 20*time.Millisecond, 0, Both, 0))
 		d = pingTime(t, rc[0])
@@ -240,7 +259,7 @@ func TestLatency(t *testing.T) {
 		assert.GreaterOrEqual(t, d, 38*time.Millisecond)
 
 		require.NoError(t, c.heal(t.Context(), 0))
-		assert.Less(t, pingTime(t, rc[0]), d-20*time.Millisecond, "heal removes the latency")
+		assert.Less(t, fastestPing(t, rc[0]), d-20*time.Millisecond, "heal removes the latency")
 	})
 }
 
@@ -380,8 +399,10 @@ func TestHealAllRestoresEverything(t *testing.T) {
 		tm, err := client(t, c.Addr(2)).Time(ctx).Result()
 		require.NoError(t, err)
 		assert.InDelta(t, 0, time.Since(tm), float64(2*time.Second), "clock reset")
-		// 50ms±10ms each way would make every PING take at least 80ms.
-		assert.Less(t, pingTime(t, client(t, c.Addr(3))), 80*time.Millisecond, "latency removed")
+		// 50ms±10ms each way would make every PING take at least 80ms, so
+		// the fastest of several is under it once the latency is gone,
+		// however loaded the machine (a slow one only delays some).
+		assert.Less(t, fastestPing(t, client(t, c.Addr(3))), 80*time.Millisecond, "latency removed")
 	})
 }
 

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -179,4 +180,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 30s for %s", what)
 		}
 	}
+}
+
+// waitOlder waits until every node's server is at least d old, as a client
+// reads its age (Info's Uptime: INFO's uptime less the second it may
+// overstate), so that the restart quarantine counts it as old.
+func waitOlder(t *testing.T, nodes []redlock.Node, d time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("every server to be %v old", d), func() bool {
+		for _, nd := range nodes {
+			info, err := nd.Info(context.Background())
+			if err != nil || info.Uptime < d {
+				return false
+			}
+		}
+		return true
+	})
 }
