@@ -13,6 +13,7 @@ import (
 	"time"
 
 	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/quorumlock/quorumlock/faultinject/internal/keywatch"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -287,29 +288,6 @@ func (r dockerReading) near(want time.Duration) bool {
 	return r.skew() >= want-r.slack() && r.skew() <= want+r.slack()
 }
 
-// dockerExpiry polls key until it is gone and returns when the last call
-// that still found it was sent and when the first that did not came back:
-// the key expired on the server between the two. It fails after limit.
-func dockerExpiry(ctx context.Context, t *testing.T, c *redis.Client, key string, limit time.Duration) (lastSeen, goneBy time.Time) {
-	t.Helper()
-	begin := time.Now()
-	for {
-		sent := time.Now()
-		n, err := c.Exists(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return lastSeen, time.Now()
-		}
-		lastSeen = sent
-		if time.Since(begin) > limit {
-			t.Fatalf("key %q still there after %v", key, limit)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestDockerClockJumpOnOneContainerOnly(t *testing.T) {
 	t.Parallel()
 	be, srvs := dockerStart(t, NoPersistence, NoPersistence)
@@ -391,7 +369,7 @@ func TestDockerClockRateTenfold(t *testing.T) {
 	// At x10 (an exact rate) the 5 s TTL lasts 0.5 s real from the moment
 	// the server ran the SET; 5 s real would mean no skew.
 	const realTTL = 500 * time.Millisecond
-	lastSeen, goneBy := dockerExpiry(ctx, t, c, "k", 10*realTTL)
+	lastSeen, goneBy := keywatch.Expiry(ctx, t, c, "k", 10*realTTL)
 	t.Logf("PX 5000 key expired after %v-%v real at rate x10 (libfaketime start lag after docker's StartedAt: %v)", lastSeen.Sub(done), goneBy.Sub(sent), srvs[0].(*dockerServer).startLag)
 	if lastSeen.After(done.Add(realTTL+dockerClockRes)) || goneBy.Before(sent.Add(realTTL-dockerClockRes)) {
 		t.Errorf("PX 5000 at x10: seen %v after the SET returned, gone %v after it was sent; want it to expire %v after the SET ran", lastSeen.Sub(done), goneBy.Sub(sent), realTTL)

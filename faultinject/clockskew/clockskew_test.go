@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/faultinject/clockskew"
+	"github.com/quorumlock/quorumlock/faultinject/internal/keywatch"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
@@ -182,29 +183,6 @@ func (r reading) slack() time.Duration { return r.got.Sub(r.sent)/2 + clockRes }
 
 func near(got, want, tol time.Duration) bool { return got >= want-tol && got <= want+tol }
 
-// expiry polls key until it is gone and returns when the last call that
-// still found it was sent and when the first that did not came back: the
-// key expired on the server between the two. It fails after limit.
-func expiry(ctx context.Context, t *testing.T, rdb *redis.Client, key string, limit time.Duration) (lastSeen, goneBy time.Time) {
-	t.Helper()
-	begin := time.Now()
-	for {
-		sent := time.Now()
-		n, err := rdb.Exists(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return lastSeen, time.Now()
-		}
-		lastSeen = sent
-		if time.Since(begin) > limit {
-			t.Fatalf("key %q still there after %v", key, limit)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestRedisJumpForwardExpiresOnlySkewedServer(t *testing.T) {
 	t.Parallel()
 	kit := requireKit(t)
@@ -314,7 +292,7 @@ func TestRedisRateTenfold(t *testing.T) {
 	// At x10 (an exact rate) the 5 s TTL lasts 0.5 s real from the moment
 	// the server ran the SET; 5 s real would mean no skew.
 	const realTTL = 500 * time.Millisecond
-	lastSeen, goneBy := expiry(ctx, t, s.rdb, "k", 10*realTTL)
+	lastSeen, goneBy := keywatch.Expiry(ctx, t, s.rdb, "k", 10*realTTL)
 	t.Logf("PX 5000 key expired after %v-%v real at rate x10", lastSeen.Sub(done), goneBy.Sub(sent))
 	if lastSeen.After(done.Add(realTTL+clockRes)) || goneBy.Before(sent.Add(realTTL-clockRes)) {
 		t.Errorf("PX 5000 at x10: seen %v after the SET returned, gone %v after it was sent; want it to expire %v after the SET ran", lastSeen.Sub(done), goneBy.Sub(sent), realTTL)
