@@ -4,8 +4,9 @@
 //
 // # Getting started
 //
-// Build one Node per master (package redisnode: redisnode.Dial with
-// host:port or a redis:// or rediss:// URL; package memnode for tests), a
+// Build one Node per master (package node/redisnode: redisnode.Dial with
+// host:port or a redis:// or rediss:// URL, or redisnode.DialAll for the
+// whole list; package node/memnode for tests), a
 // Client over them with New, and a Mutex per lock name with
 // Client.NewMutex. New does not contact the masters; it refuses invalid
 // options, and exactly two masters unless WithQuorum(2) is given (two
@@ -16,7 +17,8 @@
 // Lease.Err says why, Lease.Extend moves its deadline, Lease.Unlock releases
 // it. Mutex.Do runs a function while it holds the lock, renews it in the
 // background, and cancels the function's context before the lock can
-// expire. Close the Client with a deadline when done (Client.Close).
+// expire; WithMaxWait bounds its wait for the lock apart from the work.
+// Close the Client with a deadline when done (Client.Close).
 //
 // The package Example is the README's quick start (Lock and Unlock, then
 // Do, with fencing). The other examples:
@@ -26,9 +28,10 @@
 //   - ExampleLease_Done: a renewed lease that learns the lock is lost.
 //   - ExampleClient_NewRWMutex, ExampleClient_NewSemaphore,
 //     ExampleClient_NewReentrant: the lock shapes.
-//   - redisnode's ExampleDial: URLs, ACL users and TLS.
+//   - redisnode's ExampleDial: URLs, ACL users and TLS; ExampleDialAll:
+//     every master at once.
 //   - memnode's Example and TestInvoiceJobOnVirtualTime
-//     (memnode/example_test.go): user code tested on in-memory masters
+//     (node/memnode/example_test.go): user code tested on in-memory masters
 //     inside a testing/synctest bubble, where TTLs run on virtual time.
 //
 // # Safety, opt-in
