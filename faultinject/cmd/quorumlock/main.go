@@ -1,10 +1,31 @@
-// Command quorumlock runs quorumlock's chaos suite and inspects locks.
+// Command quorumlock runs commands under a distributed lock, inspects locks
+// and their masters, and runs quorumlock's chaos suite.
 //
 // Usage:
 //
+//	quorumlock run [--nodes URL,...] [--ttl 10s] [--wait 0|D|-1] [--grace D] [--fencing]
+//	               [--quarantine D] [--min-hold D] [--cooldown D] [--shared | --exclusive | --semaphore K]
+//	               [--conflict-exit-code N] [--label L] [--verbose] NAME [--] COMMAND [ARGS...]
+//	quorumlock status [--nodes URL,...] [--json] [--watch D] [--quarantine D] NAME|PATTERN
+//	quorumlock doctor [--nodes URL,...] [--json]
 //	quorumlock chaos [--quick] [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
 //	                 [--nodes N[,N...]] [--duration D] [--short] [--json FILE] [--list]
-//	quorumlock status --addrs HOST:PORT[,HOST:PORT...] NAME
+//
+// The masters of run, status and doctor are host:port addresses or
+// redis:// and rediss:// URLs (users, passwords, TLS; node/redisnode.Dial's
+// forms), from --nodes, --nodes-file, $QUORUMLOCK_NODES or
+// $QUORUMLOCK_NODES_FILE; no output shows a password.
+//
+// run is a flock(1) across hosts: it takes the lock, renews it, runs the
+// command in its own process group, forwards SIGINT, SIGTERM, SIGHUP and
+// SIGQUIT, and when the lock cannot be kept sends SIGTERM and then SIGKILL
+// so that both come before the lease's validity ends. Its exit status is
+// the command's, or 75 (not obtained, --conflict-exit-code), 124 (lock
+// lost, command terminated), 64 (usage), 69 (masters unavailable or access
+// denied), 126 or 127 (command not executable or not found). status shows
+// holders, TTLs, fencing counters and the masters' state; doctor checks the
+// masters' settings (eviction, persistence, role, version). See
+// docs/operations.md.
 //
 // chaos runs every scenario (or the named ones) of package
 // faultinject/chaos, shows progress on stderr, and prints a table on stdout:
@@ -30,16 +51,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/faultinject"
 	"github.com/quorumlock/quorumlock/faultinject/chaos"
@@ -55,36 +72,67 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	sigs := make(chan os.Signal, 8)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	ctx, cancel := context.WithCancel(context.Background())
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		// run forwards these to its command; they never end run itself.
+		signal.Notify(sigs, forwarded...)
+		e.signals = sigs
+	} else {
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		go func() { <-sigs; cancel() }()
+	}
+	code := dispatch(ctx, os.Args[1:], e)
+	cancel()
 	os.Exit(code)
+}
+
+// env is what a command takes from its process: the standard streams, the
+// environment, and (run only) the signals to forward.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	signals        <-chan os.Signal
 }
 
 const usage = `usage: quorumlock <command> [flags]
 
 commands:
+  run     run a command while holding a lock on a quorum of masters (quorumlock run -h)
+  status  show who holds a lock, its TTL and fencing counter, per master (quorumlock status -h)
+  doctor  check the masters' settings the lock relies on (quorumlock doctor -h)
   chaos   run the chaos suite and check the lock's safety (quorumlock chaos -h)
-  status  show who holds a lock on given masters (quorumlock status -h)
 `
 
 // run is main without the process: it parses args, writes to stdout and
-// stderr, and returns the exit status.
+// stderr, and returns the exit status. The environment is the process's;
+// no signal reaches a command it runs (ctx ending counts as SIGTERM).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return dispatch(ctx, args, &env{stdout: stdout, stderr: stderr, getenv: os.Getenv})
+}
+
+func dispatch(ctx context.Context, args []string, e *env) int {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	switch args[0] {
+	case "run":
+		return runCmd(ctx, args[1:], e)
+	case "status":
+		return statusCmd(ctx, args[1:], e)
+	case "doctor":
+		return doctorCmd(ctx, args[1:], e)
 	case "chaos":
 		return chaosCmd(ctx, args[1:], stdout, stderr)
-	case "status":
-		return statusCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: chaos, status)\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, chaos)\n%s", args[0], usage)
 	return exitUsage
 }
 
@@ -254,118 +302,4 @@ func writeJSON(name string, reps []chaos.Report) error {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return f.Close()
-}
-
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("quorumlock status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addrs := fs.String("addrs", "", "the masters, comma-separated host:port (required)")
-	timeout := fs.Duration("timeout", 2*time.Second, "overall deadline")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: quorumlock status --addrs HOST:PORT[,HOST:PORT...] NAME\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() != 1 || *addrs == "" {
-		fmt.Fprintf(stderr, "quorumlock status: need --addrs and exactly one lock name, got --addrs %q and %d names\n", *addrs, fs.NArg())
-		return exitUsage
-	}
-	var list []string
-	seen := map[string]bool{}
-	for _, a := range strings.Split(*addrs, ",") {
-		a = strings.TrimSpace(a)
-		if err := checkAddr(a); err != nil {
-			fmt.Fprintf(stderr, "quorumlock status: --addrs: %v\n", err)
-			return exitUsage
-		}
-		if seen[a] {
-			fmt.Fprintf(stderr, "quorumlock status: --addrs: %s given twice\n", a)
-			return exitUsage
-		}
-		seen[a] = true
-		list = append(list, a)
-	}
-	// Each master's failure is printed below; go-redis's own log of failed
-	// dials would only repeat it.
-	lockkey.DiscardClientLog()
-	quorum := len(list)/2 + 1
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	hs := inspectAll(ctx, list, fs.Arg(0))
-	holders := map[string]int{}
-	failed := 0
-	for _, h := range hs {
-		switch {
-		case h.Err != nil:
-			failed++
-			fmt.Fprintf(stdout, "%-22s error: %v\n", h.Node, h.Err)
-		case !h.Holder.Exists:
-			fmt.Fprintf(stdout, "%-22s free\n", h.Node)
-		default:
-			o := lockkey.ParseOwner(h.Holder.Value)
-			holders[o.Token]++
-			fmt.Fprintf(stdout, "%-22s held by %s (host %q, pid %d, label %q), TTL %v\n",
-				h.Node, o.Token, o.Host, o.PID, o.Label, h.Holder.TTL.Round(time.Millisecond))
-		}
-	}
-	held := ""
-	for tok, k := range holders {
-		if k >= quorum {
-			held = tok
-		}
-	}
-	switch {
-	case held != "":
-		fmt.Fprintf(stdout, "lock %q: held by %s on a quorum (%d of %d)\n", fs.Arg(0), held, holders[held], len(hs))
-	case failed > len(hs)-quorum:
-		fmt.Fprintf(stdout, "lock %q: unknown (%d of %d masters did not answer)\n", fs.Arg(0), failed, len(hs))
-		return exitFail
-	default:
-		fmt.Fprintf(stdout, "lock %q: not held by any quorum\n", fs.Arg(0))
-	}
-	return exitOK
-}
-
-// checkAddr accepts host:port with a non-empty host and a port in 1..65535.
-func checkAddr(a string) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return fmt.Errorf("address %q is not host:port", a)
-	}
-	if host == "" {
-		return fmt.Errorf("address %q has no host", a)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("address %q has a bad port (want 1..65535)", a)
-	}
-	return nil
-}
-
-// nodeHolder is one master's view of a lock.
-type nodeHolder struct {
-	Node   string
-	Holder lockkey.Holder
-	Err    error
-}
-
-// inspectAll reads the lock key name on every master at once, each with a
-// raw go-redis client bounded by ctx, and waits for all of them.
-func inspectAll(ctx context.Context, addrs []string, name string) []nodeHolder {
-	out := make([]nodeHolder, len(addrs))
-	var wg sync.WaitGroup
-	for i, a := range addrs {
-		wg.Go(func() {
-			c := redis.NewClient(lockkey.ClientOptions(a))
-			defer c.Close()
-			h, err := lockkey.Inspect(ctx, c, name)
-			out[i] = nodeHolder{Node: a, Holder: h, Err: err}
-		})
-	}
-	wg.Wait()
-	return out
 }

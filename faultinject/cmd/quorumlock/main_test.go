@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,14 +20,21 @@ import (
 
 func TestMain(m *testing.M) {
 	lockkey.DiscardClientLog()
-	goleak.VerifyTestMain(m)
-}
-
-func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	code = run(context.Background(), args, &o, &e)
-	return code, o.String(), e.String()
+	dir, err := os.MkdirTemp("", "quorumlock-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -38,8 +44,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: quorumlock"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"bench"}, `unknown command "bench" (commands: chaos, status)`},
-		{[]string{"run"}, `unknown command "run" (commands: chaos, status)`},
+		{[]string{"bench"}, `unknown command "bench" (commands: run, status, doctor, chaos)`},
 		{[]string{"chaos", "--scenario", "nope"}, `unknown scenario "nope"; valid scenarios: client-pause, client-pause-fenced, client-pause-renewed, clock-drift`},
 		{[]string{"chaos", "--backend", "vm"}, `--backend "vm": want auto, docker, process or memory`},
 		{[]string{"chaos", "--nodes", "-3"}, `--nodes "-3": "-3" is not a positive number of masters`},
@@ -47,14 +52,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"chaos", "--duration", "-1s"}, "--duration -1s must not be negative"},
 		{[]string{"chaos", "extra"}, `unexpected arguments ["extra"]`},
 		{[]string{"chaos", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"status", "lockname"}, "need --addrs and exactly one lock name"},
-		{[]string{"status", "--addrs", "127.0.0.1", "lockname"}, `address "127.0.0.1" is not host:port`},
-		{[]string{"status", "--addrs", "127.0.0.1:0", "lockname"}, `address "127.0.0.1:0" has a bad port`},
-		{[]string{"status", "--addrs", "127.0.0.1:7000, 127.0.0.1:7000", "lockname"}, "127.0.0.1:7000 given twice"},
+		{[]string{"status", "--nodes", "127.0.0.1:7000"}, "want exactly one lock name or pattern, got 0"},
+		{[]string{"status", "--nodes", "127.0.0.1", "lockname"}, `master 1 of --nodes: redisnode: address "127.0.0.1" is neither host:port nor a redis:// or rediss:// URL`},
+		{[]string{"status", "--nodes", "127.0.0.1:7000,127.0.0.1:0", "lockname"}, `master 2 of --nodes: redisnode: bad port "0"`},
+		{[]string{"status", "--nodes", "127.0.0.1:7000, 127.0.0.1:7000", "lockname"}, "masters 1 and 2 of --nodes are both 127.0.0.1:7000"},
+		{[]string{"status", "--addrs", "127.0.0.1:7000", "lockname"}, "flag provided but not defined: -addrs"},
+		{[]string{"doctor", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"doctor", "--nodes", "redis://u:s3cr3t@127.0.0.1:0"}, `master 1 of --nodes: redisnode: bad port "0"`},
 		{[]string{"chaos", "--nodes", "4"}, `--nodes 4: chaos: scenario "split-quorums": split needs an odd number of nodes, have 4`},
 	}
 	for _, c := range cases {
-		code, _, stderr := runCmd(t, c.args...)
+		code, _, stderr := runMain(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("quorumlock %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, exitUsage, c.want)
 		}
@@ -63,11 +71,13 @@ func TestUsageErrors(t *testing.T) {
 
 // TestUsageNamesOnlyCommandsThatExist: no command is listed before it exists.
 func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
-	code, out, _ := runCmd(t, "help")
-	if code != exitOK || !strings.Contains(out, "chaos ") || !strings.Contains(out, "status ") {
-		t.Fatalf("help: exit %d, output %q", code, out)
+	code, out, _ := runMain(t, "help")
+	for _, c := range []string{"\n  run ", "\n  status ", "\n  doctor ", "\n  chaos "} {
+		if code != exitOK || !strings.Contains(out, c) {
+			t.Fatalf("help: exit %d, output %q lacks %q", code, out, c)
+		}
 	}
-	for _, gone := range []string{"bench", "\n  run ", "not yet available"} {
+	for _, gone := range []string{"bench", "not yet available"} {
 		if strings.Contains(out, gone) {
 			t.Errorf("usage names %q:\n%s", gone, out)
 		}
@@ -75,7 +85,7 @@ func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	code, out, _ := runCmd(t, "chaos", "--list")
+	code, out, _ := runMain(t, "chaos", "--list")
 	if code != exitOK || !strings.Contains(out, "restart-no-persistence") || !strings.Contains(out, "unsafe") {
 		t.Fatalf("chaos --list: exit %d, output %q", code, out)
 	}
@@ -86,8 +96,8 @@ func TestList(t *testing.T) {
 // and the exit status.
 func TestChaosCommand(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "out.json")
-	code, out, stderr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy,client-pause", "--duration", "2s", "--json", js)
-	_, sized, sizedErr := runCmd(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy", "--duration", "1s", "--nodes", "3,5")
+	code, out, stderr := runMain(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy,client-pause", "--duration", "2s", "--json", js)
+	_, sized, sizedErr := runMain(t, "chaos", "--short", "--backend", "memory", "--scenario", "healthy", "--duration", "1s", "--nodes", "3,5")
 	if !strings.Contains(sizedErr, "healthy (N=3) on memory: safe") || !strings.Contains(sizedErr, "healthy (N=5) on memory: safe") || strings.Count(sized, "healthy") != 2 {
 		t.Errorf("--nodes 3,5 did not run the scenario once per size:\n%s\n%s", sized, sizedErr)
 	}
@@ -125,7 +135,7 @@ func TestChaosCommand(t *testing.T) {
 // says why: an unsafe scenario run too briefly for its first fault (at
 // 200ms) shows no violation.
 func TestChaosCommandFails(t *testing.T) {
-	code, out, stderr := runCmd(t, "chaos", "--backend", "memory", "--scenario", "client-pause", "--duration", "100ms")
+	code, out, stderr := runMain(t, "chaos", "--backend", "memory", "--scenario", "client-pause", "--duration", "100ms")
 	if code != exitFail || !regexp.MustCompile(`client-pause +3 +unsafe .* FAIL\n`).MatchString(out) ||
 		!strings.Contains(out, "client-pause: FAIL: no violation seen, but this unsafe scenario forces one") {
 		t.Fatalf("exit %d, want %d with a FAIL verdict and its reason; stdout:\n%s\nstderr:\n%s", code, exitFail, out, stderr)
@@ -138,7 +148,7 @@ func TestChaosCommandFails(t *testing.T) {
 func TestStatus(t *testing.T) {
 	c := faultinject.StartT(t, faultinject.Config{N: 3, Backend: faultinject.Memory})
 	addrs := c.Addr(0) + "," + c.Addr(1) + "," + c.Addr(2)
-	code, out, stderr := runCmd(t, "status", "--addrs", addrs, "mylock")
+	code, out, stderr := runMain(t, "status", "--nodes", addrs, "mylock")
 	if code != exitOK || !strings.Contains(out, `lock "mylock": not held by any quorum`) || strings.Count(out, "free") != 3 {
 		t.Fatalf("status of a free lock: exit %d\n%s%s", code, out, stderr)
 	}
@@ -147,7 +157,7 @@ func TestStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "mylock")
+	code, out, stderr = runMain(t, "status", "--nodes", addrs, "mylock")
 	if code != exitOK || !strings.Contains(out, `lock "mylock": held by tok on a quorum (2 of 3)`) || !strings.Contains(out, `label "me"`) {
 		t.Fatalf("status of a held lock: exit %d\n%s%s", code, out, stderr)
 	}
@@ -167,7 +177,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "reallock")
+	code, out, stderr = runMain(t, "status", "--nodes", addrs, "reallock")
 	want := fmt.Sprintf(`held by %s (host %q, pid %d, label "status-test")`, lease.Token(), hostname(t), os.Getpid())
 	if code != exitOK || !strings.Contains(out, `lock "reallock": held by `+lease.Token()+" on a quorum") || !strings.Contains(out, want) {
 		t.Fatalf("status of a library lock: exit %d, want %s\n%s%s", code, want, out, stderr)
@@ -175,7 +185,7 @@ func TestStatus(t *testing.T) {
 	if err := lease.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr = runCmd(t, "status", "--addrs", addrs, "reallock")
+	code, out, stderr = runMain(t, "status", "--nodes", addrs, "reallock")
 	if code != exitOK || !strings.Contains(out, `lock "reallock": not held by any quorum`) {
 		t.Fatalf("status after Unlock: exit %d\n%s%s", code, out, stderr)
 	}
@@ -183,7 +193,7 @@ func TestStatus(t *testing.T) {
 	if err := (faultinject.Kill{Nodes: []int{0, 1}}).Inject(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ = runCmd(t, "status", "--addrs", addrs, "mylock")
+	code, out, _ = runMain(t, "status", "--nodes", addrs, "mylock")
 	if code != exitFail || !strings.Contains(out, "unknown (2 of 3 masters did not answer)") {
 		t.Fatalf("status with 2 of 3 masters down: exit %d\n%s", code, out)
 	}
@@ -203,7 +213,7 @@ func hostname(t *testing.T) string {
 // once which backend it chose and why, and every row runs there and passes.
 func TestChaosFirstRunWithoutRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	code, out, stderr := runCmd(t, "chaos", "--short", "--scenario", "healthy,client-pause", "--duration", "2s")
+	code, out, stderr := runMain(t, "chaos", "--short", "--scenario", "healthy,client-pause", "--duration", "2s")
 	if code != exitOK {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
@@ -223,7 +233,7 @@ func TestChaosFirstRunWithoutRedisServer(t *testing.T) {
 // and why, and uses the short duration (3s).
 func TestChaosQuick(t *testing.T) {
 	redisproc.Require(t)
-	code, out, stderr := runCmd(t, "chaos", "--quick", "--scenario", "healthy,client-pause")
+	code, out, stderr := runMain(t, "chaos", "--quick", "--scenario", "healthy,client-pause")
 	if code != exitOK {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
@@ -244,14 +254,14 @@ func TestChaosQuick(t *testing.T) {
 // to memory and says why; an explicit --backend is kept.
 func TestChaosQuickWithoutRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	code, out, stderr := runCmd(t, "chaos", "--quick", "--scenario", "client-pause", "--duration", "1s")
+	code, out, stderr := runMain(t, "chaos", "--quick", "--scenario", "client-pause", "--duration", "1s")
 	if code != exitOK || !strings.Contains(out, "caught") {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	if !strings.Contains(stderr, "chaos: quick backend: memory (docker unavailable: ") || !strings.Contains(stderr, "process unavailable: redisproc: redis-server not found") {
 		t.Errorf("the fallback to memory is not explained:\n%s", stderr)
 	}
-	code, _, stderr = runCmd(t, "chaos", "--quick", "--backend", "process", "--scenario", "healthy")
+	code, _, stderr = runMain(t, "chaos", "--quick", "--backend", "process", "--scenario", "healthy")
 	if code != exitFail || !strings.Contains(stderr, "--backend process is not available here") {
 		t.Errorf("--quick --backend process without redis-server: exit %d, stderr:\n%s", code, stderr)
 	}

@@ -1,7 +1,8 @@
 // Package lockkey reads quorumlock's lock keys straight from one Redis master
 // with a raw go-redis client, for the harness's leak scans, its tests and the
-// status command. The library itself has no read path: these are operator
-// and test tools.
+// quorumlock command's status and doctor. The library itself has no read
+// path: these are operator and test tools. Options builds such a client from
+// any address redisnode.Dial takes (URLs with users, passwords and TLS).
 package lockkey
 
 import (
@@ -46,10 +47,10 @@ type Holder struct {
 	TTL time.Duration
 }
 
-// inspectScript reads the value and the PTTL of KEYS[1] in one atomic step.
-// It returns {value or false, PTTL in ms (-2: no key, -1: no expiry)}.
-// inspectScript returns the key's value and PTTL: a mutex's string as it
-// is, a lock shape's sorted set as "<n> holds: <first member>".
+// inspectScript reads the value and the PTTL of KEYS[1] in one atomic step:
+// {value or false, PTTL in ms (-2: no key, -1: no expiry)}, the value being
+// a mutex's string as it is, a lock shape's sorted set as
+// "<n> holds: <first member>".
 var inspectScript = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'zset' then

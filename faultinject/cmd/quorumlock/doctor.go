@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/ctxerr"
+)
+
+const doctorUsageText = `usage: quorumlock doctor [flags]
+
+Checks, per master, the settings that decide whether the lock's assumptions
+hold, and prints one line per finding with its advice: reachability, the
+server version and the commands it has, maxmemory-policy (eviction of keys
+with a TTL, as lock keys are), appendonly and appendfsync (must the restart
+quarantine cover it?), the role (a replica; a master with replicas that a
+failover could promote), tcp-backlog; and for the set, the number of masters
+and one server listed twice.
+
+It reads INFO, CONFIG GET (appendfsync, save, tcp-backlog) and COMMAND INFO;
+an ACL user needs +info +config|get +command|info.
+
+Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
+as for quorumlock run.
+
+Exit status: 0 when nothing is "bad"; 1 when something is (or a master does
+not answer); 2 usage.
+
+Flags:
+`
+
+// Levels of a finding.
+const (
+	levelOK   = "ok"
+	levelInfo = "info"
+	levelWarn = "warn"
+	levelBad  = "bad"
+)
+
+// finding is one line of doctor's report.
+type finding struct {
+	// Node is the master's host:port, or "masters" for a finding about
+	// the whole set.
+	Node  string `json:"node"`
+	Level string `json:"level"`
+	// Check names what was checked: reachable, version, commands,
+	// maxmemory-policy, persistence, role, tcp-backlog, cluster, count,
+	// identity.
+	Check string `json:"check"`
+	// Text is the finding and its advice, one line.
+	Text string `json:"text"`
+}
+
+func doctorCmd(ctx context.Context, args []string, e *env) int {
+	fs := flag.NewFlagSet("quorumlock doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	nf := addNodeFlags(fs)
+	jsonOut := fs.Bool("json", false, "print the findings as a JSON array")
+	timeout := fs.Duration("timeout", 3*time.Second, "deadline of the whole check")
+	usageErr := func(err error) int {
+		fmt.Fprintf(e.stderr, "quorumlock doctor: %v (quorumlock doctor -h for help)\n", err)
+		return exitUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(e.stdout, doctorUsageText)
+			fs.SetOutput(e.stdout)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		return usageErr(err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr(fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if *timeout <= 0 {
+		return usageErr(fmt.Errorf("--timeout %v must be positive", *timeout))
+	}
+	nl, err := nf.resolve(e.getenv)
+	if err != nil {
+		return usageErr(err)
+	}
+	cs, err := nl.rawClients(*timeout)
+	if err != nil {
+		return usageErr(err)
+	}
+	defer closeRaw(cs)
+	lockkey.DiscardClientLog()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	facts := make([]nodeFacts, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { facts[i] = readFacts(ctx, c) })
+	}
+	wg.Wait()
+	fs2 := diagnose(facts)
+	code := exitOK
+	for _, f := range fs2 {
+		if f.Level == levelBad {
+			code = exitFail
+		}
+	}
+	if *jsonOut {
+		b, err := json.MarshalIndent(fs2, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "quorumlock doctor: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return code
+	}
+	width := len("masters")
+	for _, f := range fs2 {
+		width = max(width, len(f.Node))
+	}
+	for _, f := range fs2 {
+		fmt.Fprintf(e.stdout, "%-*s  %-4s  %s: %s\n", width, f.Node, f.Level, f.Check, f.Text)
+	}
+	return code
+}
+
+// nodeFacts is what doctor read from one master.
+type nodeFacts struct {
+	Addr string
+	Err  error
+	// Info is INFO's default sections (server, memory, persistence,
+	// replication, cluster among them).
+	Info map[string]string
+	// Config holds the CONFIG GET values read; ConfigErr is set when
+	// CONFIG GET was refused (managed services often rename or deny it).
+	Config    map[string]string
+	ConfigErr error
+	// Commands maps the commands asked about to whether the server has
+	// them; CommandsErr is set when COMMAND INFO failed.
+	Commands    map[string]bool
+	CommandsErr error
+}
+
+// configParams are the settings doctor reads with CONFIG GET (one per call:
+// servers before 7.0 take one parameter).
+var configParams = []string{"appendfsync", "save", "tcp-backlog"}
+
+// probedCommands are the commands doctor asks COMMAND INFO about: the
+// lock's scripts run with EVALSHA (EVAL loads them), and native commands a
+// lock could use instead of a script.
+var probedCommands = []string{"evalsha", "eval", "waitaof", "delifeq", "delex"}
+
+func readFacts(ctx context.Context, c rawClient) nodeFacts {
+	f := nodeFacts{Addr: c.addr, Config: map[string]string{}, Commands: map[string]bool{}}
+	text, err := c.c.Info(ctx).Result()
+	if err != nil {
+		f.Err = ctxerr.Wrap(ctx, err)
+		return f
+	}
+	f.Info = parseInfo(text)
+	for _, p := range configParams {
+		m, err := c.c.ConfigGet(ctx, p).Result()
+		if err != nil {
+			f.ConfigErr = ctxerr.Wrap(ctx, err)
+			break
+		}
+		if v, ok := m[p]; ok {
+			f.Config[p] = v
+		}
+	}
+	args := []any{"command", "info"}
+	for _, name := range probedCommands {
+		args = append(args, name)
+	}
+	res, err := c.c.Do(ctx, args...).Slice()
+	if err != nil {
+		f.CommandsErr = ctxerr.Wrap(ctx, err)
+		return f
+	}
+	for i, name := range probedCommands {
+		f.Commands[name] = i < len(res) && res[i] != nil
+	}
+	return f
+}
+
+// evicting reports whether a maxmemory-policy can evict a key with a TTL.
+func evicting(policy string) bool {
+	return strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-")
+}
+
+// diagnose turns what was read into findings: per master in the order
+// given, then the set's.
+func diagnose(facts []nodeFacts) []finding {
+	var out []finding
+	add := func(node, level, check, format string, args ...any) {
+		out = append(out, finding{Node: node, Level: level, Check: check, Text: fmt.Sprintf(format, args...)})
+	}
+	runs := map[string][]string{}
+	for _, f := range facts {
+		a := f.Addr
+		if f.Err != nil {
+			add(a, levelBad, "reachable", "%v: this master cannot vote; fix the address, the network or the credentials", f.Err)
+			continue
+		}
+		in := f.Info
+		if id := in["run_id"]; id != "" {
+			runs[id] = append(runs[id], a)
+		}
+
+		// Version.
+		ver := serverVersion(in)
+		major, minor := versionNumbers(in["redis_version"])
+		switch {
+		case major < 2 || major == 2 && minor < 6:
+			add(a, levelBad, "version", "%s has no Lua scripting (EVAL came in 2.6): the lock cannot run here", ver)
+		case major < 5:
+			add(a, levelWarn, "version", "%s: the read-write lock's and semaphore's scripts read TIME before writing, which Redis refuses before 5.0 (mutexes work); upgrade", ver)
+		default:
+			add(a, levelOK, "version", "%s", ver)
+		}
+
+		// Commands.
+		if f.CommandsErr != nil {
+			add(a, levelInfo, "commands", "COMMAND INFO failed (%v): grant +command|info to check which commands exist", f.CommandsErr)
+		} else {
+			var have, lack []string
+			for _, c := range probedCommands[2:] {
+				if f.Commands[c] {
+					have = append(have, strings.ToUpper(c))
+				} else {
+					lack = append(lack, strings.ToUpper(c))
+				}
+			}
+			native := "native: " + listOr(have, "none") + " of WAITAOF, DELIFEQ, DELEX (the lock does not use them; it runs Lua scripts)"
+			if !f.Commands["evalsha"] || !f.Commands["eval"] {
+				add(a, levelBad, "commands", "EVALSHA or EVAL is missing (renamed or disabled): the lock runs Lua scripts and cannot work here; %s", native)
+			} else {
+				add(a, levelOK, "commands", "EVALSHA and EVAL present (the lock's scripts); %s", native)
+			}
+		}
+
+		// Eviction.
+		policy := in["maxmemory_policy"]
+		maxmem, _ := strconv.ParseInt(in["maxmemory"], 10, 64)
+		switch {
+		case policy == "":
+			add(a, levelInfo, "maxmemory-policy", "INFO memory does not say: check that maxmemory-policy is noeviction (keys with a TTL, as lock keys are, must not be evicted)")
+		case evicting(policy) && maxmem > 0:
+			add(a, levelBad, "maxmemory-policy", "%s with maxmemory %s evicts keys with a TTL, lock keys among them: a held lock can vanish from this master; set maxmemory-policy noeviction", policy, in["maxmemory_human"])
+		case evicting(policy):
+			add(a, levelWarn, "maxmemory-policy", "%s evicts keys with a TTL (lock keys among them) as soon as a maxmemory is set (none is now): set maxmemory-policy noeviction", policy)
+		default:
+			add(a, levelOK, "maxmemory-policy", "%s: lock keys are never evicted (when memory is full, writes fail and the lock reports it)", policy)
+		}
+
+		// Persistence.
+		aof := in["aof_enabled"] == "1"
+		fsync, save := f.Config["appendfsync"], f.Config["save"]
+		switch {
+		case aof && fsync == "always":
+			add(a, levelOK, "persistence", "appendonly yes, appendfsync always: lock keys and fencing counters survive a crash; the restart quarantine may exempt this master (durable)")
+		case aof && fsync == "":
+			add(a, levelInfo, "persistence", "appendonly yes, appendfsync unknown (CONFIG GET refused: %v): unless it is always, a crash loses the last writes: use the restart quarantine", f.ConfigErr)
+		case aof:
+			add(a, levelWarn, "persistence", "appendonly yes but appendfsync %s: a crash loses the last writes (a lock just taken, a fencing counter just raised): set appendfsync always, or use the restart quarantine (quorumlock run --quarantine, redlock.WithRestartQuarantine)", fsync)
+		case save != "" && f.ConfigErr == nil:
+			add(a, levelBad, "persistence", "appendonly no with RDB snapshots (save %q): a restart loads an older snapshot, so lock keys taken since are lost and fencing counters go back (tokens repeat): use appendonly yes with appendfsync always, or no persistence with the restart quarantine", save)
+		default:
+			add(a, levelWarn, "persistence", "appendonly no: a restarted master comes back without the lock keys it granted, and another client can take a held lock: use the restart quarantine (at least the TTL), or appendonly yes with appendfsync always")
+		}
+
+		// Role.
+		switch role := in["role"]; {
+		case role == "slave":
+			add(a, levelBad, "role", "a replica of %s:%s: it refuses writes (READONLY) and is not an independent master: list masters only", in["master_host"], in["master_port"])
+		case in["connected_slaves"] != "" && in["connected_slaves"] != "0":
+			add(a, levelWarn, "role", "a master with %s replicas: a failover (Sentinel, an operator) promotes a replica that may lack lock keys, as a restart without persistence would: use the restart quarantine (a promotion changes the run_id)", in["connected_slaves"])
+		case in["master_replid2"] != "" && in["master_replid2"] != noReplID:
+			add(a, levelWarn, "role", "a master promoted from a replica: it may lack lock keys the old master granted; the restart quarantine treats it as new")
+		default:
+			add(a, levelOK, "role", "a master without replicas")
+		}
+
+		// Cluster mode.
+		if in["cluster_enabled"] == "1" {
+			add(a, levelWarn, "cluster", "cluster mode: one server answers MOVED for keys of other slots, and a whole cluster is one vote; quorumlock's commands take standalone masters (for a cluster use the library with redisnode.New and a ClusterClient)")
+		}
+
+		// Accept queue.
+		if b, ok := f.Config["tcp-backlog"]; ok {
+			add(a, levelInfo, "tcp-backlog", "%s: a paused server still accepts up to %s connections and runs what they sent when it resumes; the lock's release guards refuse such late acquires", b, b)
+		}
+	}
+
+	// The set.
+	n := len(facts)
+	switch {
+	case n == 1:
+		add("masters", levelWarn, "count", "1 master: no failure is tolerated, and a restart of it loses every lock; use 3 or 5 independent masters")
+	case n == 2:
+		add("masters", levelBad, "count", "2 masters: both are the quorum, so one failure stops every lock (quorumlock run refuses it); use 3")
+	case n%2 == 0:
+		add("masters", levelWarn, "count", "%d masters: an even number tolerates no more failures (%d) than %d do; use an odd number", n, (n-1)/2, n-1)
+	default:
+		add("masters", levelOK, "count", "%d masters: a quorum of %d, %d may fail", n, n/2+1, (n-1)/2)
+	}
+	ids := make([]string, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if addrs := runs[id]; len(addrs) > 1 {
+			add("masters", levelBad, "identity", "%s are one server (run %s): it would vote %d times; list each master once", strings.Join(addrs, " and "), short(id), len(addrs))
+		}
+	}
+	return out
+}
+
+func listOr(xs []string, none string) string {
+	if len(xs) == 0 {
+		return none
+	}
+	return strings.Join(xs, ", ")
+}
+
+// versionNumbers returns the major and minor of "7.0.15".
+func versionNumbers(v string) (int, int) {
+	parts := strings.SplitN(v, ".", 3)
+	major, _ := strconv.Atoi(parts[0])
+	minor := 0
+	if len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	return major, minor
+}

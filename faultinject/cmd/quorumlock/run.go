@@ -1,0 +1,650 @@
+package main
+
+// quorumlock run: a distributed flock(1). See runUsage for the contract and
+// docs/operations.md for how to use it.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Exit statuses of quorumlock run, besides the command's own (its exit
+// status, or 128+N when a signal N ended it).
+const (
+	// runNotObtained: the lock is held elsewhere (or was, until --wait
+	// ran out). --conflict-exit-code changes it (flock -E). EX_TEMPFAIL.
+	runNotObtained = 75
+	// runLost: the lock could not be kept while the command ran; the
+	// command was sent SIGTERM, and SIGKILL after --grace (or at once),
+	// before the lease's validity ended (as timeout(1)'s 124).
+	runLost = 124
+	// runUsage: bad flags, a bad address, options that do not fit.
+	// EX_USAGE.
+	runUsage = 64
+	// runUnavailable: too few masters answered to decide (unreachable,
+	// denied: a wrong password or a missing ACL grant). EX_UNAVAILABLE.
+	runUnavailable = 69
+	// runCannotExec and runNotFound: the command could not be started
+	// (as a shell's 126 and 127).
+	runCannotExec = 126
+	runNotFound   = 127
+)
+
+// forwarded are the signals run passes on to the command's process group.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+const runUsageText = `usage: quorumlock run [flags] NAME [--] COMMAND [ARGS...]
+
+Runs COMMAND while holding the lock NAME on a quorum of the masters: a
+flock(1) across hosts. The lock is renewed in the background; when renewal
+cannot keep it, COMMAND's process group gets SIGTERM, then SIGKILL --grace
+later, both before the lease's validity ends (SIGKILL at once when the
+masters say the lock is gone, or when run itself was stopped past the
+deadline). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND; while
+run is still waiting they end the wait, and COMMAND is not started.
+
+COMMAND runs in its own process group with QUORUMLOCK_NAME, QUORUMLOCK_UNTIL
+(the validity deadline when it started, RFC 3339, UTC; renewals move it) and,
+with --fencing, QUORUMLOCK_FENCE (the fencing token) in its environment.
+
+Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE
+(host:port, redis://user:password@host:port/db, rediss://...).
+
+Exit status: COMMAND's own when it ran to its end (128+N after signal N);
+75 not obtained (--conflict-exit-code); 124 lock lost, COMMAND terminated;
+64 usage; 69 masters unavailable or denied access; 126 COMMAND cannot be
+executed; 127 COMMAND not found.
+
+Flags:
+`
+
+// waitFlag is --wait: 0 (one attempt), a duration, or -1 (forever).
+type waitFlag struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitFlag) String() string {
+	if w.forever {
+		return "-1"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	switch s {
+	case "-1":
+		*w = waitFlag{forever: true}
+		return nil
+	case "0":
+		*w = waitFlag{}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return errors.New("want 0 (one attempt), a duration such as 30s, or -1 (wait forever)")
+	}
+	*w = waitFlag{d: d}
+	return nil
+}
+
+// runConfig is run's parsed command line.
+type runConfig struct {
+	name     string
+	argv     []string
+	ttl      time.Duration
+	wait     waitFlag
+	grace    time.Duration
+	fencing  bool
+	quar     time.Duration
+	minHold  time.Duration
+	cooldown time.Duration
+	shared   bool
+	excl     bool
+	sem      int
+	label    string
+	conflict int
+	verbose  bool
+	nodes    nodeList
+}
+
+// killMargin is how long before the validity deadline run sends SIGKILL:
+// a tenth of the TTL, the time a process starved of CPU may take to act on
+// its timer (redlock's default cancel margin, for the same reason).
+func killMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+// drift is redlock's default drift allowance for ttl.
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*0.01) + 2*time.Millisecond
+}
+
+// maxGrace is the longest --grace for ttl: SIGTERM comes grace before the
+// SIGKILL, which comes killMargin before the validity deadline, and both
+// must lie in the second half of the TTL, so that a renewal every third of
+// the TTL moves the deadline before either is due.
+func maxGrace(ttl time.Duration) time.Duration { return ttl/2 - killMargin(ttl) - drift(ttl) }
+
+func parseRun(args []string, e *env) (*runConfig, int, error) {
+	fs := flag.NewFlagSet("quorumlock run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rc := &runConfig{}
+	nf := addNodeFlags(fs)
+	fs.DurationVar(&rc.ttl, "ttl", 10*time.Second, "the lock's time to live on each master; renewed every third of it")
+	fs.Var(&rc.wait, "wait", "how long to wait for the lock: 0 (one attempt), a duration, or -1 (forever)")
+	grace := fs.String("grace", "", "time between SIGTERM and SIGKILL when the lock cannot be kept (default: a fifth of --ttl; at most 0.39*ttl-2ms)")
+	fs.BoolVar(&rc.fencing, "fencing", false, "give the command a fencing token in $QUORUMLOCK_FENCE (a mutex only)")
+	fs.DurationVar(&rc.quar, "quarantine", 0, "restart quarantine: a master that restarted (or failed over) less than this ago does not vote; at least --ttl plus --cooldown (default: off)")
+	fs.DurationVar(&rc.minHold, "min-hold", 0, "hold the lock at least this long after acquiring it, even when the command ends sooner")
+	fs.DurationVar(&rc.cooldown, "cooldown", 0, "after the command exits 0, keep the lock this long (at least) and exit: at most one run per window")
+	fs.BoolVar(&rc.shared, "shared", false, "take a read (shared) lease of the read-write lock NAME")
+	fs.BoolVar(&rc.excl, "exclusive", false, "take the write lease of the read-write lock NAME (excludes --shared holders)")
+	fs.IntVar(&rc.sem, "semaphore", 0, "take one of K places of the semaphore NAME")
+	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status")
+	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere (0..255)")
+	fs.BoolVar(&rc.verbose, "verbose", false, "say on stderr when the lock is taken, renewed in trouble, released")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(e.stdout, runUsageText)
+			fs.SetOutput(e.stdout)
+			fs.PrintDefaults()
+			return nil, exitOK, err
+		}
+		return nil, runUsage, err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return nil, runUsage, errors.New("no lock name and command given")
+	}
+	rc.name, rest = rest[0], rest[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+		return nil, runUsage, fmt.Errorf("flag %q after the lock name: flags go before NAME", bounded(rest[0]))
+	}
+	if len(rest) == 0 {
+		return nil, runUsage, fmt.Errorf("no command given for lock %q", bounded(rc.name))
+	}
+	rc.argv = rest
+	if rc.name == "" {
+		return nil, runUsage, errors.New("the lock name is empty")
+	}
+	if rc.ttl <= 0 {
+		return nil, runUsage, fmt.Errorf("--ttl %v must be positive", rc.ttl)
+	}
+	if *grace == "" {
+		rc.grace = rc.ttl / 5
+	} else {
+		d, err := time.ParseDuration(*grace)
+		if err != nil || d < 0 {
+			return nil, runUsage, fmt.Errorf("--grace %q: want a non-negative duration", bounded(*grace))
+		}
+		rc.grace = d
+	}
+	if m := maxGrace(rc.ttl); rc.grace > m {
+		return nil, runUsage, fmt.Errorf("--grace %v does not fit --ttl %v: SIGKILL comes a tenth of the TTL before the validity ends and SIGTERM --grace before it, both in the TTL's second half so that renewals can keep the lock; use --grace %v or less, or a longer --ttl", rc.grace, rc.ttl, max(m, 0).Round(time.Millisecond))
+	}
+	kinds := 0
+	for _, on := range []bool{rc.shared, rc.excl, rc.sem != 0} {
+		if on {
+			kinds++
+		}
+	}
+	switch {
+	case kinds > 1:
+		return nil, runUsage, errors.New("--shared, --exclusive and --semaphore exclude each other")
+	case rc.sem < 0:
+		return nil, runUsage, fmt.Errorf("--semaphore %d: want at least 1 place", rc.sem)
+	case rc.fencing && kinds > 0:
+		return nil, runUsage, errors.New("--fencing works with a plain lock only, not with --shared, --exclusive or --semaphore")
+	case rc.minHold < 0:
+		return nil, runUsage, fmt.Errorf("--min-hold %v must not be negative", rc.minHold)
+	case rc.cooldown < 0:
+		return nil, runUsage, fmt.Errorf("--cooldown %v must not be negative", rc.cooldown)
+	case rc.quar < 0:
+		return nil, runUsage, fmt.Errorf("--quarantine %v must not be negative", rc.quar)
+	case rc.quar > 0 && rc.quar < rc.ttl+rc.cooldown:
+		return nil, runUsage, fmt.Errorf("--quarantine %v is shorter than --ttl plus --cooldown (%v): a master that restarted empty could vote again before the keys it lost would have expired", rc.quar, rc.ttl+rc.cooldown)
+	case rc.conflict < 0 || rc.conflict > 255:
+		return nil, runUsage, fmt.Errorf("--conflict-exit-code %d: want 0..255", rc.conflict)
+	}
+	nl, err := nf.resolve(e.getenv)
+	if err != nil {
+		return nil, runUsage, err
+	}
+	rc.nodes = nl
+	return rc, exitOK, nil
+}
+
+// bounded cuts s to at most 64 bytes for an error message.
+func bounded(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "..."
+}
+
+// supervisor is run's shared state between the signal handler and the
+// command: the first shutdown signal, and the command's process group once
+// it started.
+type supervisor struct {
+	mu     sync.Mutex
+	sig    os.Signal // the first shutdown signal, nil before
+	pgid   int       // the command's process group, 0 before it started
+	stopCh chan struct{}
+	cancel context.CancelFunc // ends the wait for the lock
+}
+
+// signal records a shutdown signal and forwards it to the command.
+func (s *supervisor) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sig == nil {
+		s.sig = sig
+		close(s.stopCh)
+		s.cancel()
+	}
+	if s.pgid > 0 {
+		_ = syscall.Kill(-s.pgid, sig.(syscall.Signal))
+	}
+}
+
+// shutdown returns the first shutdown signal, or nil.
+func (s *supervisor) shutdown() os.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sig
+}
+
+// kill sends sig to the command's process group.
+func (s *supervisor) kill(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pgid > 0 {
+		_ = syscall.Kill(-s.pgid, sig)
+	}
+}
+
+// signalStatus is the exit status for a shutdown by sig: 128+N.
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 128 + int(syscall.SIGTERM)
+}
+
+func runCmd(ctx context.Context, args []string, e *env) int {
+	rc, code, err := parseRun(args, e)
+	if err != nil {
+		if code != exitOK {
+			fmt.Fprintf(e.stderr, "quorumlock run: %v (quorumlock run -h for help)\n", err)
+		}
+		return code
+	}
+	say := func(format string, args ...any) {
+		fmt.Fprintf(e.stderr, "quorumlock run: "+format+"\n", args...)
+	}
+	verbose := func(format string, args ...any) {
+		if rc.verbose {
+			say(format, args...)
+		}
+	}
+	path, err := exec.LookPath(rc.argv[0])
+	if err != nil {
+		say("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return runNotFound
+		}
+		return runCannotExec
+	}
+	nodes, err := rc.nodes.dial()
+	if err != nil {
+		say("%v (quorumlock run -h for help)", err)
+		return runUsage
+	}
+	defer nodes.Close()
+	// go-redis logs failed dials; run says what matters in one line.
+	lockkey.DiscardClientLog()
+	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label)}
+	if rc.quar > 0 {
+		copts = append(copts, redlock.WithRestartQuarantine(rc.quar))
+	}
+	client, err := redlock.New(nodes.Redlock(), copts...)
+	if err != nil {
+		say("%v", err)
+		return runUsage
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := client.Close(cctx); err != nil {
+			verbose("%v", err)
+		}
+	}()
+	acquire, err := rc.acquirer(client)
+	if err != nil {
+		say("%v", err)
+		return runUsage
+	}
+
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	sup := &supervisor{stopCh: make(chan struct{}), cancel: cancelWait}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case sig := <-e.signals:
+				sup.signal(sig)
+			case <-ctx.Done():
+				sup.signal(syscall.SIGTERM)
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	switch {
+	case rc.wait.forever:
+		verbose("waiting for lock %q (--wait -1: until it is free)", rc.name)
+	case rc.wait.d > 0:
+		verbose("waiting for lock %q (--wait %v)", rc.name, rc.wait.d)
+	}
+	lease, err := acquire(waitCtx)
+	if err != nil {
+		if sig := sup.shutdown(); sig != nil {
+			say("%v while waiting for lock %q: the command was not started", sig, rc.name)
+			return signalStatus(sig)
+		}
+		say("%v", err)
+		return rc.notObtainedStatus(err)
+	}
+	acquired := time.Now()
+	release := func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := lease.Unlock(uctx); err != nil && !errors.Is(err, redlock.ErrReleased) {
+			verbose("release: %v", err)
+		} else {
+			verbose("released lock %q", rc.name)
+		}
+	}
+	fence, _ := lease.Fence()
+	verbose("acquired lock %q (token %s%s), valid until %s", rc.name, lease.Token(), fenceNote(rc.fencing, fence), wallUntil(lease))
+
+	// Start the command unless a shutdown began while the lock was taken.
+	cmd := exec.Command(path, rc.argv[1:]...)
+	cmd.Args[0] = rc.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	cmd.Env = append(os.Environ(), "QUORUMLOCK_NAME="+rc.name, "QUORUMLOCK_UNTIL="+wallUntil(lease))
+	if rc.fencing {
+		cmd.Env = append(cmd.Env, "QUORUMLOCK_FENCE="+strconv.FormatInt(fence, 10))
+	}
+	// Its own process group, so that run signals the whole job; and SIGKILL
+	// if run itself dies (a kill -9 of run), so that the command does not
+	// outlive the lock by more than its TTL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	exited, startErr := sup.start(cmd)
+	if startErr != nil {
+		release()
+		if errors.Is(startErr, errShutdown) {
+			sig := sup.shutdown()
+			say("%v after lock %q was taken: the command was not started", sig, rc.name)
+			return signalStatus(sig)
+		}
+		say("%v", startErr)
+		return runCannotExec
+	}
+
+	// Supervise: SIGTERM at the validity deadline less killMargin less
+	// grace (a renewal moves it), SIGKILL killMargin before the deadline or
+	// grace after the SIGTERM, whichever is first; SIGKILL at once when the
+	// lease ends early (the masters say the lock is gone) or when run wakes
+	// up past the SIGKILL time (it was stopped).
+	var (
+		termSent, killSent bool
+		killBy             time.Time
+		leaseDone          = lease.Done()
+		timer              = time.NewTimer(time.Hour)
+		waitErr            error
+	)
+	defer timer.Stop()
+	margin := killMargin(rc.ttl)
+supervise:
+	for {
+		now := time.Now()
+		until := lease.Until()
+		switch {
+		case killSent:
+		case leaseDone == nil || !now.Before(until.Add(-margin)) || termSent && !now.Before(killBy):
+			// The lease ended before its deadline, run woke up past the
+			// SIGKILL time, or the grace is over.
+			sup.kill(syscall.SIGKILL)
+			killSent = true
+			if !termSent {
+				say("lock %q lost (%v): sent SIGKILL to the command at once", rc.name, leaseErr(lease, until))
+			} else {
+				say("lock %q: the command outlived --grace: sent SIGKILL", rc.name)
+			}
+		case !termSent && !now.Before(until.Add(-margin-rc.grace)):
+			sup.kill(syscall.SIGTERM)
+			termSent = true
+			killBy = until.Add(-margin)
+			if g := now.Add(rc.grace); g.Before(killBy) {
+				killBy = g
+			}
+			say("lock %q cannot be kept (renewal failed; %v of validity left): sent SIGTERM to the command, SIGKILL in %v", rc.name, until.Sub(now).Round(time.Millisecond), killBy.Sub(now).Round(time.Millisecond))
+		}
+		var next time.Time
+		switch {
+		case killSent:
+			next = now.Add(time.Hour)
+		case termSent:
+			next = killBy
+		default:
+			next = until.Add(-margin - rc.grace)
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case waitErr = <-exited:
+			break supervise
+		case <-timer.C:
+		case <-leaseDone:
+			leaseDone = nil // ended: handled at the top of the loop
+		}
+	}
+	status := exitStatus(waitErr)
+	if termSent || killSent {
+		sup.kill(syscall.SIGKILL) // what is left of the group
+		release()
+		say("lock %q lost while the command ran: it was terminated (its status was %d)", rc.name, status)
+		return runLost
+	}
+	verbose("the command exited with status %d", status)
+
+	// --min-hold: keep (and renew) the lock until it has been held that
+	// long, unless a shutdown begins or the lease ends.
+	keep := false
+	if left := rc.minHold - time.Since(acquired); left > 0 && lease.Err() == nil {
+		verbose("holding lock %q until --min-hold %v has passed (%v more)", rc.name, rc.minHold, left.Round(time.Millisecond))
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+		case <-lease.Done():
+		case <-sup.stopCh:
+			keep = true // leave the keys to expire rather than let another host in now
+			verbose("%v during --min-hold: leaving lock %q to expire with its TTL", sup.shutdown(), rc.name)
+		}
+		t.Stop()
+	}
+	if rc.cooldown > 0 && status == 0 && lease.Err() == nil {
+		keep = true
+		verbose("--cooldown %v: leaving lock %q held; it expires %v after its last renewal", rc.cooldown, rc.name, rc.ttl+rc.cooldown)
+	}
+	if !keep {
+		release()
+	}
+	return status
+}
+
+// errShutdown: the command was not started because a shutdown had begun.
+var errShutdown = errors.New("shutdown began")
+
+// start starts cmd unless a shutdown began, and returns a channel that
+// receives cmd.Wait's error. The goroutine that starts and waits stays on
+// its OS thread: Pdeathsig fires when the thread that started the child
+// exits, and a locked goroutine's thread exits only with it.
+func (s *supervisor) start(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		s.mu.Lock()
+		if s.sig != nil {
+			s.mu.Unlock()
+			started <- errShutdown
+			return
+		}
+		err := cmd.Start()
+		if err == nil {
+			s.pgid = cmd.Process.Pid
+		}
+		s.mu.Unlock()
+		started <- err
+		if err != nil {
+			return
+		}
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
+}
+
+// exitStatus is a shell's status for the command's end: its exit code, or
+// 128+N when signal N ended it.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return runCannotExec
+}
+
+// leaseErr says why the lease ended, or that its deadline passed.
+func leaseErr(l *redlock.Lease, until time.Time) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("run woke up %v after the lease's SIGKILL time", time.Since(until).Round(time.Millisecond))
+}
+
+// wallUntil is the lease's validity deadline on the wall clock, RFC 3339 UTC.
+func wallUntil(l *redlock.Lease) string {
+	return time.Now().Add(time.Until(l.Until())).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func fenceNote(fencing bool, fence int64) string {
+	if !fencing {
+		return ""
+	}
+	return ", fence " + strconv.FormatInt(fence, 10)
+}
+
+// acquirer returns the call that takes the lock as the flags say.
+func (rc *runConfig) acquirer(c *redlock.Client) (func(context.Context) (*redlock.Lease, error), error) {
+	opts := []redlock.LockOption{redlock.WithTTL(rc.ttl), redlock.WithAutoRenew(0)}
+	if rc.cooldown > 0 {
+		opts = append(opts, redlock.WithLockDelay(rc.cooldown))
+	}
+	if rc.wait.d > 0 {
+		opts = append(opts, redlock.WithMaxWait(rc.wait.d))
+	}
+	once := !rc.wait.forever && rc.wait.d == 0
+	switch {
+	case rc.shared || rc.excl:
+		rw, err := c.NewRWMutex(rc.name, opts...)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case rc.shared && once:
+			return rw.TryRLock, nil
+		case rc.shared:
+			return rw.RLock, nil
+		case once:
+			return rw.TryLock, nil
+		}
+		return rw.Lock, nil
+	case rc.sem > 0:
+		s, err := c.NewSemaphore(rc.name, rc.sem, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if once {
+			return s.TryAcquire, nil
+		}
+		return s.Acquire, nil
+	}
+	if rc.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	m, err := c.NewMutex(rc.name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if once {
+		return m.TryLock, nil
+	}
+	return m.Lock, nil
+}
+
+// notObtainedStatus classifies a failed acquisition: masters unavailable
+// (too few answered, or one denied access, or one server listed twice) or
+// held elsewhere (--conflict-exit-code).
+func (rc *runConfig) notObtainedStatus(err error) int {
+	if errors.Is(err, redlock.ErrInvalidConfig) {
+		return runUnavailable
+	}
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return runUnavailable
+	}
+	failed := 0
+	for _, r := range qe.Nodes {
+		switch {
+		case r.Err == nil, errors.Is(r.Err, redlock.ErrNodeTaken), errors.Is(r.Err, redlock.ErrNodeQuarantined),
+			errors.Is(r.Err, redlock.ErrNoReply): // undecided when the attempt was: not a failure
+		case errors.Is(r.Err, redlock.ErrNodeDenied):
+			return runUnavailable
+		default:
+			failed++
+		}
+	}
+	if failed > len(qe.Nodes)-qe.Quorum {
+		return runUnavailable
+	}
+	return rc.conflict
+}
