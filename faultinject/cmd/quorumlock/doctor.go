@@ -120,12 +120,12 @@ func doctorCmd(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stdout, "%s\n", b)
 		return code
 	}
-	width := len("masters")
+	width, cw := len("masters"), 0
 	for _, f := range fs2 {
-		width = max(width, len(f.Node))
+		width, cw = max(width, len(f.Node)), max(cw, len(f.Check))
 	}
 	for _, f := range fs2 {
-		fmt.Fprintf(e.stdout, "%-*s  %-4s  %s: %s\n", width, f.Node, f.Level, f.Check, f.Text)
+		fmt.Fprintf(e.stdout, "%-*s  %-4s  %-*s  %s\n", width, f.Node, f.Level, cw, f.Check, f.Text)
 	}
 	return code
 }
@@ -280,7 +280,7 @@ func diagnose(facts []nodeFacts) []finding {
 		case role == "slave":
 			add(a, levelBad, "role", "a replica of %s:%s: it refuses writes (READONLY) and is not an independent master: list masters only", in["master_host"], in["master_port"])
 		case in["connected_slaves"] != "" && in["connected_slaves"] != "0":
-			add(a, levelWarn, "role", "a master with %s replicas: a failover (Sentinel, an operator) promotes a replica that may lack lock keys, as a restart without persistence would: use the restart quarantine (a promotion changes the run_id)", in["connected_slaves"])
+			add(a, levelWarn, "role", "a master with %s: a failover (Sentinel, an operator) promotes a replica that may lack lock keys, as a restart without persistence would: use the restart quarantine (a promotion changes the run_id)", plural(atoi(in["connected_slaves"]), "replica"))
 		case in["master_replid2"] != "" && in["master_replid2"] != noReplID:
 			add(a, levelWarn, "role", "a master promoted from a replica: it may lack lock keys the old master granted; the restart quarantine treats it as new")
 		default:
@@ -339,4 +339,9 @@ func versionNumbers(v string) (int, int) {
 		minor, _ = strconv.Atoi(parts[1])
 	}
 	return major, minor
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

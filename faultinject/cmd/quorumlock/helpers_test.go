@@ -237,3 +237,12 @@ func admin(t *testing.T, opt *redis.Options) *redis.Client {
 
 // nodesEnv is the QUORUMLOCK_NODES setting for addrs.
 func nodesEnv(addrs []string) string { return envNodes + "=" + strings.Join(addrs, ",") }
+
+// requirePass gives the default user of the master at addr a password
+// (redisproc's readiness check needs none at start).
+func requirePass(t *testing.T, addr, pw string) {
+	t.Helper()
+	if err := admin(t, &redis.Options{Addr: addr}).ConfigSet(context.Background(), "requirepass", pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -379,3 +379,256 @@ func TestRunExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSignals: SIGINT, SIGTERM, SIGHUP and SIGQUIT while run waits for
+// the lock end the wait with 128+N and the command never starts; while
+// the command runs, they reach it (its trap records which) and run exits
+// with the command's status, releasing the lock.
+func TestRunSignals(t *testing.T) {
+	addrs := startMasters(t, 3)
+	holdLock(t, addrs, "jobs:busy")
+	dir := t.TempDir()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		name := strings.TrimPrefix(sig.String(), "")
+		t.Run("waiting/"+strconv.Itoa(int(sig)), func(t *testing.T) {
+			started := filepath.Join(dir, fmt.Sprintf("started-%d", sig))
+			w := startProc(t, "W", []string{nodesEnv(addrs)}, "run", "--verbose", "--wait", "-1", "jobs:busy", "--", "touch", started)
+			w.waitStderr(`waiting for lock "jobs:busy"`, procLimit)
+			if err := w.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := w.wait(procLimit); code != 128+int(sig) {
+				t.Errorf("%s while waiting: exit %d, want %d; stderr:\n%s", name, code, 128+int(sig), w.stderr.String())
+			}
+			if !strings.Contains(w.stderr.String(), "the command was not started") {
+				t.Errorf("stderr does not say the command was not started:\n%s", w.stderr.String())
+			}
+			if _, err := os.Stat(started); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the command ran after %s (stat: %v)", name, err)
+			}
+		})
+		t.Run("running/"+strconv.Itoa(int(sig)), func(t *testing.T) {
+			ready, got := filepath.Join(dir, fmt.Sprintf("ready-%d", sig)), filepath.Join(dir, fmt.Sprintf("got-%d", sig))
+			job := script(t, dir, fmt.Sprintf("trap-%d.sh", sig), `for s in INT TERM HUP QUIT; do trap "echo $s > '`+got+`'; exit 7" $s; done
+touch '`+ready+`'
+while :; do sleep 0.02; done
+`)
+			r := startProc(t, "R", []string{nodesEnv(addrs)}, "run", "jobs:signals", "--", job)
+			waitUntil(t, procLimit, "the command's traps", func() bool { _, err := os.Stat(ready); return err == nil })
+			if err := r.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := r.wait(procLimit); code != 7 {
+				t.Errorf("%s while running: exit %d, want the command's 7; stderr:\n%s", name, code, r.stderr.String())
+			}
+			b, err := os.ReadFile(got)
+			if want := strings.TrimPrefix(strings.ToUpper(unixName(sig)), "SIG"); err != nil || strings.TrimSpace(string(b)) != want {
+				t.Errorf("the command's trap recorded %q (%v), want %s", b, err, want)
+			}
+			// The lock was released: a new run takes it at once.
+			if code, _, stderr := runMain(t, "run", "--nodes", strings.Join(addrs, ","), "jobs:signals", "--", "true"); code != 0 {
+				t.Errorf("the lock was not released: exit %d: %s", code, stderr)
+			}
+		})
+	}
+}
+
+// unixName is the signal's name as sh's trap takes it.
+func unixName(sig syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT"}[sig]
+}
+
+// TestRunMinHoldAndCooldown: two hosts. With --min-hold, a command that
+// ends early keeps the lock until the minimum hold has passed, so the other
+// host cannot run it again in the meantime. With --cooldown, run exits
+// at once after a command that exited 0 and leaves the lock held for the
+// cooldown (at most one run per window, even with run gone), while a
+// failed command releases it for another host to retry; without either,
+// the lock is free as soon as run exits.
+func TestRunMinHoldAndCooldown(t *testing.T) {
+	addrs := startMasters(t, 3)
+	env := []string{nodesEnv(addrs)}
+	try := func(name string) int { // the second host, one attempt
+		t.Helper()
+		p := startProc(t, "B", env, "run", name, "--", "true")
+		return p.wait(procLimit)
+	}
+
+	t.Run("min-hold", func(t *testing.T) {
+		a := startProc(t, "A", env, "run", "--verbose", "--min-hold", "1500ms", "--ttl", "1s", "jobs:minhold", "--", "true")
+		a.waitStderr("holding lock \"jobs:minhold\" until --min-hold", procLimit)
+		if code := try("jobs:minhold"); code != runNotObtained {
+			t.Errorf("a second host during A's min-hold: exit %d, want %d", code, runNotObtained)
+		}
+		if code := a.wait(procLimit); code != 0 {
+			t.Fatalf("A: exit %d; stderr:\n%s", code, a.stderr.String())
+		}
+		if code := try("jobs:minhold"); code != 0 {
+			t.Errorf("a second host after A's min-hold: exit %d, want 0", code)
+		}
+	})
+
+	t.Run("cooldown", func(t *testing.T) {
+		a := startProc(t, "A", env, "run", "--cooldown", "1s", "--ttl", "1s", "jobs:cooldown", "--", "true")
+		if code := a.wait(procLimit); code != 0 {
+			t.Fatalf("A: exit %d; stderr:\n%s", code, a.stderr.String())
+		}
+		// A has exited; its keys stay for TTL + cooldown after its last renewal.
+		if code := try("jobs:cooldown"); code != runNotObtained {
+			t.Errorf("a second host right after A's clean exit: exit %d, want %d (cooldown)", code, runNotObtained)
+		}
+		b := startProc(t, "B", env, "run", "--wait", "-1", "jobs:cooldown", "--", "true")
+		if code := b.wait(procLimit); code != 0 {
+			t.Errorf("a second host waiting out the cooldown: exit %d; stderr:\n%s", code, b.stderr.String())
+		}
+	})
+
+	t.Run("cooldown after a failure", func(t *testing.T) {
+		a := startProc(t, "A", env, "run", "--cooldown", "1h", "jobs:cooldown-failed", "--", "false")
+		if code := a.wait(procLimit); code != 1 {
+			t.Fatalf("A: exit %d, want the command's 1; stderr:\n%s", code, a.stderr.String())
+		}
+		if code := try("jobs:cooldown-failed"); code != 0 {
+			t.Errorf("a second host after A's failed command: exit %d, want 0 (released for a retry)", code)
+		}
+	})
+
+	t.Run("neither", func(t *testing.T) {
+		a := startProc(t, "A", env, "run", "jobs:plain", "--", "true")
+		if code := a.wait(procLimit); code != 0 {
+			t.Fatalf("A: exit %d; stderr:\n%s", code, a.stderr.String())
+		}
+		if code := try("jobs:plain"); code != 0 {
+			t.Errorf("a second host after A: exit %d, want 0", code)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		// Both hosts start together, each once per window: exactly one runs.
+		dir := t.TempDir()
+		log := filepath.Join(dir, "log")
+		var ps []*proc
+		for _, id := range []string{"h1", "h2"} {
+			ps = append(ps, startProc(t, id, append(env, "LOG="+log), "run", "--cooldown", "1h", "jobs:once", "--", "sh", "-c", `echo ran >> "$LOG"`))
+		}
+		codes := map[int]int{}
+		for _, p := range ps {
+			codes[p.wait(procLimit)]++
+		}
+		if codes[0] != 1 || codes[runNotObtained] != 1 || len(readLog(t, log)) != 1 {
+			t.Errorf("exit statuses %v and %d runs, want one 0 and one %d, one run", codes, len(readLog(t, log)), runNotObtained)
+		}
+	})
+}
+
+// TestRunUsageErrors: each bad command line gives status 64 and one line
+// on stderr naming the bad value, never a password.
+func TestRunUsageErrors(t *testing.T) {
+	const secret = "s3cr3t-Pw"
+	good := "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+	t.Setenv(envNodes, "")
+	t.Setenv(envNodesFile, "")
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "no lock name and command given"},
+		{[]string{"--nodes", good, "jobs:a"}, `no command given for lock "jobs:a"`},
+		{[]string{"--nodes", good, "jobs:a", "--ttl", "5s", "--", "true"}, `flag "--ttl" after the lock name: flags go before NAME`},
+		{[]string{"--bogus", "jobs:a", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"--ttl", "soon", "jobs:a", "true"}, `invalid value "soon" for flag -ttl`},
+		{[]string{"--wait", "-2", "jobs:a", "true"}, "want 0 (one attempt), a duration such as 30s, or -1 (wait forever)"},
+		{[]string{"--grace", "5s", "jobs:a", "true"}, "--grace 5s does not fit --ttl 10s"},
+		{[]string{"--grace", "x", "jobs:a", "true"}, `--grace "x": want a non-negative duration`},
+		{[]string{"--shared", "--semaphore", "2", "jobs:a", "true"}, "--shared, --exclusive and --semaphore exclude each other"},
+		{[]string{"--semaphore", "-1", "jobs:a", "true"}, "--semaphore -1: want at least 1 place"},
+		{[]string{"--fencing", "--shared", "jobs:a", "true"}, "--fencing works with a plain lock only"},
+		{[]string{"--quarantine", "5s", "jobs:a", "true"}, "--quarantine 5s is shorter than --ttl plus --cooldown (10s)"},
+		{[]string{"--min-hold", "-1s", "jobs:a", "true"}, "--min-hold -1s must not be negative"},
+		{[]string{"--conflict-exit-code", "300", "jobs:a", "true"}, "--conflict-exit-code 300: want 0..255"},
+		{[]string{"jobs:a", "true"}, "no masters given: use --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE"},
+		{[]string{"--nodes", good, "--nodes-file", missing, "jobs:a", "true"}, "give --nodes or --nodes-file, not both"},
+		{[]string{"--nodes-file", missing, "jobs:a", "true"}, "no such file or directory"},
+		{[]string{"--nodes", "redis://locker:" + secret + "@127.0.0.1:0", "jobs:a", "true"}, `master 1 of --nodes: redisnode: bad port "0"`},
+		{[]string{"--nodes", "redis://locker:" + secret + "@127.0.0.1", "jobs:a", "true"}, "master 2 of --nodes is empty"}, // see below
+		{[]string{"--nodes", "redis://locker:s3cr,3t-Pw@127.0.0.1:7001,127.0.0.1:7002", "jobs:a", "true"}, "master 1 of --nodes is not a valid address (not shown: the list holds a password; write a ',' in a password as %2C)"},
+		{[]string{"--nodes", good + ",127.0.0.1:7001", "jobs:a", "true"}, "masters 1 and 4 of --nodes are both 127.0.0.1:7001"},
+		{[]string{"--nodes", "127.0.0.1:7001,127.0.0.1:7002", "jobs:a", "true"}, "2 nodes tolerate no failure"},
+	} {
+		args := append([]string{"run"}, tc.args...)
+		if tc.want == "master 2 of --nodes is empty" {
+			args = []string{"run", "--nodes", tc.args[1] + ",", "jobs:a", "true"}
+		}
+		code, out, stderr := runMain(t, args...)
+		if code != runUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || out != "" {
+			t.Errorf("quorumlock %q: exit %d, stdout %q, stderr %q; want exit %d and one line with %q", args, code, out, stderr, runUsage, tc.want)
+		}
+		if strings.Contains(stderr, secret) || strings.Contains(stderr, "s3cr") {
+			t.Errorf("quorumlock %q shows the password: %q", args, stderr)
+		}
+	}
+	if code, out, _ := runMain(t, "run", "-h"); code != exitOK || !strings.Contains(out, "Exit status: COMMAND's own") || !strings.Contains(out, "-conflict-exit-code") {
+		t.Errorf("run -h: exit %d\n%s", code, out)
+	}
+}
+
+// TestRunNodesFromEnvironmentAndFile: the masters and their credentials
+// come from $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE or --nodes-file,
+// never necessarily from the command line; a wrong password gives status
+// 69 and one line that names the master and the server's refusal, without
+// the password.
+func TestRunNodesFromEnvironmentAndFile(t *testing.T) {
+	const pw, wrong = "Right-pw-41", "Wrong-pw-42"
+	addrs := startMasters(t, 3)
+	for _, a := range addrs {
+		requirePass(t, a, pw)
+	}
+	urls := func(p string) []string {
+		var us []string
+		for _, a := range addrs {
+			us = append(us, "redis://:"+p+"@"+a)
+		}
+		return us
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nodes")
+	if err := os.WriteFile(file, []byte("# the masters\n"+strings.Join(urls(pw), "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envNodes, "")
+	t.Setenv(envNodesFile, "")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"QUORUMLOCK_NODES", map[string]string{envNodes: strings.Join(urls(pw), ",")}, nil},
+		{"QUORUMLOCK_NODES_FILE", map[string]string{envNodesFile: file}, nil},
+		{"--nodes-file", nil, []string{"--nodes-file", file}},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		args := append(append([]string{"run"}, tc.args...), "jobs:auth", "--", "true")
+		if code, out, stderr := runMain(t, args...); code != 0 || strings.Contains(out+stderr, pw) {
+			t.Errorf("%s: exit %d, output %q %q", tc.name, code, out, stderr)
+		}
+		for k := range tc.env {
+			t.Setenv(k, "")
+		}
+	}
+	t.Setenv(envNodes, strings.Join(urls(wrong), ","))
+	code, out, stderr := runMain(t, "run", "jobs:auth", "--", "true")
+	if code != runUnavailable || !strings.Contains(stderr, "WRONGPASS") || !strings.Contains(stderr, addrs[0]) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("a wrong password: exit %d, want %d and one line naming the master and WRONGPASS:\n%s", code, runUnavailable, stderr)
+	}
+	if strings.Contains(out+stderr, wrong) {
+		t.Errorf("the output shows the password:\n%s%s", out, stderr)
+	}
+	t.Setenv(envNodes, strings.Join(addrs, ","))
+	code, _, stderr = runMain(t, "run", "jobs:auth", "--", "true")
+	if code != runUnavailable || !strings.Contains(stderr, "NOAUTH") {
+		t.Errorf("no password: exit %d, want %d and NOAUTH:\n%s", code, runUnavailable, stderr)
+	}
+}

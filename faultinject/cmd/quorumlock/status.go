@@ -253,6 +253,9 @@ func readStatus(ctx context.Context, sc *statusConfig, cs []rawClient) *statusSn
 	}
 	wg.Wait()
 	names := map[string]bool{}
+	if !pattern {
+		names[sc.pattern] = true
+	}
 	for i := range cs {
 		if snap.Nodes[i].Error == "" {
 			snap.answered++
@@ -569,7 +572,7 @@ func (ln lockOnNode) describe() string {
 	case ln.Type == "zset" && len(ln.Holds) == 0:
 		s = "free (no live hold)"
 	case ln.Type == "zset":
-		s = fmt.Sprintf("%d holds", len(ln.Holds))
+		s = plural(len(ln.Holds), "hold")
 	default:
 		s = fmt.Sprintf("a %s key, not a lock", ln.Type)
 	}
@@ -577,7 +580,7 @@ func (ln lockOnNode) describe() string {
 		s += fmt.Sprintf(", fence %d", *ln.Fence)
 	}
 	if ln.Waiting > 0 {
-		s += fmt.Sprintf(", %d waiting writers", ln.Waiting)
+		s += ", " + plural(ln.Waiting, "waiting writer")
 	}
 	return s
 }
@@ -603,7 +606,7 @@ func (l lockStatus) printSummary(w io.Writer) {
 				k++
 			}
 		}
-		fmt.Fprintf(w, "lock %q: %d holders on a quorum (%d of %d masters each)\n", l.Name, k, l.Quorum, n)
+		fmt.Fprintf(w, "lock %q: %s, each on a quorum (at least %d of %d masters)\n", l.Name, plural(k, "holder"), l.Quorum, n)
 	default:
 		fmt.Fprintf(w, "lock %q: not held by any quorum\n", l.Name)
 	}
@@ -624,4 +627,12 @@ func seenNote(h holderStat) string {
 		return ""
 	}
 	return fmt.Sprintf(", first seen by this watch at %s", h.SeenSince.Format("15:04:05"))
+}
+
+// plural is "1 hold", "2 holds".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
