@@ -8,10 +8,11 @@ import (
 // A Contender is one lock implementation under measurement.
 type Contender struct {
 	// Name identifies the contender in rows and benchmark names. It holds
-	// no ':' (it is part of every key the contender writes).
+	// none of ":{}*?[]" (it is part of every key the contender writes).
 	Name string
 	// OneNode marks a contender that locks a single Redis server: it runs
-	// only with N=1 (the floor, bsm/redislock).
+	// only with N=1 (the floor, bsm/redislock), and not under contention
+	// (it does not wait for a held lock).
 	OneNode bool
 	// Settings says how the contender is configured, for the report.
 	Settings string
@@ -21,32 +22,53 @@ type Contender struct {
 
 // A Target is what one locker runs against.
 type Target struct {
-	// Addrs are the N Redis masters (host:port).
-	Addrs []string
-	// Key is the lock name, unique to this locker: every key the locker
-	// writes contains it, which is how leftover keys are found.
+	// Masters are the N Redis masters.
+	Masters []Master
+	// Key is the lock name. Every key the locker writes contains it, which
+	// is how leftover keys are found; under contention every locker of a
+	// contender gets the same Key.
 	Key string
 	// TTL is the lock's time to live on each node.
 	TTL time.Duration
-	// Dial, when not nil, opens every connection to a node (the latency
-	// condition wraps connections this way).
-	Dial DialFunc
+	// Dial, when not nil, holds one dial function per master (a nil entry:
+	// the client's own dialer). A condition that delays or faults a node
+	// wraps its connections this way; the function does TLS itself when
+	// the master's URL asks for it.
+	Dial []DialFunc
 }
 
-// A Locker runs lock+unlock cycles of one lock. Its methods are called from
-// one goroutine.
+// dial returns the dial function of master i, or nil for the client's own.
+func (t Target) dial(i int) DialFunc {
+	if t.Dial == nil {
+		return nil
+	}
+	return t.Dial[i]
+}
+
+// A Locker takes and releases one lock. Its methods are called from one
+// goroutine, Lock and Unlock alternately, starting with Lock.
 type Locker interface {
-	// Cycle acquires the lock (waiting or retrying as the library does by
-	// default) and releases it.
-	Cycle(ctx context.Context) error
+	// Lock acquires the lock, waiting or retrying as the library does by
+	// default.
+	Lock(ctx context.Context) error
+	// Unlock releases the lock taken by the last Lock.
+	Unlock(ctx context.Context) error
 	// Close releases the locker's resources (clients, background work).
 	Close() error
 }
 
+// Cycle runs one Lock and, when it succeeded, the Unlock.
+func Cycle(ctx context.Context, l Locker) error {
+	if err := l.Lock(ctx); err != nil {
+		return err
+	}
+	return l.Unlock(ctx)
+}
+
 // Contenders returns the contenders of the side-by-side run, in their
 // report order: the floor, bsm/redislock (N=1 only), quorumlock plain, with
-// fencing and with auto-renewal, redsync with its default settings, and
-// rueidislock.
+// fencing and with auto-renewal, redsync with its default settings and
+// with WithFailFast, and rueidislock.
 func Contenders() []Contender {
 	return []Contender{
 		Floor(),
@@ -55,6 +77,7 @@ func Contenders() []Contender {
 		QuorumlockFencing(),
 		QuorumlockRenew(),
 		Redsync(),
+		RedsyncFailFast(),
 		Rueidislock(),
 	}
 }

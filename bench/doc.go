@@ -1,34 +1,53 @@
 // Package bench measures quorumlock side by side with the Redis locks Go
-// users pick instead, on real redis-server processes over loopback.
+// users pick instead, on real redis-server processes over loopback or on
+// masters the user gives.
 //
-// One lock+unlock cycle from one goroutine is measured for each contender
-// (Contenders: the floor, i.e. SET NX PX plus a compare-and-delete script on
-// one node; bsm/redislock on one node; quorumlock plain, WithFencing and
-// WithAutoRenew; redsync with its defaults; rueidislock with one key per
-// master) with N = 1, 3 and 5 masters. Every go-redis client has the same
-// context-honouring settings (GoRedisOptions), every contender the same TTL.
-// Run interleaves the contenders round by round (each runs a slice of
-// cycles, then the next, in an order shuffled per round), so that a noisy
-// machine slows them alike, and reports per contender, N and condition
-// (Row): p50/p90/p99/max cycle latency, cycles/s, heap allocations and bytes
-// per cycle (runtime.MemStats deltas around the contender's slices) and the
-// keys it left on the servers once closed. WriteMarkdown and WriteJSON
-// print the rows. A Condition can add a delay in the client before every
-// write to every node (Delayed); the kernel is not involved.
+// The contenders (Contenders): the floor, i.e. SET NX PX plus a
+// compare-and-delete script on one node; bsm/redislock on one node;
+// quorumlock plain, WithFencing and WithAutoRenew; redsync with its
+// defaults and with WithFailFast; rueidislock with one key per master.
+// Every go-redis client has the lock settings of redisnode.Dial
+// (Master.GoRedisOptions), every contender the same TTL. Masters come from
+// ParseMasters (host:port or redis:// and rediss:// URLs, read as
+// redisnode.Dial reads them; a Master prints as host:port, never with its
+// password) or, by default, from redis-server processes the run starts.
+//
+// Run measures one lock+unlock cycle from one goroutine for every
+// contender, N and condition (Case), interleaved: in each round every
+// entry runs a slice of cycles, in an order shuffled per round, so that a
+// noisy machine slows them alike. A Condition adds, in the client (a
+// net.Conn wrapper: the kernel is not involved), a delay before every
+// write to every master (Delayed), a uniformly jittered one (Jittered), a
+// delay on the first master (OneSlow), or a fault of the first master
+// from the first measured cycle until it returns after the measurement
+// (OneHung: writes held and run when it returns; OneDead: dials refused,
+// connections reset). Contention adds a measurement of several lockers
+// (each with its own clients) on one lock. Each Row holds p50/p90/p99/max,
+// cycles/s, allocations and bytes per cycle (runtime.MemStats), client CPU
+// per cycle (getrusage), the goroutines the contender started (counted by
+// their pprof label) after its loop and after Close, the keys it left on
+// the masters, the first cycle after a master's death, and under
+// contention acquisitions/s, the share of same-client re-locks, the
+// handoff to another client and the longest wait. WriteMarkdown,
+// WriteJSON, WriteSVG and WriteTargets print them.
 //
 // Compare ratios within one run, not absolute numbers across machines.
 //
-// The side-by-side runner starts 5 redis-server processes (or takes
-// -addrs) and prints a markdown table:
+// The command runs every condition and prints tables, targets and a chart:
 //
-//	cd bench && go run ./cmd/sidebyside -n 1,3,5 -cycles 2000
-//	cd bench && go run ./cmd/sidebyside -delay 0,1ms -json rows.json
+//	cd bench && go run ./cmd/quorumlock-bench --quick
+//	cd bench && go run ./cmd/quorumlock-bench --json rows.json --svg chart.svg
+//	cd bench && go run ./cmd/quorumlock-bench --nodes redis://:pw@10.0.0.1:6379,redis://:pw@10.0.0.2:6379,...
+//
+// cmd/sidebyside runs chosen sizes and delays only.
 //
 // The same contenders as go test benchmarks (named
-// BenchmarkLockUnlock/contender=redsync/n=5), for benchstat:
+// BenchmarkLockUnlock/contender=redsync/n=5), for benchstat and profiles;
+// -count repeats each one back to back, it does not interleave them:
 //
-//	cd bench && go test -run '^$' -bench . -count 6 | tee new.txt && benchstat new.txt
+//	cd bench && go test -run '^$' -bench . -benchmem -count 6 | tee new.txt && benchstat new.txt
 //
-// go test ./... runs a small side-by-side and every benchmark case once; it
-// needs redis-server in PATH (skipped without it, failed with CI=true).
+// go test ./... runs a small side-by-side, every condition and the
+// contention briefly, and every benchmark case once; it needs redis-server
+// in PATH (skipped without it, failed with CI=true).
 package bench

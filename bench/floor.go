@@ -22,7 +22,7 @@ func Floor() Contender {
 		OneNode:  true,
 		Settings: "SET NX PX + compare-and-delete script (EVALSHA) on one node, 16-byte crypto/rand token, go-redis with GoRedisOptions",
 		Open: func(t Target) (Locker, error) {
-			return &floor{client: redis.NewClient(GoRedisOptions(t.Addrs[0], t.Dial)), t: t}, nil
+			return &floor{client: redis.NewClient(t.Masters[0].GoRedisOptions(t.dial(0))), t: t}, nil
 		},
 	}
 }
@@ -30,12 +30,13 @@ func Floor() Contender {
 type floor struct {
 	client *redis.Client
 	t      Target
+	token  string
 }
 
 // errNotObtained is a floor acquire that found the key held.
 var errNotObtained = errors.New("bench: floor: key already held")
 
-func (f *floor) Cycle(ctx context.Context) error {
+func (f *floor) Lock(ctx context.Context) error {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
@@ -48,7 +49,12 @@ func (f *floor) Cycle(ctx context.Context) error {
 	if !ok {
 		return errNotObtained
 	}
-	return unlockScript.Run(ctx, f.client, []string{f.t.Key}, token).Err()
+	f.token = token
+	return nil
+}
+
+func (f *floor) Unlock(ctx context.Context) error {
+	return unlockScript.Run(ctx, f.client, []string{f.t.Key}, f.token).Err()
 }
 
 func (f *floor) Close() error { return f.client.Close() }

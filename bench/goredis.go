@@ -18,24 +18,11 @@ const (
 	ioTimeout   = lockclient.IOTimeout
 )
 
-// GoRedisOptions returns the options of every go-redis client of the run,
-// whichever contender uses it: the settings redisnode.Dial gives its own
-// clients (internal/lockclient), so that no contender pays for go-redis
-// defaults that ignore its deadlines. dial, when not nil, opens the
-// connections.
-func GoRedisOptions(addr string, dial DialFunc) *redis.Options {
-	opt := lockclient.Configure(&redis.Options{Addr: addr})
-	if dial != nil {
-		opt.Dialer = dial
-	}
-	return opt
-}
-
-// goRedisClients builds one go-redis client per address.
+// goRedisClients builds one go-redis client per master of t.
 func goRedisClients(t Target) []*redis.Client {
-	cs := make([]*redis.Client, len(t.Addrs))
-	for i, a := range t.Addrs {
-		cs[i] = redis.NewClient(GoRedisOptions(a, t.Dial))
+	cs := make([]*redis.Client, len(t.Masters))
+	for i, m := range t.Masters {
+		cs[i] = redis.NewClient(m.GoRedisOptions(t.dial(i)))
 	}
 	return cs
 }

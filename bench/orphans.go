@@ -23,33 +23,60 @@ func entryID(contender string, n int, cond string) string {
 	return contender + ":n" + strconv.Itoa(n) + ":" + cond
 }
 
-// leftovers scans every server for the run's keys and counts them per
-// entry ID. Fencing counters (keys ending in ":fence", kept without a TTL by
-// design) are not counted.
-func leftovers(ctx context.Context, addrs []string, run string) (map[string]int, error) {
-	counts := map[string]int{}
-	prefix := keyPrefix(run)
-	for _, a := range addrs {
-		c := redis.NewClient(GoRedisOptions(a, nil))
-		it := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			k := it.Val()
-			if strings.HasSuffix(k, ":fence") {
-				continue
-			}
-			_, rest, _ := strings.Cut(k, prefix)
-			parts := strings.SplitN(rest, ":", 4)
-			if len(parts) < 3 {
-				counts[rest]++
-				continue
-			}
-			// quorumlock's release guards are "{name}:release-guard:...".
-			parts[2] = strings.TrimSuffix(parts[2], "}")
-			counts[strings.Join(parts[:3], ":")]++
+// leftover counts one entry's keys left on the masters.
+type leftover struct{ keys, guards int }
+
+// guardMark is in the name of quorumlock's release guards.
+const guardMark = ":release-guard:"
+
+// leftovers scans every master for the run's keys and counts them per
+// entry ID. Fencing counters (keys ending in ":fence", kept without a TTL
+// by design) are not counted; release guards are counted apart.
+func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftover, error) {
+	counts := map[string]leftover{}
+	err := scanRun(ctx, ms, run, func(_ *redis.Client, k string) error {
+		if strings.HasSuffix(k, ":fence") {
+			return nil
 		}
-		if err := errors.Join(it.Err(), c.Close()); err != nil {
-			return nil, err
+		_, rest, _ := strings.Cut(k, keyPrefix(run))
+		id := rest
+		if parts := strings.SplitN(rest, ":", 4); len(parts) >= 3 {
+			// quorumlock's derived keys are "{name}:...".
+			parts[2] = strings.TrimSuffix(parts[2], "}")
+			id = strings.Join(parts[:3], ":")
+		}
+		c := counts[id]
+		if strings.Contains(k, guardMark) {
+			c.guards++
+		} else {
+			c.keys++
+		}
+		counts[id] = c
+		return nil
+	})
+	return counts, err
+}
+
+// deleteRun deletes every key of the run (fencing counters included) from
+// the masters, which are the user's.
+func deleteRun(ctx context.Context, ms []Master, run string) error {
+	return scanRun(ctx, ms, run, func(c *redis.Client, k string) error {
+		return c.Del(ctx, k).Err()
+	})
+}
+
+// scanRun calls fn for every key of the run on every master.
+func scanRun(ctx context.Context, ms []Master, run string, fn func(*redis.Client, string) error) error {
+	for _, m := range ms {
+		c := redis.NewClient(m.GoRedisOptions(nil))
+		it := c.Scan(ctx, 0, "*"+keyPrefix(run)+"*", 1000).Iterator()
+		var err error
+		for err == nil && it.Next(ctx) {
+			err = fn(c, it.Val())
+		}
+		if err := errors.Join(err, it.Err(), c.Close()); err != nil {
+			return err
 		}
 	}
-	return counts, nil
+	return nil
 }

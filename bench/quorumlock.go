@@ -11,9 +11,12 @@ import (
 )
 
 // Quorumlock is this repository's lock with its default settings (quorum
-// N/2+1, node timeout 50ms, release timeout 100ms, drift factor 0.01) over
-// redisnode Nodes wrapping go-redis clients built with GoRedisOptions;
-// Mutex.Lock then Lease.Unlock.
+// N/2+1, node timeout 50ms, release timeout 100ms, drift factor 0.01,
+// retry backoff 10-250ms) and WithTTL(ttl); Mutex.Lock then Lease.Unlock.
+// Its nodes are what a user gets from redisnode.Dial (the master's address
+// or URL as given); under a condition that wraps the connections, the same
+// settings through redisnode.New over a go-redis client built with
+// GoRedisOptions.
 func Quorumlock() Contender {
 	return quorumlockContender("quorumlock", "defaults")
 }
@@ -36,15 +39,26 @@ func QuorumlockRenew() Contender {
 func quorumlockContender(name, settings string, opts ...redlock.LockOption) Contender {
 	return Contender{
 		Name:     name,
-		Settings: "redlock " + settings + ", WithTTL(ttl); redisnode.New over go-redis with GoRedisOptions; Mutex.Lock + Lease.Unlock",
+		Settings: "redlock " + settings + ", WithTTL(ttl); redisnode.Dial (redisnode.New over go-redis with GoRedisOptions when a condition wraps the connections); Mutex.Lock + Lease.Unlock",
 		Open: func(t Target) (Locker, error) {
-			clients := goRedisClients(t)
-			nodes := make([]redlock.Node, len(clients))
-			for i, c := range clients {
-				nd, err := redisnode.New(c)
-				if err != nil {
-					return nil, errors.Join(err, closeClients(clients))
+			q := &quorumlock{}
+			nodes := make([]redlock.Node, len(t.Masters))
+			for i, m := range t.Masters {
+				if d := t.dial(i); d != nil {
+					c := redis.NewClient(m.GoRedisOptions(d))
+					q.clients = append(q.clients, c)
+					nd, err := redisnode.New(c)
+					if err != nil {
+						return nil, errors.Join(err, q.closeNodes())
+					}
+					nodes[i] = nd
+					continue
 				}
+				nd, err := redisnode.Dial(m.dialAddr)
+				if err != nil {
+					return nil, errors.Join(err, q.closeNodes())
+				}
+				q.owned = append(q.owned, nd)
 				nodes[i] = nd
 			}
 			var copts []redlock.ClientOption
@@ -53,13 +67,14 @@ func quorumlockContender(name, settings string, opts ...redlock.LockOption) Cont
 			}
 			c, err := redlock.New(nodes, copts...)
 			if err != nil {
-				return nil, errors.Join(err, closeClients(clients))
+				return nil, errors.Join(err, q.closeNodes())
 			}
-			m, err := c.NewMutex(t.Key, append([]redlock.LockOption{redlock.WithTTL(t.TTL)}, opts...)...)
+			q.c = c
+			q.m, err = c.NewMutex(t.Key, append([]redlock.LockOption{redlock.WithTTL(t.TTL)}, opts...)...)
 			if err != nil {
-				return nil, errors.Join(err, c.Close(context.Background()), closeClients(clients))
+				return nil, errors.Join(err, q.Close())
 			}
-			return &quorumlock{c: c, m: m, clients: clients}, nil
+			return q, nil
 		},
 	}
 }
@@ -67,19 +82,33 @@ func quorumlockContender(name, settings string, opts ...redlock.LockOption) Cont
 type quorumlock struct {
 	c       *redlock.Client
 	m       *redlock.Mutex
-	clients []*redis.Client
+	lease   *redlock.Lease
+	owned   []*redisnode.Node // from redisnode.Dial: Close closes their clients
+	clients []*redis.Client   // behind redisnode.New
 }
 
-func (q *quorumlock) Cycle(ctx context.Context) error {
+func (q *quorumlock) Lock(ctx context.Context) error {
 	lease, err := q.m.Lock(ctx)
-	if err != nil {
-		return err
-	}
-	return lease.Unlock(ctx)
+	q.lease = lease
+	return err
 }
+
+func (q *quorumlock) Unlock(ctx context.Context) error { return q.lease.Unlock(ctx) }
 
 // Close waits for the client's background releases (Client.Close), then
 // closes the go-redis clients.
 func (q *quorumlock) Close() error {
-	return errors.Join(q.c.Close(context.Background()), closeClients(q.clients))
+	var err error
+	if q.c != nil {
+		err = q.c.Close(context.Background())
+	}
+	return errors.Join(err, q.closeNodes())
+}
+
+func (q *quorumlock) closeNodes() error {
+	errs := []error{closeClients(q.clients)}
+	for _, nd := range q.owned {
+		errs = append(errs, nd.Close())
+	}
+	return errors.Join(errs...)
 }

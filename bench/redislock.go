@@ -17,7 +17,7 @@ func BSMRedislock() Contender {
 		OneNode:  true,
 		Settings: "bsm/redislock defaults (Obtain with nil options: no retry) over go-redis with GoRedisOptions; Obtain + Release",
 		Open: func(t Target) (Locker, error) {
-			c := redis.NewClient(GoRedisOptions(t.Addrs[0], t.Dial))
+			c := redis.NewClient(t.Masters[0].GoRedisOptions(t.dial(0)))
 			return &bsmLocker{client: c, locker: redislock.New(c), t: t}, nil
 		},
 	}
@@ -27,14 +27,15 @@ type bsmLocker struct {
 	client *redis.Client
 	locker *redislock.Client
 	t      Target
+	held   *redislock.Lock
 }
 
-func (b *bsmLocker) Cycle(ctx context.Context) error {
+func (b *bsmLocker) Lock(ctx context.Context) error {
 	l, err := b.locker.Obtain(ctx, b.t.Key, b.t.TTL, nil)
-	if err != nil {
-		return err
-	}
-	return l.Release(ctx)
+	b.held = l
+	return err
 }
+
+func (b *bsmLocker) Unlock(ctx context.Context) error { return b.held.Release(ctx) }
 
 func (b *bsmLocker) Close() error { return b.client.Close() }

@@ -17,16 +17,29 @@ import (
 // its go-redis v9 pool adapter on clients built with GoRedisOptions;
 // Mutex.LockContext then Mutex.UnlockContext.
 func Redsync() Contender {
+	return redsyncContender("redsync", "redsync v4 defaults + WithExpiry(ttl)")
+}
+
+// RedsyncFailFast is Redsync with WithFailFast(true): an acquire returns
+// as soon as a quorum has answered yes (or can no longer), instead of
+// waiting for every node. The calls it leaves behind keep running; one
+// that lands after the release leaves a key until its TTL (counted as an
+// orphan).
+func RedsyncFailFast() Contender {
+	return redsyncContender("redsync-failfast", "redsync v4 defaults + WithExpiry(ttl), WithFailFast(true)", redsync.WithFailFast(true))
+}
+
+func redsyncContender(name, settings string, opts ...redsync.Option) Contender {
 	return Contender{
-		Name:     "redsync",
-		Settings: "redsync v4 defaults + WithExpiry(ttl); goredis/v9 pools over go-redis with GoRedisOptions; LockContext + UnlockContext",
+		Name:     name,
+		Settings: settings + "; goredis/v9 pools over go-redis with GoRedisOptions; LockContext + UnlockContext",
 		Open: func(t Target) (Locker, error) {
 			clients := goRedisClients(t)
 			pools := make([]redsyncredis.Pool, len(clients))
 			for i, c := range clients {
 				pools[i] = goredis.NewPool(c)
 			}
-			m := redsync.New(pools...).NewMutex(t.Key, redsync.WithExpiry(t.TTL))
+			m := redsync.New(pools...).NewMutex(t.Key, append([]redsync.Option{redsync.WithExpiry(t.TTL)}, opts...)...)
 			return &redsyncLocker{m: m, clients: clients}, nil
 		},
 	}
@@ -37,10 +50,9 @@ type redsyncLocker struct {
 	clients []*redis.Client
 }
 
-func (r *redsyncLocker) Cycle(ctx context.Context) error {
-	if err := r.m.LockContext(ctx); err != nil {
-		return err
-	}
+func (r *redsyncLocker) Lock(ctx context.Context) error { return r.m.LockContext(ctx) }
+
+func (r *redsyncLocker) Unlock(ctx context.Context) error {
 	ok, err := r.m.UnlockContext(ctx)
 	if err == nil && !ok {
 		err = errors.New("bench: redsync: unlock reported false")

@@ -31,15 +31,22 @@ func Rueidislock() Contender {
 	}
 }
 
-// rueidisOption is the client option of every rueidis client of the run.
-func rueidisOption(addr string, dial DialFunc) rueidis.ClientOption {
+// rueidisOption is the client option of every rueidis client of the run:
+// m's address, user, password, db and TLS (unless dial, which does TLS
+// itself, opens the connections).
+func rueidisOption(m Master, dial DialFunc) rueidis.ClientOption {
 	opt := rueidis.ClientOption{
-		InitAddress:      []string{addr},
+		InitAddress:      []string{m.Addr},
+		Username:         m.opt.Username,
+		Password:         m.opt.Password,
+		SelectDB:         m.opt.DB,
+		TLSConfig:        m.opt.TLSConfig,
 		DisableRetry:     true,
 		Dialer:           net.Dialer{Timeout: dialTimeout},
 		ConnWriteTimeout: ioTimeout,
 	}
 	if dial != nil {
+		opt.TLSConfig = nil
 		opt.DialCtxFn = func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
 			return dial(ctx, "tcp", addr)
 		}
@@ -52,15 +59,18 @@ func openRueidislock(t Target) (Locker, error) {
 	opt := rueidislock.LockerOption{
 		KeyPrefix:    prefix,
 		KeyValidity:  t.TTL,
-		KeyMajority:  int32(len(t.Addrs)/2 + 1),
-		ClientOption: rueidisOption(t.Addrs[0], t.Dial),
+		KeyMajority:  int32(len(t.Masters)/2 + 1),
+		ClientOption: rueidisOption(t.Masters[0], t.dial(0)),
 	}
-	if len(t.Addrs) > 1 {
+	if len(t.Masters) > 1 {
 		opt.ClientBuilder = func(o rueidis.ClientOption) (rueidis.Client, error) {
 			r := &rueidisRouter{prefix: prefix + ":"}
-			for _, a := range t.Addrs {
-				co := o // the locker's tracking settings and invalidation callback, per master
-				co.InitAddress = []string{a}
+			for i, m := range t.Masters {
+				// the locker's tracking settings and invalidation callback,
+				// with master i's address, credentials and dialer
+				co, mo := o, rueidisOption(m, t.dial(i))
+				co.InitAddress, co.Username, co.Password, co.SelectDB = mo.InitAddress, mo.Username, mo.Password, mo.SelectDB
+				co.TLSConfig, co.DialCtxFn = mo.TLSConfig, mo.DialCtxFn
 				c, err := rueidis.NewClient(co)
 				if err != nil {
 					r.Close()
@@ -79,14 +89,19 @@ func openRueidislock(t Target) (Locker, error) {
 	return &rueidisLocker{l: l}, nil
 }
 
-type rueidisLocker struct{ l rueidislock.Locker }
+type rueidisLocker struct {
+	l      rueidislock.Locker
+	cancel context.CancelFunc
+}
 
-func (r *rueidisLocker) Cycle(ctx context.Context) error {
+func (r *rueidisLocker) Lock(ctx context.Context) error {
 	_, cancel, err := r.l.WithContext(ctx, "lock")
-	if err != nil {
-		return err
-	}
-	cancel() // releases every key and waits for it
+	r.cancel = cancel
+	return err
+}
+
+func (r *rueidisLocker) Unlock(context.Context) error {
+	r.cancel() // releases every key and waits for it
 	return nil
 }
 

@@ -1,5 +1,7 @@
-// Command sidebyside runs the bench package's side-by-side measurement and
-// prints a markdown table (and, with -json, the rows as JSON).
+// Command sidebyside runs the bench package's side-by-side measurement
+// with chosen sizes, delays and cycle counts, and prints markdown tables
+// (and, with -json, the rows as JSON). quorumlock-bench runs the whole
+// measurement (every condition, contention, targets, chart).
 //
 //	cd bench && go run ./cmd/sidebyside -n 1,3,5 -cycles 2000
 package main
@@ -28,7 +30,7 @@ func main() {
 
 func run() error {
 	ns := flag.String("n", "1,3,5", "numbers of masters, comma-separated")
-	addrs := flag.String("addrs", "", "comma-separated host:port of the masters to use (default: start redis-server processes)")
+	addrs := flag.String("addrs", "", "comma-separated masters to use, host:port or redis:// URLs (default: start redis-server processes)")
 	delays := flag.String("delay", "0", "conditions: comma-separated delays added in the client before every write to every node (0: healthy)")
 	cycles := flag.Int("cycles", 2000, "measured cycles per contender, N and condition")
 	slice := flag.Int("slice", 50, "cycles per contender per round")
@@ -47,7 +49,11 @@ func run() error {
 		cfg.Ns = append(cfg.Ns, n)
 	}
 	if *addrs != "" {
-		cfg.Addrs = strings.Split(*addrs, ",")
+		ms, err := bench.ParseMasters(strings.Split(*addrs, ","))
+		if err != nil {
+			return fmt.Errorf("-addrs: %w", err)
+		}
+		cfg.Masters = ms
 	}
 	for _, s := range strings.Split(*delays, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -55,9 +61,9 @@ func run() error {
 			return fmt.Errorf("-delay: %w", err)
 		}
 		if d == 0 {
-			cfg.Conditions = append(cfg.Conditions, bench.Healthy)
+			cfg.Conditions = append(cfg.Conditions, bench.Case{Condition: bench.Healthy})
 		} else {
-			cfg.Conditions = append(cfg.Conditions, bench.Delayed(d))
+			cfg.Conditions = append(cfg.Conditions, bench.Case{Condition: bench.Delayed(d)})
 		}
 	}
 
@@ -77,9 +83,7 @@ func run() error {
 		fmt.Printf("- %s: %s\n", c.Name, c.Settings)
 	}
 	for _, c := range cfg.Conditions {
-		if c.Delay > 0 {
-			fmt.Printf("\n%s: %v added in the client (a net.Conn wrapper sleeps before every write to every node, go-redis and rueidis alike); not in the kernel.\n", c.Name, c.Delay)
-		}
+		fmt.Printf("\n%s: %s.\n", c.Condition.Name, c.Condition.Describe())
 	}
 	if *jsonOut != "" {
 		f, err := os.Create(*jsonOut)

@@ -40,7 +40,10 @@ The benchmark is its own program, quorumlock-bench. quorumlock bench runs:
   1. quorumlock-bench found on PATH (install it from a checkout:
      cd bench && go install ./cmd/quorumlock-bench), or else
   2. inside a checkout of this repository (the current directory or a parent
-     holds bench/go.mod): go run ./cmd/quorumlock-bench in its bench/ directory.
+     holds bench/go.mod): the checkout's benchmark, as go run ./cmd/quorumlock-bench
+     in its bench/ directory would run it (built with go build into a temporary
+     directory, so that its exit status comes through; go run makes every
+     failure 1).
 The flags are passed on unchanged; the exit status is the benchmark's.
 `
 
@@ -57,11 +60,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 	}
-	cmd, how, err := benchCommand(args)
+	cmd, how, cleanup, err := benchCommand(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "quorumlock bench: %v\n", err)
 		return exitFail
 	}
+	defer cleanup()
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
@@ -78,28 +82,40 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return exitFail
 }
 
-// benchCommand returns the command that runs the benchmark with args, and
-// says which it is: quorumlock-bench from PATH, or go run in the bench/
-// directory of the checkout the working directory is in.
-func benchCommand(args []string) (*exec.Cmd, string, error) {
+// benchCommand returns the command that runs the benchmark with args, says
+// which it is (quorumlock-bench from PATH, or the one of the checkout the
+// working directory is in, built into a temporary directory that cleanup
+// removes), and a cleanup function. go build writes its errors to stderr.
+func benchCommand(args []string, stderr io.Writer) (cmd *exec.Cmd, how string, cleanup func(), err error) {
 	if p, err := exec.LookPath("quorumlock-bench"); err == nil {
-		return exec.Command(p, args...), p, nil
+		return exec.Command(p, args...), p, func() {}, nil
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	dir, ok := benchDir(wd)
 	if !ok {
-		return nil, "", fmt.Errorf("quorumlock-bench is not on PATH, and %s is not inside a checkout of quorumlock (no bench/go.mod of %s in it or above it): in a checkout, run cd bench && go install ./cmd/quorumlock-bench, or run quorumlock bench from the checkout", wd, benchModule)
+		return nil, "", nil, fmt.Errorf("quorumlock-bench is not on PATH, and %s is not inside a checkout of quorumlock (no bench/go.mod of %s in it or above it): in a checkout, run cd bench && go install ./cmd/quorumlock-bench, or run quorumlock bench from the checkout", wd, benchModule)
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return nil, "", fmt.Errorf("found the benchmark in %s, but no go command on PATH to run it: %w", dir, err)
+		return nil, "", nil, fmt.Errorf("found the benchmark in %s, but no go command on PATH to build it: %w", dir, err)
 	}
-	cmd := exec.Command(goBin, append([]string{"run", "./cmd/quorumlock-bench"}, args...)...)
-	cmd.Dir = dir
-	return cmd, "go run ./cmd/quorumlock-bench in " + dir, nil
+	tmp, err := os.MkdirTemp("", "quorumlock-bench-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	bin := filepath.Join(tmp, "quorumlock-bench")
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/quorumlock-bench")
+	build.Dir = dir
+	build.Stdout, build.Stderr = stderr, stderr
+	if err := build.Run(); err != nil {
+		cleanup()
+		return nil, "", nil, fmt.Errorf("go build ./cmd/quorumlock-bench in %s: %w", dir, err)
+	}
+	return exec.Command(bin, args...), "the benchmark of " + dir + " (go build ./cmd/quorumlock-bench there)", cleanup, nil
 }
 
 // benchDir returns the bench/ directory of the checkout that holds dir:

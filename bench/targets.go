@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Names of the contenders and conditions the goals compare.
+const (
+	goalOurs   = "quorumlock"
+	goalFair   = "quorumlock-fair"
+	goalPeer   = "redsync"
+	goalN      = 5
+	goalJitter = "jitter-0-2ms"
+	goalDelay  = "delay-1ms"
+)
+
+// WriteTargets writes, as a markdown table, each performance goal of the
+// lock against the rows: healthy N=5 p50 and client CPU per cycle at most
+// 0.85x redsync's, allocations per cycle at most redsync's at every N,
+// N=5 p50 under 0-2ms jitter at most 0.8x redsync's, N=5/N=1 with 1ms added
+// at most redsync's, N=5 p50 with one master 20ms slow, hung or dead at
+// most 1.25x healthy with its goroutines and no orphan key, acquisitions/s
+// under contention at least redsync's, and the fair-mode goals (at least
+// 90% of handoffs to another client, handoff p99 at most 1ms, no wait
+// longer than 8 hold-and-handoff periods), which only a contender named
+// "quorumlock-fair" can meet. A goal without the rows it needs says "not
+// measured".
+func WriteTargets(w io.Writer, rows []Row) error {
+	find := func(c string, n int, cond string) (Row, bool) {
+		for _, r := range rows {
+			if r.Contender == c && r.N == n && r.Condition == cond && r.Cycles > 0 {
+				return r, true
+			}
+		}
+		return Row{}, false
+	}
+	var b strings.Builder
+	b.WriteString("| target | measured | verdict |\n|---|---|---|\n")
+	line := func(goal, measured string, ok, known bool) {
+		v := "not measured"
+		switch {
+		case known && ok:
+			v = "met"
+		case known:
+			v = "missed"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", goal, measured, v)
+	}
+	ratio := func(goal, cond string, limit float64, fig func(Row) float64, unit string) {
+		q, ok1 := find(goalOurs, goalN, cond)
+		p, ok2 := find(goalPeer, goalN, cond)
+		if !ok1 || !ok2 || fig(p) == 0 {
+			line(goal, "", false, false)
+			return
+		}
+		x := fig(q) / fig(p)
+		line(goal, fmt.Sprintf("%.2fx (%.3g vs %.3g %s)", x, fig(q), fig(p), unit), x <= limit, true)
+	}
+	ratio("healthy N=5 p50 <= 0.85x redsync", Healthy.Name, 0.85, func(r Row) float64 { return r.P50Ms }, "ms")
+	ratio("healthy N=5 client CPU per cycle <= 0.85x redsync", Healthy.Name, 0.85, func(r Row) float64 { return r.CPUPerCycleUs }, "µs")
+
+	var parts []string
+	all, seen := true, false
+	for _, r := range rows {
+		if r.Contender != goalOurs || r.Condition != Healthy.Name {
+			continue
+		}
+		p, ok := find(goalPeer, r.N, Healthy.Name)
+		if !ok {
+			continue
+		}
+		seen = true
+		all = all && r.AllocsPerCycle <= p.AllocsPerCycle
+		parts = append(parts, fmt.Sprintf("N=%d %.0f vs %.0f", r.N, r.AllocsPerCycle, p.AllocsPerCycle))
+	}
+	line("allocations per cycle <= redsync's at every N (healthy)", strings.Join(parts, ", "), all, seen)
+
+	ratio("every node 0-2ms jitter: N=5 p50 <= 0.8x redsync", goalJitter, 0.8, func(r Row) float64 { return r.P50Ms }, "ms")
+
+	q5, ok1 := find(goalOurs, goalN, goalDelay)
+	q1, ok2 := find(goalOurs, 1, goalDelay)
+	p5, ok3 := find(goalPeer, goalN, goalDelay)
+	p1, ok4 := find(goalPeer, 1, goalDelay)
+	if ok1 && ok2 && ok3 && ok4 {
+		x, y := q5.P50Ms/q1.P50Ms, p5.P50Ms/p1.P50Ms
+		line("every node +1ms: N=5/N=1 <= redsync's", fmt.Sprintf("%.2fx vs %.2fx", x, y), x <= y, true)
+	} else {
+		line("every node +1ms: N=5/N=1 <= redsync's", "", false, false)
+	}
+
+	h, okh := find(goalOurs, goalN, Healthy.Name)
+	for _, cond := range []string{OneSlow(20 * time.Millisecond).Name, OneHung.Name, OneDead.Name} {
+		goal := fmt.Sprintf("%s, N=5: p50 <= 1.25x healthy, goroutines bounded, 0 orphan keys", cond)
+		r, ok := find(goalOurs, goalN, cond)
+		if !ok || !okh {
+			line(goal, "", false, false)
+			continue
+		}
+		x := r.P50Ms / h.P50Ms
+		m := fmt.Sprintf("%.2fx; %d goroutines after the loop, %d after Close; %s orphan keys", x, r.GoroutinesAfterLoop, r.GoroutinesAfterClose, orphans(r))
+		line(goal, m, x <= 1.25 && r.OrphanKeys == 0 && r.GoroutinesAfterClose == 0, true)
+	}
+
+	var cq, cp Row
+	var okq, okp bool
+	var fair Row
+	var okf bool
+	for _, r := range rows {
+		if r.Clients == 0 || r.N != goalN {
+			continue
+		}
+		switch r.Contender {
+		case goalOurs:
+			cq, okq = r, true
+		case goalPeer:
+			cp, okp = r, true
+		case goalFair:
+			fair, okf = r, true
+		}
+	}
+	if okq && okp && cp.AcquisitionsPerSec > 0 {
+		x := cq.AcquisitionsPerSec / cp.AcquisitionsPerSec
+		line("contention, N=5: acquisitions/s >= redsync", fmt.Sprintf("%.2fx (%.0f vs %.0f/s)", x, cq.AcquisitionsPerSec, cp.AcquisitionsPerSec), x >= 1, true)
+	} else {
+		line("contention, N=5: acquisitions/s >= redsync", "", false, false)
+	}
+	fairGoal := "fair mode, N=5: >= 90% of handoffs to another client, handoff p99 <= 1ms, longest wait <= 8 periods"
+	switch {
+	case okf:
+		periods := 0.0
+		if fair.MeanPeriodMs > 0 {
+			periods = fair.LongestWaitMs / fair.MeanPeriodMs
+		}
+		line(fairGoal, fmt.Sprintf("%.0f%%, %.3f ms, %.1f periods", 100*(1-fair.SameClientShare), fair.HandoffP99Ms, periods),
+			fair.SameClientShare <= 0.1 && fair.HandoffP99Ms <= 1 && periods <= 8, true)
+	case okq:
+		periods := 0.0
+		if cq.MeanPeriodMs > 0 {
+			periods = cq.LongestWaitMs / cq.MeanPeriodMs
+		}
+		line(fairGoal, fmt.Sprintf("no fair mode; the default mode: %.0f%%, %.3f ms, %.1f periods", 100*(1-cq.SameClientShare), cq.HandoffP99Ms, periods), false, true)
+	default:
+		line(fairGoal, "", false, false)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
