@@ -31,12 +31,16 @@ type Client struct {
 	identities // one vote per server (identity.go)
 
 	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
+
+	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 }
 
 // member is one node with the client's bookkeeping for it.
 type member struct {
 	node     Node
 	fencing  FencingNode // node's capabilities (nil without them), resolved once in New
+	keeper   FenceExpiryNode
+	peek     PeekNode
 	shape    ShapeNode
 	addr     string
 	inflight atomic.Int32
@@ -94,7 +98,7 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities()}
+	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg)}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {
@@ -107,6 +111,8 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		seen[addr] = i
 		mb := &member{node: n, addr: addr}
 		mb.fencing, _ = n.(FencingNode)
+		mb.keeper, _ = n.(FenceExpiryNode)
+		mb.peek, _ = n.(PeekNode)
 		mb.shape, _ = n.(ShapeNode)
 		c.members = append(c.members, mb)
 	}
@@ -186,7 +192,24 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 			break
 		}
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k}, nil
+	info := LockInfo{Name: name, Shape: ShapeMutex, Fenced: l.fencing}
+	if hold != nil {
+		info.Shape = shapeOf(ctor, *hold)
+	}
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info}, nil
+}
+
+// shapeOf names the shape of a shared lock's hold (constructor ctor).
+func shapeOf(ctor string, hold Hold) Shape {
+	switch {
+	case ctor == "NewReentrant":
+		return ShapeReentrant
+	case ctor == "NewSemaphore":
+		return ShapeSemaphore
+	case hold.Group == readerGroup:
+		return ShapeRead
+	}
+	return ShapeWrite
 }
 
 // Stats is a snapshot of a client's per-node work, in node order.

@@ -98,6 +98,10 @@ func (m *Mutex) watchMargin(fctx context.Context, cancel context.CancelCauseFunc
 				t.Reset(left)
 				continue
 			}
+			if last := lease.lastExtendErr(); last != nil {
+				cancel(fmt.Errorf("%w: %q: within the cancel margin (%v) of its validity deadline, not renewed: %w", ErrLockLost, m.name, margin, last))
+				return
+			}
 			cancel(fmt.Errorf("%w: %q: within the cancel margin (%v) of its validity deadline, not renewed", ErrLockLost, m.name, margin))
 			return
 		}

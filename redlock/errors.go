@@ -94,6 +94,9 @@ type QuorumError struct {
 	Nodes []NodeResult
 
 	errs []error
+	// reached: a quorum said yes, yet no lease was handed out (too little
+	// validity left, or the fencing write-back failed).
+	reached bool
 }
 
 // succeeded counts the nodes that said yes.

@@ -125,7 +125,7 @@ func (c *Client) probe(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("identifying the server: %w", err)
 	}
-	return c.observe(i, info)
+	return c.observe(ctx, i, info)
 }
 
 // passes runs identification passes until member i and every identified
@@ -169,7 +169,7 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 				}
 				continue
 			}
-			if err := c.observe(j, infos[j]); err != nil {
+			if err := c.observe(ctx, j, infos[j]); err != nil {
 				return err
 			}
 		}
@@ -272,9 +272,8 @@ func (c *Client) pass(ctx context.Context, needed []bool) ([]string, []ServerInf
 
 // observe records a run of member j's server: the restart quarantine's view
 // of it, and the run_id index that finds one server behind two members.
-func (c *Client) observe(j int, info ServerInfo) error {
-	m := c.members[j]
-	c.sawServer(m, info)
+func (c *Client) observe(ctx context.Context, j int, info ServerInfo) error {
+	c.sawServer(ctx, j, info)
 	c.idMu.Lock()
 	defer c.idMu.Unlock()
 	if k, dup := c.runIDs[info.RunID]; dup && k != j {

@@ -21,6 +21,7 @@ type Lease struct {
 	fence    int64         // fencing token (WithFencing), 0 without
 	holds    int           // live holds of the lease's group at acquire (Holds)
 	decided  time.Duration // how long the acquire took to reach its quorum
+	got      time.Time     // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -31,6 +32,9 @@ type Lease struct {
 	err   error
 	done  chan struct{}
 	timer *time.Timer
+	// extendErr is the error of the last Extend or renewal if it failed
+	// (nil once one succeeds): an expiry after it says why.
+	extendErr error
 }
 
 func newLease(m *Mutex, token, value string, r *round, d decision, renew float64, fence int64) *Lease {
@@ -43,6 +47,7 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		onTime:   make([]bool, len(r.calls)),
 		until:    m.deadline(r.start),
 		decided:  d.at.Sub(r.start),
+		got:      time.Now(),
 		done:     make(chan struct{}),
 
 		extending: make(chan struct{}, 1),
@@ -71,7 +76,7 @@ func (l *Lease) renew(interval time.Duration) {
 			return
 		}
 		backoff := min(l.m.c.cfg.nodeTimeout, interval/4)
-		for l.Extend(context.Background()) != nil {
+		for l.extend(context.Background(), true) != nil {
 			if !l.sleep(backoff) {
 				return
 			}
@@ -94,31 +99,57 @@ func (l *Lease) sleep(d time.Duration) bool {
 // expire runs when the validity deadline may have passed.
 func (l *Lease) expire() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
 	if left := time.Until(l.until); left > 0 { // Extend moved the deadline
 		l.timer.Reset(left)
+		l.mu.Unlock()
 		return
 	}
-	l.endLocked(l.expiredErr())
+	err := l.expiredErr()
+	l.endLocked(err)
+	l.mu.Unlock()
+	l.ended(context.Background(), LeaseExpired, err)
 }
 
 // expiredErr is the verdict of a lease whose validity deadline passed
-// without an extend moving it.
+// without an extend moving it; it wraps the last Extend's or renewal's error
+// when that failed. l.mu must be held.
 func (l *Lease) expiredErr() error {
+	if l.extendErr != nil {
+		return fmt.Errorf("%w: %q validity ended; the last extend failed: %w", ErrLockLost, l.m.name, l.extendErr)
+	}
 	return fmt.Errorf("%w: %q validity ended", ErrLockLost, l.m.name)
 }
 
-// endLocked ends the lease with err (once); l.mu must be held.
-func (l *Lease) endLocked(err error) {
+// endLocked ends the lease with err, once, and reports whether this call
+// ended it; l.mu must be held. The caller that ended it reports it (ended)
+// once l.mu is released.
+func (l *Lease) endLocked(err error) bool {
 	if l.err != nil {
-		return
+		return false
 	}
 	l.err = err
 	close(l.done)
 	l.timer.Stop()
+	return true
+}
+
+// ended reports the end of the lease to the client's Observer.
+func (l *Lease) ended(ctx context.Context, end LeaseEnd, err error) {
+	if o := l.m.c.obs; o != nil {
+		o.LeaseEnd(ctx, LeaseEndEvent{Lock: l.m.info, End: end, Held: time.Since(l.got), Fence: l.fence, Err: err})
+	}
+}
+
+// lastExtendErr returns the error of the last Extend or renewal if it
+// failed, nil if it succeeded or there was none.
+func (l *Lease) lastExtendErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extendErr
 }
 
 // Token returns the acquisition's 128-bit random token, hex encoded. The
@@ -152,7 +183,9 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while Done is open; then an error wrapping ErrReleased
 // (Unlock was called) or ErrLockLost (the validity ended, or an Extend found
-// too many nodes without the token).
+// too many nodes without the token). A validity that ended after the last
+// Extend or renewal failed also wraps that failure's error (a *QuorumError
+// naming every node's result).
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,19 +212,34 @@ func (l *Lease) Err() error {
 // ctx.Err() if ctx ended first. A second Unlock returns an error wrapping
 // ErrReleased.
 func (l *Lease) Unlock(ctx context.Context) error {
+	ctx, start := l.m.opStart(ctx, OpRelease, false)
+	outcome, err := l.unlock(ctx)
+	if l.m.c.obs != nil {
+		l.m.opDone(ctx, OpEvent{Op: OpRelease, Outcome: outcome, Fence: l.fence, Err: err}, start)
+	}
+	return err
+}
+
+// unlock is Unlock; it also returns the outcome when the error alone does
+// not tell it ("" otherwise).
+func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 	m := l.m
 	l.mu.Lock()
 	released := errors.Is(l.err, ErrReleased)
+	endedNow := false
 	switch {
 	case released:
 	case l.err == nil:
-		l.endLocked(fmt.Errorf("%w: %q", ErrReleased, m.name))
+		endedNow = l.endLocked(fmt.Errorf("%w: %q", ErrReleased, m.name))
 	default: // an expired or lost lease is still released
 		l.err = fmt.Errorf("%w: %q", ErrReleased, m.name)
 	}
 	l.mu.Unlock()
 	if released {
-		return fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
+		return OutcomeEnded, fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
+	}
+	if endedNow {
+		l.ended(ctx, LeaseReleased, nil)
 	}
 	// No Extend starts once the lease has ended (above); wait out one that
 	// is running (a renewal racing this Unlock: bounded by its round's
@@ -199,7 +247,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.extending <- struct{}{}
 	answered, pending := l.healthy()
 	<-l.extending
-	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired)
+	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired, NodeRelease)
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if ctx.Err() == nil {
 		r.settle(ctx, &d, m.c.cfg.releaseTimeout, answered)
@@ -210,13 +258,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		r.settle(ctx, &d, min(m.c.cfg.releaseTimeout, 2*l.decided+time.Millisecond), pending)
 	}
 	if d.yes >= m.quorum {
-		return nil
+		return OutcomeOK, nil
 	}
 	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Nodes: m.c.results(r, d), errs: []error{ErrNotReleased}}
 	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
 	}
-	return withCtxErr(ctx, qe)
+	return "", withCtxErr(ctx, qe)
 }
 
 // healthy returns the nodes Unlock waits for after a quorum confirmed:
@@ -255,27 +303,52 @@ func (l *Lease) healthy() (answered, pending []bool) {
 // quorum failed for other reasons (timeouts, errors, ctx ended) it wraps
 // ErrNotExtended and the lease keeps its previous deadline. After
 // Client.Close it fails with ErrClosed.
-func (l *Lease) Extend(ctx context.Context) error {
+func (l *Lease) Extend(ctx context.Context) error { return l.extend(ctx, false) }
+
+// extend is Extend, made by the lease's renewal or by a caller; it records
+// its error for the lease's expiry and reports it to the client's Observer.
+func (l *Lease) extend(ctx context.Context, renewal bool) error {
+	ctx, start := l.m.opStart(ctx, OpExtend, renewal)
+	outcome, err := l.doExtend(ctx)
+	if outcome != OutcomeEnded {
+		l.mu.Lock()
+		l.extendErr = err
+		l.mu.Unlock()
+	}
+	if l.m.c.obs != nil {
+		l.m.opDone(ctx, OpEvent{Op: OpExtend, Renewal: renewal, Outcome: outcome, Fence: l.fence, Err: err}, start)
+	}
+	return err
+}
+
+// doExtend is Extend; it also returns the outcome when the error alone does
+// not tell it ("" otherwise).
+func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 	l.extending <- struct{}{}
 	defer func() { <-l.extending }()
 	m := l.m
 	c := m.c
 	if err := c.usable(); err != nil {
-		return fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
+		return "", fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
 	}
 	keyTTL := m.keyTTL()
 	// The check and the start of the calls happen under l.mu, which Unlock
 	// takes to end the lease: no extend call starts once Unlock has begun.
 	// Starting the calls does not wait on the network.
 	l.mu.Lock()
-	if err := l.checkLocked(); err != nil {
+	if expired, err := l.checkLocked(); err != nil {
 		l.mu.Unlock()
-		return err
+		if expired != nil {
+			l.ended(ctx, LeaseExpired, expired)
+		}
+		return OutcomeEnded, err
 	}
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
 		vote:    true,
+		node:    NodeExtend,
+		lock:    m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
 		},
@@ -288,7 +361,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 		if l.err != nil {
 			// Ended while the call ran (validity passed, or Unlock): Done
 			// cannot reopen.
-			return fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
+			return OutcomeEnded, fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
 		}
 		for i := range l.onTime {
 			l.onTime[i] = l.onTime[i] || r.yesBy(d, i)
@@ -297,30 +370,35 @@ func (l *Lease) Extend(ctx context.Context) error {
 			l.until = until
 			l.timer.Reset(time.Until(until))
 		}
-		return nil
+		return OutcomeOK, nil
 	}
 	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: []error{ErrNotExtended}}
 	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
 		// Another owner may take those nodes now: end the lease at once.
 		l.mu.Lock()
-		l.endLocked(qe)
+		endedNow := l.endLocked(qe)
 		l.mu.Unlock()
+		if endedNow {
+			l.ended(ctx, LeaseLost, qe)
+		}
 	}
-	return withCtxErr(ctx, qe)
+	return "", withCtxErr(ctx, qe)
 }
 
 // checkLocked returns the error that keeps Extend from contacting the
-// nodes: the lease ended, or its deadline passed (which ends it). l.mu must
-// be held.
-func (l *Lease) checkLocked() error {
+// nodes: the lease ended, or its deadline passed (which ends it: expired is
+// then the lease's error, for the caller to report once l.mu is released).
+// l.mu must be held.
+func (l *Lease) checkLocked() (expired, err error) {
 	if l.err == nil && !time.Now().Before(l.until) {
-		l.endLocked(l.expiredErr())
+		expired = l.expiredErr()
+		l.endLocked(expired)
 	}
 	if l.err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotExtended, l.m.name, l.err)
+		return expired, fmt.Errorf("%w: %q: %w", ErrNotExtended, l.m.name, l.err)
 	}
-	return nil
+	return nil, nil
 }
 
 // notHeld counts the nodes that answered that they do not hold the token.

@@ -19,6 +19,10 @@ type Mutex struct {
 	quorum int
 	drift  time.Duration
 	kind   kind // mutex, fenced mutex or shared lock's hold (kind.go)
+	info   LockInfo
+	// suffix is appended to every value the mutex stores (an Election's
+	// candidate value).
+	suffix string
 }
 
 // TryLock makes one attempt to acquire the lock.
@@ -35,8 +39,11 @@ type Mutex struct {
 // behind two addresses, and ctx.Err() whenever ctx had ended by the time
 // TryLock returned); errors.As gives a *QuorumError with every node's result.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	ctx, start := m.opStart(ctx, OpAcquire, false)
 	lease, err := m.attempt(ctx, m.cfg.renew)
-	return lease, withCtxErr(ctx, err)
+	err = withCtxErr(ctx, err)
+	m.acquired(ctx, start, lease, err, 1)
+	return lease, err
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
@@ -50,6 +57,27 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 
 // lock is Lock with the renewal fraction of the leases it returns (0: none).
 func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
+	ctx, start := m.opStart(ctx, OpAcquire, false)
+	lease, attempts, err := m.retry(ctx, renew)
+	m.acquired(ctx, start, lease, err, attempts)
+	return lease, err
+}
+
+// acquired reports the end of an acquisition that began at start to the
+// client's Observer.
+func (m *Mutex) acquired(ctx context.Context, start time.Time, lease *Lease, err error, attempts int) {
+	if m.c.obs == nil {
+		return
+	}
+	e := OpEvent{Op: OpAcquire, Attempts: attempts, Err: err}
+	if lease != nil {
+		e.Fence = lease.fence
+	}
+	m.opDone(ctx, e, start)
+}
+
+// retry is Lock's loop; it also returns the number of attempts it made.
+func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 	var giveUp time.Time // WithMaxWait: no attempt starts after it
 	if m.cfg.maxWait > 0 {
 		giveUp = time.Now().Add(m.cfg.maxWait)
@@ -58,25 +86,25 @@ func (m *Mutex) lock(ctx context.Context, renew float64) (*Lease, error) {
 		lease, err := m.attempt(ctx, renew)
 		switch {
 		case err == nil:
-			return lease, nil
+			return lease, k + 1, nil
 		case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
-			return nil, withCtxErr(ctx, err)
+			return nil, k + 1, withCtxErr(ctx, err)
 		case denied(err):
-			return nil, err // a wrong password stays wrong: no retry
+			return nil, k + 1, err // a wrong password stays wrong: no retry
 		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
-			return nil, err
+			return nil, k + 1, err
 		}
 		delay := m.backoff(k)
 		if !giveUp.IsZero() && !time.Now().Add(delay).Before(giveUp) {
 			// The next attempt would start after the bound.
-			return nil, fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+			return nil, k + 1, fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
 		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, withCtxErr(ctx, err)
+			return nil, k + 1, withCtxErr(ctx, err)
 		}
 	}
 }
@@ -126,18 +154,37 @@ func (m *Mutex) backoff(k int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(d-half)+1))
 }
 
+// attempt makes one attempt and reports it to the client's Observer.
 func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
+	obs := m.c.obs
+	if obs == nil {
+		lease, _, err := m.try(ctx, renew)
+		return lease, err
+	}
+	start := time.Now()
+	lease, d, err := m.try(ctx, renew)
+	err = withCtxErr(ctx, err)
+	obs.Attempt(ctx, AttemptEvent{Lock: m.info, Outcome: outcomeOf(err), Took: time.Since(start), Yes: d.yes, Quorum: m.quorum, RolledBack: err != nil && d.answered != nil, Err: err})
+	return lease, err
+}
+
+// try is one attempt; it also returns the round's decision (zero when no
+// round ran).
+func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error) {
 	c := m.c
 	if err := c.usable(); err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
+		return nil, decision{}, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
 	}
 	token, value := c.newValue()
+	value += m.suffix
 	keyTTL := m.keyTTL()
 	grants := make([]grant, len(c.members)) // each written before its call's done
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeTaken,
 		vote:    true,
+		node:    NodeAcquire,
+		lock:    m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
 			g, err := m.kind.acquire(ctx, mb, m.name, value, keyTTL)
 			grants[i] = g
@@ -164,11 +211,12 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, grants)
-			return lease, nil
+			return lease, d, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
 		}
 	}
+	reached := d.yes >= m.quorum
 	m.rollback(ctx, value, r, d)
 	if p := c.dupErr.Load(); p != nil {
 		causes = append(causes, *p)
@@ -182,7 +230,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 		default:
 		}
 	}
-	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...)}
+	return nil, d, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
 }
 
 // raiseFence computes the fencing token of an acquisition that reached a
@@ -210,21 +258,38 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 		}
 	}
 	token := highest + 1
+	epoch := false
 	if present < m.quorum && !m.c.cfg.knobs.NoFenceEpoch {
-		token = max(token, time.Now().UnixMicro())
+		if now := time.Now().UnixMicro(); now > token {
+			token, epoch = now, true
+		}
 	}
-	if m.c.cfg.knobs.NoFenceWriteBack {
-		return token, nil
+	if !m.c.cfg.knobs.NoFenceWriteBack {
+		keep := m.cfg.fenceRetention()
+		r := m.c.fanout(ctx, op{
+			timeout: m.c.cfg.nodeTimeout,
+			no:      ErrNodeNotHeld,
+			node:    NodeFence,
+			lock:    m.info,
+			do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+				if mb.keeper != nil {
+					return mb.keeper.RaiseFenceKeep(ctx, m.name, value, token, keep)
+				}
+				return mb.fencing.RaiseFence(ctx, m.name, value, token) // fencedKind: every node has it
+			},
+		})
+		if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
+			return 0, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
+		}
 	}
-	r := m.c.fanout(ctx, op{
-		timeout: m.c.cfg.nodeTimeout,
-		no:      ErrNodeNotHeld,
-		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
-			return mb.fencing.RaiseFence(ctx, m.name, value, token) // fencedKind: every node has it
-		},
-	})
-	if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
-		return 0, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
+	if o := m.c.obs; o != nil {
+		read := 0
+		for i, cl := range acq.calls {
+			if d.answered[i] && cl.replied {
+				read++
+			}
+		}
+		o.Fence(ctx, FenceEvent{Lock: m.info, Token: token, Epoch: epoch, Present: present, Read: read})
 	}
 	return token, nil
 }
@@ -244,7 +309,7 @@ func (m *Mutex) keyTTL() time.Duration { return m.cfg.ttl + m.cfg.lockDelay }
 // on nodes that failed, timed out or are still pending finish in the
 // background, sequenced after their acquire.
 func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decision) {
-	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls)
+	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls, NodeRollback)
 	for i, cl := range rel.calls {
 		if acq.yesBy(d, i) {
 			<-cl.done // bounded by the release timeout

@@ -63,6 +63,28 @@ type FencingNode interface {
 	RaiseFence(ctx context.Context, key, value string, token int64) (bool, error)
 }
 
+// FenceExpiryNode is a FencingNode whose fencing counters can expire: the
+// optional capability behind WithFenceRetention. A FencingNode without it
+// keeps its counters for ever.
+type FenceExpiryNode interface {
+	FencingNode
+	// RaiseFenceKeep is RaiseFence that, when key holds value, also sets
+	// the counter's time to live to keep, whether or not it raised the
+	// counter (keep = 0: no time to live, the counter is kept for ever).
+	// When key does not hold value it changes nothing.
+	RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error)
+}
+
+// PeekNode is a Node that can also read who holds a lock: the optional
+// capability behind Election.Leader and Election.Observe.
+type PeekNode interface {
+	Node
+	// Peek returns the value key holds ("" when it is absent) and the
+	// lock's fencing counter (0 when it has none), read in one atomic step;
+	// it changes nothing.
+	Peek(ctx context.Context, key string) (value string, fence int64, err error)
+}
+
 // ShapeNode is a Node that also keeps shared locks: the optional capability
 // behind Client.NewReentrant, NewRWMutex and NewSemaphore (see
 // docs/shapes.md). Such a lock is a set of holds on the node, each with its

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type clientConfig struct {
 	quarantine     bool
 	quarantineFor  time.Duration // 0: the longest TTL (+ lock-delay) of the client's mutexes
 	durable        []string      // Addrs exempt from the quarantine
+	observers      []Observer    // WithObserver, in order
+	logger         *slog.Logger  // WithLogger
+	nilObserver    bool          // WithObserver(nil) or WithLogger(nil): refused by validate
 }
 
 // lockConfig holds the settings of one Mutex.
@@ -38,6 +42,11 @@ type lockConfig struct {
 	lockDelay   time.Duration
 	renew       float64 // fraction of the TTL between renewals; 0: off
 	fencing     bool
+	// fenceKeep is how long a fencing counter is kept after its last
+	// write-back when keepSet (WithFenceRetention), 0 for ever; see
+	// fenceRetention for the default.
+	fenceKeep   time.Duration
+	keepSet     bool
 	preferWrite bool // WithWriterPreference (NewRWMutex only)
 	// cancelMargin is how long before the validity deadline Do cancels
 	// its function's context (WithCancelMargin; a tenth of the TTL unless
@@ -224,6 +233,39 @@ const defaultRenew = 1.0 / 3
 // does not). Default: off.
 func WithFencing() LockOption { return func(l *lockConfig) { l.fencing = true } }
 
+// WithFenceRetention sets how long a fenced lock's counter (the key
+// "{name}:fence" on each Redis node) is kept after the last acquisition
+// wrote it back: d after it, the node deletes it, so the counters of lock
+// names that are no longer used do not pile up. d = 0 keeps them for ever.
+//
+// It is safe because of the epoch rule (WithFencing, docs/algorithm.md
+// "Fence counter cleanup"): a lock whose counters are gone starts a new
+// epoch from the clock, and its last token was written back at least d
+// before, so the new token is higher as long as no client's clock is d or
+// more behind another's (and no node's clock jumps forward by d). A lock in
+// use keeps its counters: every acquisition renews them for d. Clients of one
+// lock should use the same d (the shortest in use is the one that counts).
+// Nodes that do not implement FenceExpiryNode keep their counters for ever.
+// It needs WithFencing; d must be 0 or at least the TTL plus the lock delay
+// (a counter outlives the lease that wrote it), at most 100 years. Default:
+// 24h, or the TTL plus the lock delay when that is longer.
+func WithFenceRetention(d time.Duration) LockOption {
+	return func(l *lockConfig) { l.fenceKeep, l.keepSet = d, true }
+}
+
+// defaultFenceRetention is WithFenceRetention's default (or the TTL plus
+// the lock delay, when longer).
+const defaultFenceRetention = 24 * time.Hour
+
+// fenceRetention is how long l's fencing counters are kept after a
+// write-back, 0 for ever.
+func (l lockConfig) fenceRetention() time.Duration {
+	if l.keepSet {
+		return l.fenceKeep
+	}
+	return max(defaultFenceRetention, l.ttl+l.lockDelay)
+}
+
 func (c clientConfig) quorumFor(n int) int {
 	if c.quorum != 0 {
 		return c.quorum
@@ -261,6 +303,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("max in flight %d must be positive", c.maxInFlight)
 	case c.quarantineFor < 0:
 		return configError("restart quarantine %v must not be negative", c.quarantineFor)
+	case c.nilObserver:
+		return configError("WithObserver or WithLogger: nil (leave the option out for none)")
 	}
 	if l == nil {
 		return nil
@@ -296,6 +340,12 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("auto-renew fraction %v of TTL %v renews every %v, below 1ms (Redis's resolution)", l.renew, l.ttl, time.Duration(float64(l.ttl)*l.renew))
 	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl)):
 		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl))
+	case l.keepSet && !l.fencing:
+		return configError("fence retention %v applies to fenced locks only (WithFencing)", l.fenceKeep)
+	case l.fenceKeep < 0 || l.fenceKeep > maxKeyTTL:
+		return configError("fence retention %v must be in [0, %v]", l.fenceKeep, maxKeyTTL)
+	case l.fenceKeep > 0 && l.fenceKeep < l.ttl+l.lockDelay:
+		return configError("fence retention %v must be 0 (for ever) or at least the TTL %v plus the lock delay %v: a counter must outlive the lease that wrote it", l.fenceKeep, l.ttl, l.lockDelay)
 	}
 	return nil
 }

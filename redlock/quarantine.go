@@ -25,18 +25,29 @@ type memberQuarantine struct {
 	quarantined time.Time // votes count again from this moment on
 }
 
-// sawServer records the server run behind m, and starts a quarantine if it
-// is a new run (or a young first one) and the quarantine is on.
-func (c *Client) sawServer(m *member, info ServerInfo) {
+// sawServer records the server run behind member j, and starts a
+// quarantine if it is a new run (or a young first one) and the quarantine
+// is on (reported to the client's Observer).
+func (c *Client) sawServer(ctx context.Context, j int, info ServerInfo) {
+	m := c.members[j]
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if info.RunID == m.runID {
-		return
+	known, left := c.sawRun(m, info)
+	m.mu.Unlock()
+	if left > 0 && c.obs != nil {
+		c.obs.Quarantine(ctx, QuarantineEvent{Node: m.addr, Index: j, RunID: info.RunID, Restart: known, For: left})
 	}
-	known := m.runID != ""
+}
+
+// sawRun is sawServer under m.mu: it reports whether the server was known
+// under another run, and the quarantine it started (0 for none).
+func (c *Client) sawRun(m *member, info ServerInfo) (known bool, left time.Duration) {
+	if info.RunID == m.runID {
+		return false, 0
+	}
+	known = m.runID != ""
 	m.runID = info.RunID
 	if !c.cfg.quarantine || m.durable {
-		return
+		return known, 0
 	}
 	q := c.cfg.quarantineFor
 	if q == 0 {
@@ -49,13 +60,14 @@ func (c *Client) sawServer(m *member, info ServerInfo) {
 	// lacks at most what was granted before it started (a node reports a
 	// promoted replica's uptime as 0: it may lack keys granted until its
 	// promotion, whenever that was).
-	left := q
+	left = q
 	if !known {
 		left = q - info.Uptime
 	}
 	if left > 0 {
 		m.quarantined = time.Now().Add(left)
 	}
+	return known, left
 }
 
 // checkQuarantine decides whether a yes vote of member i counts: it reads
@@ -71,7 +83,7 @@ func (c *Client) checkQuarantine(ctx context.Context, i int) error {
 		if err != nil {
 			return fmt.Errorf("%w: reading the server's identity after its vote: %w", ErrNodeQuarantined, err)
 		}
-		if err := c.observe(i, info); err != nil {
+		if err := c.observe(ctx, i, info); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,8 @@ const maxBacklog = 1024
 type pendingRelease struct {
 	key, value string
 	guard      time.Duration
-	kind       kind // the lock's kind: removes key=value, or value's hold
+	kind       kind     // the lock's kind: removes key=value, or value's hold
+	lock       LockInfo // for the client's Observer
 }
 
 // send runs the release on mb.
@@ -46,8 +47,9 @@ func releasePlan(acq *call, ttl time.Duration, noGuard bool) (needed bool, guard
 // a context detached from ctx so that a cancelled caller still cleans up. On
 // each node it waits for that node's acquire call to finish first. A release
 // that fails, or that the in-flight cap keeps from being sent, is queued for
-// retry.
-func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call) *round {
+// retry. nop says, to the client's Observer, whether it is an Unlock or a
+// rollback.
+func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call, nop NodeOp) *round {
 	if !c.cfg.knobs.AttachedRollback {
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -57,6 +59,8 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 	return c.fanout(ctx, op{
 		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
+		node:    nop,
+		lock:    p.lock,
 		before:  acq,
 		skip: func(i int) bool {
 			needed, guard := releasePlan(acq[i], ttl, c.cfg.knobs.NoReleaseGuard)
@@ -66,14 +70,14 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		busy: func(i int, m *member) {
 			q := p
 			q.guard = guards[i]
-			c.queueRelease(m, q)
+			c.queueRelease(ctx, i, q)
 		},
 		do: func(ctx context.Context, i int, m *member) (bool, error) {
 			q := p
 			q.guard = guards[i]
 			ok, err := q.send(ctx, m)
 			if err != nil {
-				c.queueRelease(m, q)
+				c.queueRelease(ctx, i, q)
 			}
 			return ok, err
 		},
@@ -97,65 +101,94 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 // timeout, 100ms), doubling up to 1s) and stops when the queue is empty.
 // Once Close is called it retries at once, then every min(node timeout,
 // 100ms); when Close gives up it abandons the queue.
-func (c *Client) queueRelease(m *member, p pendingRelease) {
+func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
+	m := c.members[i]
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	select {
-	case <-c.giveUp:
+	change := BacklogQueued
+	switch {
+	case isClosed(c.giveUp):
 		m.abandoned++
-		return
+		change = BacklogAbandoned
+	case len(m.backlog) >= maxBacklog:
+		m.abandoned++
+		change = BacklogDropped
 	default:
+		m.backlog = append(m.backlog, p)
+		if !m.draining {
+			m.draining = true
+			c.work.add()
+			go c.drain(i)
+		}
 	}
-	if len(m.backlog) >= maxBacklog {
-		m.abandoned++
-		return
-	}
-	m.backlog = append(m.backlog, p)
-	if !m.draining {
-		m.draining = true
-		c.work.add()
-		go c.drain(m)
+	n := len(m.backlog)
+	m.mu.Unlock()
+	if c.obs != nil {
+		c.obs.Backlog(ctx, BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n})
 	}
 }
 
-func (c *Client) drain(m *member) {
+func (c *Client) drain(i int) {
 	defer c.work.done()
+	m := c.members[i]
 	first := min(c.cfg.nodeTimeout, 100*time.Millisecond)
 	delay := first
 	for {
 		m.mu.Lock()
+		var abandoned []pendingRelease
 		if isClosed(c.giveUp) {
 			m.abandoned += len(m.backlog)
-			m.backlog = nil
+			abandoned, m.backlog = m.backlog, nil
 		}
 		if len(m.backlog) == 0 {
 			m.draining = false
 			m.mu.Unlock()
+			if c.obs != nil {
+				for _, p := range abandoned {
+					c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned})
+				}
+			}
 			return
 		}
 		p := m.backlog[0]
 		m.mu.Unlock()
 
+		var start time.Time
+		if c.obs != nil {
+			start = time.Now()
+		}
 		err := ErrNodeBusy
 		if m.tryTake(c.cfg.maxInFlight) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-			_, err = p.send(ctx, m)
+			var ok bool
+			ok, err = p.send(ctx, m)
 			cancel()
 			m.give()
+			if err == nil && !ok {
+				err = ErrNodeNotHeld // answered: the key is not (or no longer) there
+			}
+		}
+		if c.obs != nil {
+			c.obs.NodeCall(context.Background(), NodeEvent{Lock: p.lock, Op: NodeRetry, Node: m.addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
 		}
 		// Done once the node answered, or refused the connection: then
 		// the server process that may have received the acquire is gone,
 		// and whatever a restart brings back from its disk expires on the
 		// key's own schedule.
-		if err == nil || errors.Is(err, ErrNotSent) || errors.Is(err, ErrNodeDenied) {
+		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || errors.Is(err, ErrNodeDenied) {
+			change := BacklogDone
 			m.mu.Lock()
 			if len(m.backlog) > 0 {
 				m.backlog = m.backlog[1:]
 				if errors.Is(err, ErrNodeDenied) && !errors.Is(err, ErrNotSent) {
 					m.abandoned++ // denied: retrying cannot help; the key expires with its TTL
+					change = BacklogDropped
 				}
 			}
+			n := len(m.backlog)
 			m.mu.Unlock()
+			if c.obs != nil {
+				c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n})
+			}
 			delay = first
 			continue
 		}

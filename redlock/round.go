@@ -20,6 +20,8 @@ type call struct {
 	// held: the server said yes, but the vote did not count (quarantine):
 	// the key is there all the same.
 	held bool
+	// skipped: the node needed no call (op.skip); it was not contacted.
+	skipped bool
 }
 
 // round is one operation fanned out to every node.
@@ -47,6 +49,9 @@ type op struct {
 	// vote: a yes is a vote for holding the lock (acquire, extend), which
 	// the restart quarantine may refuse to count.
 	vote bool
+	// node and lock describe each node call to the client's Observer.
+	node NodeOp
+	lock LockInfo
 }
 
 // identifyTimeout bounds the first contact with a node (dial, TLS, AUTH and
@@ -123,12 +128,28 @@ func allDone(calls []*call) bool {
 	return true
 }
 
-// callNode runs o on node i. shared, when set, is the round's deadline
-// context (a child of ctx), used when the node was identified already.
+// callNode runs o on node i and reports it to the client's Observer.
+// shared, when set, is the round's deadline context (a child of ctx), used
+// when the node was identified already.
 func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) error {
+	obs := c.obs
+	if obs == nil {
+		return c.runCall(ctx, shared, i, cl, o)
+	}
+	start := time.Now()
+	err := c.runCall(ctx, shared, i, cl, o)
+	if !cl.skipped {
+		obs.NodeCall(ctx, NodeEvent{Lock: o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+	}
+	return err
+}
+
+// runCall is callNode without the report.
+func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) error {
 	m := c.members[i]
 	if o.skip != nil && o.skip(i) {
 		cl.replied = true
+		cl.skipped = true
 		return o.no
 	}
 	if err := ctx.Err(); err != nil {

@@ -79,7 +79,10 @@ type command struct {
 	done  chan struct{}
 }
 
-var _ redlock.FencingNode = (*Node)(nil)
+var (
+	_ redlock.FenceExpiryNode = (*Node)(nil)
+	_ redlock.PeekNode        = (*Node)(nil)
+)
 
 // New returns a running node named addr (its Addr), with no delay and a
 // clock that follows time.Now.
@@ -351,7 +354,7 @@ func (n *Node) acquireLocked(key, value, guard string, ttl time.Duration, now ti
 
 // AcquireFenced implements redlock.FencingNode as acquire_fenced.lua does:
 // Acquire that also reads the lock's fencing counter, the key "{key}:fence"
-// (kept without expiry; Restart(false) loses it). When that key holds no
+// (kept as RaiseFenceKeep says; Restart(false) loses it). When that key holds no
 // number (a lock named like it), it fails as redisnode does on Redis, whose
 // script then replies without the counter: after taking key if Acquire
 // would have.
@@ -400,8 +403,21 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 
 // RaiseFence implements redlock.FencingNode as raise_fence.lua does: it
 // raises the lock's fencing counter to token (never lowers it) while key
-// holds value.
+// holds value, and keeps the counter for ever (RaiseFenceKeep with keep 0).
 func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	return n.RaiseFenceKeep(ctx, key, value, token, 0)
+}
+
+// RaiseFenceKeep implements redlock.FenceExpiryNode as raise_fence.lua
+// does: RaiseFence that, while key holds value, also sets the counter's
+// time to live to keep (truncated to milliseconds), whether or not it
+// raised it; keep = 0 removes its time to live.
+func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error) {
+	if keep != 0 {
+		if err := checkTTL(n.addr, keep); err != nil {
+			return false, err
+		}
+	}
 	fenceKey, err := n.fenceKey(key)
 	if err != nil {
 		return false, err
@@ -429,8 +445,11 @@ func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (
 			return
 		}
 		if float64(token) > counter {
-			n.setLocked(fenceKey, strconv.FormatInt(token, 10), 0, roleFence, now)
+			s = strconv.FormatInt(token, 10)
 		}
+		// SET, then PEXPIRE keep (or PERSIST): the counter lives keep
+		// after this write-back.
+		n.setLocked(fenceKey, s, keep.Truncate(time.Millisecond), roleFence, now)
 		ok = true
 	})
 	if err != nil {

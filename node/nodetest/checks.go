@@ -37,6 +37,12 @@ func groups() []group {
 			{"RaiseOnlyWhileHeld", raiseOnlyWhileHeld},
 			{"Max", fenceMax},
 			{"ReadWhenRefused", fenceReadWhenRefused},
+			{"Retention", fenceRetention},
+			{"RetentionRenewed", fenceRetentionRenewed},
+		}},
+		{"Peek", []check{
+			{"Reads", peekReads},
+			{"SharedLock", peekSharedLock},
 		}},
 		{"Shapes", []check{
 			{"SharedGroup", sharedGroup},

@@ -54,16 +54,18 @@ import (
 )
 
 // Run runs the suite: one subtest per behaviour, in the groups Mutex,
-// Fencing, Shapes, Info, Context, Names, Kinds, DerivedKeys and Down.
+// Fencing, Peek, Shapes, Info, Context, Names, Kinds, DerivedKeys and Down.
 //
 // newNode is called once per subtest with that subtest's t, and must return
 // a node whose server holds no keys (a new server, or one emptied), ready
 // for calls; it may register its cleanup with t.Cleanup and fail t when it
 // cannot build the node. Subtests run one after another, never in parallel,
 // so newNode may empty and reuse one server. The Fencing checks run when the
-// node is a redlock.FencingNode, and the Shapes and Kinds checks when it is a
-// redlock.ShapeNode; DerivedKeys runs the part the node's capabilities
-// allow. The rest are skipped with a message that says why.
+// node is a redlock.FencingNode (its Retention checks when it is also a
+// redlock.FenceExpiryNode), the Peek checks when it is a redlock.PeekNode,
+// and the Shapes and Kinds checks when it is a redlock.ShapeNode;
+// DerivedKeys runs the part the node's capabilities allow. The rest are
+// skipped with a message that says why.
 //
 // down is optional: nil skips the Down checks. Otherwise down(t, n) takes
 // the server of n (the node newNode returned in the same subtest) down as a
@@ -162,8 +164,10 @@ type checker struct {
 	t     *testing.T
 	ctx   context.Context
 	n     redlock.Node
-	f     redlock.FencingNode // nil when n is not one
-	s     redlock.ShapeNode   // nil when n is not one
+	f     redlock.FencingNode     // nil when n is not one
+	k     redlock.FenceExpiryNode // nil when n is not one
+	p     redlock.PeekNode        // nil when n is not one
+	s     redlock.ShapeNode       // nil when n is not one
 	down  func(t *testing.T, n redlock.Node) func()
 	errs  []error
 	last  string // the last call made, for messages
@@ -174,6 +178,8 @@ type checker struct {
 func newChecker(t *testing.T, n redlock.Node, down func(t *testing.T, n redlock.Node) func()) *checker {
 	c := &checker{t: t, ctx: t.Context(), n: n, down: down}
 	c.f, _ = n.(redlock.FencingNode)
+	c.k, _ = n.(redlock.FenceExpiryNode)
+	c.p, _ = n.(redlock.PeekNode)
 	c.s, _ = n.(redlock.ShapeNode)
 	return c
 }

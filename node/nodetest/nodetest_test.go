@@ -67,6 +67,8 @@ type broken struct {
 	noGuard  bool            // Release leaves no guard
 	ttlTimes time.Duration   // Acquire multiplies its TTL by this (0: no change)
 	fence0   bool            // AcquireFenced reads 0 always
+	keepOnce bool            // RaiseFenceKeep sets the time to live only when it raises the counter
+	peekNone bool            // Peek reads nothing
 	noLimit  bool            // AcquireHold ignores Limit
 	noYield  bool            // AcquireHold ignores Yield
 	liar     bool            // a call with an ended context runs and wraps ErrNotSent
@@ -122,6 +124,23 @@ func (b *broken) AcquireFenced(ctx context.Context, key, value string, ttl time.
 	return ok, fence, err
 }
 
+func (b *broken) RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error) {
+	if b.keepOnce {
+		if held, fence, err := b.Node.Peek(ctx, key); err == nil && fence >= token {
+			return held == value, nil // not raised: its time to live unchanged
+		}
+	}
+	return b.Node.RaiseFenceKeep(ctx, key, value, token, keep)
+}
+
+func (b *broken) Peek(ctx context.Context, key string) (string, int64, error) {
+	v, f, err := b.Node.Peek(ctx, key)
+	if b.peekNone {
+		return "", 0, err
+	}
+	return v, f, err
+}
+
 func (b *broken) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
 	if b.noLimit {
 		h.Limit = 0
@@ -163,6 +182,10 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Mutex/TTL", "is free after it: not within 3s"},
 		{"fence read as 0", func() *broken { return &broken{fence0: true} }, nil,
 			"Fencing/RaiseWhileHeld", `AcquireFenced("lock", "w", 1h0m0s) = (true, 0), want (true, 5)`},
+		{"counter not renewed", func() *broken { return &broken{keepOnce: true} }, nil,
+			"Fencing/RetentionRenewed", `= 0, want 5: the write-back with token 3 and keep 1h did not raise the counter but renewed it for 1h`},
+		{"Peek reads nothing", func() *broken { return &broken{peekNone: true} }, nil,
+			"Peek/Reads", `Peek("lock") = ("", 0), want ("v", 0): the key's value, no counter`},
 		{"limit ignored", func() *broken { return &broken{noLimit: true} }, nil,
 			"Shapes/Limit", "= 3, want 0: the limit of 2 live holds is reached"},
 		{"yield ignored", func() *broken { return &broken{noYield: true} }, nil,

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,16 +193,69 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 }
 
 // RaiseFence raises the lock's fencing counter to token (never lowers it),
-// only while key still holds value, and reports whether key held it. It
-// implements redlock.FencingNode.
+// only while key still holds value, and reports whether key held it; the
+// counter is then kept for ever (RaiseFenceKeep with keep 0). It implements
+// redlock.FencingNode.
 func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	return n.RaiseFenceKeep(ctx, key, value, token, 0)
+}
+
+// RaiseFenceKeep is RaiseFence that, while key holds value, also sets the
+// counter's time to live to keep (in whole milliseconds, at least one),
+// whether or not it raised it; keep = 0 removes its time to live. It
+// implements redlock.FenceExpiryNode.
+func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error) {
+	var ms int64
+	if keep != 0 {
+		var err error
+		if ms, err = ttlMillis(keep); err != nil {
+			return false, err
+		}
+	}
 	fence, err := fenceKey(key)
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token)
+	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token, ms)
 	return res == 1, err
 }
+
+// Peek returns the value key holds ("" when it is absent or holds no
+// string, such as a shared lock's holds) and the lock's fencing counter (0
+// when it has none), read with one MGET (the two keys share a hash slot),
+// so in one atomic step; it changes nothing. It implements
+// redlock.PeekNode.
+func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
+	fence, err := fenceKey(key)
+	if err != nil {
+		return "", 0, err
+	}
+	var res []any
+	err = n.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = n.client.MGet(ctx, key, fence).Result()
+		return err
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	if len(res) != 2 {
+		return "", 0, fmt.Errorf("redisnode: %s: MGET returned %d values, want 2", n.addr, len(res))
+	}
+	value, _ := res[0].(string)
+	var counter int64
+	if s, ok := res[1].(string); ok {
+		if counter, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter holds no integer (%d bytes)", n.addr, len(s))
+		}
+	}
+	return value, counter, nil
+}
+
+var (
+	_ redlock.FenceExpiryNode = (*Node)(nil)
+	_ redlock.PeekNode        = (*Node)(nil)
+)
 
 // Extend resets the TTL of key to ttl if key holds value
 // (compare-and-pexpire) and reports whether it did. It never creates the key.

@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+)
+
+// WithLogger has the client write log/slog records of what an operator
+// needs to know, through l:
+//
+//   - Warn: a renewal failed (with its *QuorumError, which names every
+//     node's result), a lease expired or was lost (how long it was held, and
+//     the last renewal's error), a queued release was dropped or abandoned;
+//   - Info: a node's restart quarantine started, a fencing token started a
+//     new epoch;
+//   - Debug: every operation's end, every attempt, every node call that
+//     failed, every backlog change.
+//
+// Every record has the attribute "lock" (the lock's name) or "node" (its
+// Addr), and the message starts with "redlock: ". Records are written
+// synchronously where the event happens (see Observer): give it a handler
+// that does not block for long. WithLogger adds an Observer before those of
+// WithObserver. Default: none (the library logs nothing). l must not be nil.
+//
+// go-redis writes its own log lines (failed dials, pool errors) through a
+// process-wide logger of its own, not through this one:
+// docs/observability.md shows how to route it to slog or silence it.
+func WithLogger(l *slog.Logger) ClientOption {
+	return func(c *clientConfig) {
+		if l == nil {
+			c.nilObserver = true
+			return
+		}
+		c.logger = l
+	}
+}
+
+// slogObserver is WithLogger's Observer.
+type slogObserver struct {
+	NopObserver
+	log *slog.Logger
+}
+
+func (s *slogObserver) OpDone(ctx context.Context, e OpEvent) {
+	level := slog.LevelDebug
+	msg := "redlock: " + string(e.Op)
+	if e.Op == OpExtend && e.Renewal && e.Outcome != OutcomeOK {
+		level, msg = slog.LevelWarn, "redlock: renewal failed"
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("outcome", string(e.Outcome)), slog.Duration("took", e.Took)}
+	if e.Op == OpAcquire {
+		attrs = append(attrs, slog.Int("attempts", e.Attempts))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any("err", e.Err))
+	}
+	s.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func (s *slogObserver) Attempt(ctx context.Context, e AttemptEvent) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("outcome", string(e.Outcome)),
+		slog.Int("yes", e.Yes), slog.Int("quorum", e.Quorum), slog.Duration("took", e.Took), slog.Bool("rolled_back", e.RolledBack)}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any("err", e.Err))
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "redlock: attempt", attrs...)
+}
+
+func (s *slogObserver) NodeCall(ctx context.Context, e NodeEvent) {
+	if e.Err == nil || !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "redlock: node call failed", slog.String("lock", e.Lock.Name),
+		slog.String("node", e.Node), slog.String("op", string(e.Op)), slog.String("vote", string(e.Vote)),
+		slog.Duration("took", e.Took), slog.Any("err", e.Err))
+}
+
+func (s *slogObserver) LeaseEnd(ctx context.Context, e LeaseEndEvent) {
+	level, msg := slog.LevelWarn, "redlock: lease lost"
+	if e.End == LeaseReleased {
+		level, msg = slog.LevelDebug, "redlock: lease released"
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("end", string(e.End)), slog.Duration("held", e.Held)}
+	if e.End != LeaseReleased && e.Err != nil {
+		attrs = append(attrs, slog.Any("err", e.Err))
+	}
+	s.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func (s *slogObserver) Fence(ctx context.Context, e FenceEvent) {
+	if !e.Epoch || !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: fencing epoch started", slog.String("lock", e.Lock.Name),
+		slog.Int64("token", e.Token), slog.Int("counters_present", e.Present), slog.Int("counters_read", e.Read))
+}
+
+func (s *slogObserver) Quarantine(ctx context.Context, e QuarantineEvent) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: node quarantined", slog.String("node", e.Node),
+		slog.String("run_id", e.RunID), slog.Bool("restart", e.Restart), slog.Duration("for", e.For))
+}
+
+func (s *slogObserver) Backlog(ctx context.Context, e BacklogEvent) {
+	level := slog.LevelDebug
+	if e.Change == BacklogDropped || e.Change == BacklogAbandoned {
+		level = slog.LevelWarn
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	s.log.LogAttrs(ctx, level, "redlock: release backlog "+string(e.Change), slog.String("lock", e.Lock.Name),
+		slog.String("node", e.Node), slog.Int("len", e.Len))
+}

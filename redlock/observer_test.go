@@ -1,0 +1,504 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu          sync.Mutex
+	starts      []redlock.OpEvent
+	dones       []redlock.OpEvent
+	attempts    []redlock.AttemptEvent
+	nodes       []redlock.NodeEvent
+	ends        []redlock.LeaseEndEvent
+	fences      []redlock.FenceEvent
+	quarantines []redlock.QuarantineEvent
+	backlog     []redlock.BacklogEvent
+}
+
+var _ redlock.Observer = (*recorder)(nil)
+
+type ctxKey struct{}
+
+func (r *recorder) OpStart(ctx context.Context, e redlock.OpEvent) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, e)
+	return context.WithValue(ctx, ctxKey{}, string(e.Op)+" "+e.Lock.Name)
+}
+
+func (r *recorder) OpDone(_ context.Context, e redlock.OpEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dones = append(r.dones, e)
+}
+
+func (r *recorder) Attempt(_ context.Context, e redlock.AttemptEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attempts = append(r.attempts, e)
+}
+
+func (r *recorder) NodeCall(_ context.Context, e redlock.NodeEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes = append(r.nodes, e)
+}
+
+func (r *recorder) LeaseEnd(_ context.Context, e redlock.LeaseEndEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = append(r.ends, e)
+}
+
+func (r *recorder) Fence(_ context.Context, e redlock.FenceEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fences = append(r.fences, e)
+}
+
+func (r *recorder) Quarantine(_ context.Context, e redlock.QuarantineEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.quarantines = append(r.quarantines, e)
+}
+
+func (r *recorder) Backlog(_ context.Context, e redlock.BacklogEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.backlog = append(r.backlog, e)
+}
+
+// votes counts the node calls of op by vote.
+func (r *recorder) votes(op redlock.NodeOp) map[redlock.Vote]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[redlock.Vote]int{}
+	for _, e := range r.nodes {
+		if e.Op == op {
+			out[e.Vote]++
+		}
+	}
+	return out
+}
+
+// done returns the OpDone events of op.
+func (r *recorder) done(op redlock.Op) []redlock.OpEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []redlock.OpEvent
+	for _, e := range r.dones {
+		if e.Op == op {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *recorder) leaseEnds() []redlock.LeaseEndEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]redlock.LeaseEndEvent(nil), r.ends...)
+}
+
+// One fenced lock cycle: the acquisition, its attempt, every node's vote,
+// the fencing token (a new lock starts an epoch; the next one does not),
+// the release and the lease's end.
+func TestObserverSeesALockCycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes := mem(3)
+		rec := &recorder{}
+		c := newClient(t, nodes, redlock.WithObserver(rec))
+		m := newMutex(t, c, redlock.WithFencing())
+		for cycle := range 2 {
+			lease, err := m.Lock(context.Background())
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			require.NoError(t, lease.Unlock(context.Background()))
+			synctest.Wait()
+
+			acq := rec.done(redlock.OpAcquire)
+			require.Len(t, acq, cycle+1)
+			a := acq[cycle]
+			assert.Equal(t, redlock.OutcomeOK, a.Outcome)
+			assert.Equal(t, 1, a.Attempts)
+			assert.Equal(t, fenceOf(t, lease), a.Fence)
+			assert.Equal(t, redlock.LockInfo{Name: lockName, Shape: redlock.ShapeMutex, Fenced: true}, a.Lock)
+			assert.NoError(t, a.Err)
+
+			rel := rec.done(redlock.OpRelease)
+			require.Len(t, rel, cycle+1)
+			assert.Equal(t, redlock.OutcomeOK, rel[cycle].Outcome)
+
+			ends := rec.leaseEnds()
+			require.Len(t, ends, cycle+1)
+			assert.Equal(t, redlock.LeaseReleased, ends[cycle].End)
+			assert.Equal(t, time.Second, ends[cycle].Held, "virtual time: held exactly the second slept")
+
+			rec.mu.Lock()
+			require.Len(t, rec.fences, cycle+1)
+			f := rec.fences[cycle]
+			// A new lock's first token starts an epoch. The next is max+1
+			// when a quorum of the counters it read exist: the write-back
+			// may have reached a node before its acquire (it then says
+			// not held), leaving that node without a counter.
+			assert.Equal(t, cycle == 0 || f.Present < 2, f.Epoch)
+			if cycle == 0 {
+				assert.Zero(t, f.Present)
+			}
+			assert.Equal(t, fenceOf(t, lease), f.Token)
+			assert.Len(t, rec.attempts, cycle+1)
+			assert.Equal(t, redlock.OutcomeOK, rec.attempts[cycle].Outcome)
+			assert.False(t, rec.attempts[cycle].RolledBack)
+			rec.mu.Unlock()
+		}
+		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 6}, rec.votes(redlock.NodeAcquire))
+		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 6}, rec.votes(redlock.NodeRelease))
+		fence := rec.votes(redlock.NodeFence)
+		assert.Equal(t, 6, fence[redlock.VoteYes]+fence[redlock.VoteNotHeld])
+	})
+}
+
+// ctxNode records the value an Observer put in the context of each call.
+type ctxNode struct {
+	redlock.Node
+	mu   sync.Mutex
+	seen []string
+}
+
+func (n *ctxNode) record(ctx context.Context) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, _ := ctx.Value(ctxKey{}).(string)
+	n.seen = append(n.seen, s)
+}
+
+func (n *ctxNode) Acquire(ctx context.Context, k, v string, ttl time.Duration) (bool, error) {
+	n.record(ctx)
+	return n.Node.Acquire(ctx, k, v, ttl)
+}
+
+func (n *ctxNode) Extend(ctx context.Context, k, v string, ttl time.Duration) (bool, error) {
+	n.record(ctx)
+	return n.Node.Extend(ctx, k, v, ttl)
+}
+
+func (n *ctxNode) Release(ctx context.Context, k, v string, guard time.Duration) (bool, error) {
+	n.record(ctx)
+	return n.Node.Release(ctx, k, v, guard)
+}
+
+// The context OpStart returns is the one every node call of the operation
+// gets (the release too, though it runs detached from the caller's
+// cancellation): that is how a span becomes the parent of a node's own
+// tracing (go-redis's redisotel spans).
+func TestObserverContextReachesTheNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mems := mem(3)
+		nodes := make([]redlock.Node, 3)
+		wrapped := make([]*ctxNode, 3)
+		for i, n := range mems {
+			wrapped[i] = &ctxNode{Node: n}
+			nodes[i] = wrapped[i]
+		}
+		c := newClient(t, nodes, redlock.WithObserver(&recorder{}))
+		m := newMutex(t, c)
+		ctx, cancel := context.WithCancel(context.Background())
+		lease, err := m.Lock(ctx)
+		require.NoError(t, err)
+		synctest.Wait() // the calls behind the quorum finish too
+		require.NoError(t, lease.Extend(ctx))
+		synctest.Wait() // the calls behind the quorum finish too
+		cancel()        // the release still runs, under the operation's context's values
+		require.ErrorIs(t, lease.Unlock(ctx), context.Canceled)
+		synctest.Wait()
+		for _, n := range wrapped {
+			n.mu.Lock()
+			assert.Equal(t, []string{"acquire " + lockName, "extend " + lockName, "release " + lockName}, n.seen)
+			n.mu.Unlock()
+		}
+	})
+}
+
+// A contended wait: the first attempts find the lock taken on every node
+// (outcome contended, votes taken), the last gets it once the holder
+// unlocks; the acquisition reports every attempt and the whole wait.
+func TestObserverSeesAContendedWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes := mem(3)
+		holder := newMutex(t, newClient(t, nodes))
+		rec := &recorder{}
+		waiter := newMutex(t, newClient(t, nodes, redlock.WithObserver(rec)), redlock.WithRetryBackoff(100*time.Millisecond, 100*time.Millisecond))
+		held, err := holder.Lock(context.Background())
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(time.Second)
+			_ = held.Unlock(context.Background())
+		}()
+		lease, err := waiter.Lock(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, lease.Unlock(context.Background()))
+		synctest.Wait()
+
+		acq := rec.done(redlock.OpAcquire)
+		require.Len(t, acq, 1)
+		assert.Equal(t, redlock.OutcomeOK, acq[0].Outcome)
+		assert.Greater(t, acq[0].Attempts, 1)
+		assert.GreaterOrEqual(t, acq[0].Took, time.Second, "the wait lasted until the holder unlocked (virtual time)")
+		rec.mu.Lock()
+		require.Len(t, rec.attempts, acq[0].Attempts)
+		for _, a := range rec.attempts[:len(rec.attempts)-1] {
+			assert.Equal(t, redlock.OutcomeContended, a.Outcome)
+			assert.ErrorIs(t, a.Err, redlock.ErrNotObtained)
+		}
+		assert.Equal(t, redlock.OutcomeOK, rec.attempts[len(rec.attempts)-1].Outcome)
+		rec.mu.Unlock()
+		// Every failed attempt met the holder's key (the last one's votes
+		// may already meet it gone).
+		assert.GreaterOrEqual(t, rec.votes(redlock.NodeAcquire)[redlock.VoteTaken], acq[0].Attempts-1)
+	})
+}
+
+// A rollback: one node is taken by another owner, one fails, so the one yes
+// vote is released (a rollback call); the failed node's release fails too,
+// goes to the backlog, and leaves it once the node answers.
+func TestObserverSeesARollbackAndTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		rec := &recorder{}
+		c := newClient(t, nodes, redlock.WithObserver(rec))
+		m := newMutex(t, c)
+		warmUp(t, m)
+		synctest.Wait()
+		rec.mu.Lock()
+		rec.attempts, rec.nodes = nil, nil
+		rec.mu.Unlock()
+
+		ok, err := ms[0].Acquire(context.Background(), lockName, "another owner", time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ms[1].Fail(errors.New("connection reset"))
+		_, err = m.TryLock(context.Background())
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		synctest.Wait()
+		rec.mu.Lock()
+		require.Len(t, rec.attempts, 1)
+		a := rec.attempts[0]
+		rec.mu.Unlock()
+		assert.Equal(t, redlock.OutcomeContended, a.Outcome)
+		assert.True(t, a.RolledBack)
+		assert.LessOrEqual(t, a.Yes, 1, "decided by the two noes, with or without the yes")
+		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 1, redlock.VoteTaken: 1, redlock.VoteError: 1}, rec.votes(redlock.NodeAcquire))
+		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 1, redlock.VoteError: 1}, rec.votes(redlock.NodeRollback),
+			"the yes vote released; the failed node's release failed too (its acquire's effect is unknown)")
+		assert.Equal(t, 1, c.Stats().Backlog[1])
+
+		ms[1].Fail(nil)
+		require.NoError(t, c.Close(context.Background()))
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.backlog, 2)
+		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogQueued, Len: 1}, rec.backlog[0])
+		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogDone, Len: 0}, rec.backlog[1])
+		assert.Equal(t, lockName, rec.backlog[0].Lock.Name)
+	})
+}
+
+// A renewal that fails (a majority paused) is reported with its cause (the
+// nodes that timed out), and so is the lease's end: expired, its error
+// wrapping the last renewal's *QuorumError, which Do's cancel cause carries
+// too.
+func TestObserverSeesARenewalFailureWithItsCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		rec := &recorder{}
+		var logs bytes.Buffer
+		var logMu sync.Mutex
+		log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c := newClient(t, nodes, redlock.WithObserver(rec), redlock.WithLogger(log))
+		m := newMutex(t, c, redlock.WithTTL(time.Second))
+		warmUp(t, m)
+		var cause error
+		err := m.Do(context.Background(), func(ctx context.Context, _ *redlock.Lease) error {
+			resume1, resume2 := ms[1].Pause(), ms[2].Pause()
+			defer resume1()
+			defer resume2()
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return nil
+		})
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+		var qe *redlock.QuorumError
+		require.ErrorAs(t, cause, &qe, "Do's cancel cause names the failed renewal: %v", cause)
+		assert.Equal(t, "extend", qe.Op)
+		assert.ErrorIs(t, cause, redlock.ErrNotExtended)
+		synctest.Wait()
+
+		var failed []redlock.OpEvent
+		for _, e := range rec.done(redlock.OpExtend) {
+			assert.True(t, e.Renewal)
+			switch e.Outcome {
+			case redlock.OutcomeNoQuorum:
+				failed = append(failed, e)
+			case redlock.OutcomeOK, redlock.OutcomeEnded: // before the pause; running when Do released
+			default:
+				t.Errorf("renewal outcome %q: %v", e.Outcome, e.Err)
+			}
+		}
+		require.NotEmpty(t, failed)
+		for _, e := range failed {
+			require.ErrorAs(t, e.Err, &qe)
+			assert.ErrorIs(t, qe.Nodes[1].Err, context.DeadlineExceeded, "the cause: node 1 timed out")
+			assert.ErrorIs(t, qe.Nodes[2].Err, context.DeadlineExceeded, "the cause: node 2 timed out")
+		}
+		assert.Positive(t, rec.votes(redlock.NodeExtend)[redlock.VoteTimeout])
+		logMu.Lock()
+		text := logs.String()
+		logMu.Unlock()
+		assert.Contains(t, text, `level=WARN msg="redlock: renewal failed" lock=quorumlock:test outcome=no_quorum`)
+		assert.Contains(t, text, "mem-1 (memnode mem-1: context deadline exceeded)")
+	})
+}
+
+// lockedWriter serialises writes to a buffer shared with the test.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// A lease whose renewals fail ends expired at its deadline, its error
+// wrapping the last renewal's; an Extend that finds the token gone on a
+// majority ends the lease lost. Each lease ends once.
+func TestObserverSeesLeasesExpireAndGetLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		rec := &recorder{}
+		c := newClient(t, nodes, redlock.WithObserver(rec))
+		m := newMutex(t, c, redlock.WithTTL(time.Second), redlock.WithAutoRenew(0))
+		lease, err := m.Lock(context.Background())
+		require.NoError(t, err)
+		resume1, resume2 := ms[1].Pause(), ms[2].Pause()
+		<-lease.Done()
+		resume1()
+		resume2()
+		synctest.Wait()
+		ends := rec.leaseEnds()
+		require.Len(t, ends, 1)
+		assert.Equal(t, redlock.LeaseExpired, ends[0].End)
+		assert.ErrorIs(t, ends[0].Err, redlock.ErrLockLost)
+		var qe *redlock.QuorumError
+		assert.ErrorAs(t, ends[0].Err, &qe, "the expiry carries the last renewal's error")
+		assert.Contains(t, lease.Err().Error(), "validity ended; the last extend failed")
+		require.NoError(t, lease.Unlock(context.Background()))
+		synctest.Wait()
+
+		lost, err := newMutex(t, c).Lock(context.Background())
+		require.NoError(t, err)
+		synctest.Wait() // every node has the key
+		ms[0].Restart(false)
+		ms[1].Restart(false)
+		require.ErrorIs(t, lost.Extend(context.Background()), redlock.ErrLockLost)
+		require.ErrorIs(t, lost.Unlock(context.Background()), redlock.ErrLockLost)
+		synctest.Wait()
+		ends = rec.leaseEnds()
+		require.Len(t, ends, 2, "each lease ends once")
+		assert.Equal(t, redlock.LeaseLost, ends[1].End)
+		ext := rec.done(redlock.OpExtend)
+		assert.Equal(t, redlock.OutcomeLost, ext[len(ext)-1].Outcome)
+		assert.False(t, ext[len(ext)-1].Renewal)
+		rel := rec.done(redlock.OpRelease)
+		assert.Equal(t, redlock.OutcomeLost, rel[len(rel)-1].Outcome)
+		assert.Equal(t, 2, rec.votes(redlock.NodeExtend)[redlock.VoteNotHeld])
+	})
+}
+
+// A quarantine's start is reported: a young server met for the first time,
+// then a restart of a known one.
+func TestObserverSeesQuarantines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		rec := &recorder{}
+		c := newClient(t, nodes, redlock.WithObserver(rec), redlock.WithRestartQuarantine(10*time.Second))
+		m := newMutex(t, c)
+		time.Sleep(5 * time.Second)
+		_, err := m.TryLock(context.Background())
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		rec.mu.Lock()
+		require.Len(t, rec.quarantines, 3)
+		for _, q := range rec.quarantines {
+			assert.False(t, q.Restart)
+			assert.Equal(t, 6*time.Second, q.For, "10s less an uptime of 5s read as 4s")
+		}
+		rec.mu.Unlock()
+		synctest.Wait()
+		assert.Equal(t, map[redlock.Vote]int{redlock.VoteQuarantined: 3}, rec.votes(redlock.NodeAcquire))
+
+		time.Sleep(10 * time.Second)
+		ms[0].Restart(true)
+		lease, err := m.TryLock(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, lease.Unlock(context.Background()))
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.quarantines, 4)
+		assert.Equal(t, "mem-0", rec.quarantines[3].Node)
+		assert.True(t, rec.quarantines[3].Restart)
+		assert.Equal(t, 10*time.Second, rec.quarantines[3].For)
+	})
+}
+
+// A nil observer or logger is refused, naming the option.
+func TestNilObserverIsRefused(t *testing.T) {
+	_, nodes := mem(3)
+	_, err := redlock.New(nodes, redlock.WithObserver(nil))
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "WithObserver")
+	_, err = redlock.New(nodes, redlock.WithLogger(nil))
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+}
+
+// WithLogger writes a lost lease as a warning, with the lock's name, and
+// stays silent below its handler's level.
+func TestLoggerWritesALostLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		c := newClient(t, nodes, redlock.WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))))
+		m := newMutex(t, c, redlock.WithTTL(time.Second))
+		lease, err := m.Lock(context.Background())
+		require.NoError(t, err)
+		synctest.Wait() // every node has the key
+		ms[0].Restart(false)
+		ms[1].Restart(false)
+		require.ErrorIs(t, lease.Extend(context.Background()), redlock.ErrLockLost)
+		_ = lease.Unlock(context.Background())
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		require.Len(t, lines, 1, "only the warning at the default (Info) level: %q", buf.String())
+		assert.Contains(t, lines[0], `level=WARN msg="redlock: lease lost" lock=quorumlock:test end=lost`)
+	})
+}
