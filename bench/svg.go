@@ -128,7 +128,7 @@ func WriteSVG(w io.Writer, rows []Row) error {
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="10" fill="#333333">%s</text>`+"\n", rx+rw+40, y+bar/2+4,
 				esc(fmt.Sprintf("p99 %.2f ms, %.0f acq/s", r.HandoffP99Ms, r.AcquisitionsPerSec)))
 		}
-		text(&b, rx+rw+40, ly-8, "start", "", "handoff p99, acquisitions/s")
+		text(&b, rx+rw+40, ly-8, "start", "", "handoff p99, acq/s")
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
