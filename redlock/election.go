@@ -1,0 +1,350 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Election elects one leader at a time among the candidates that campaign
+// under one name, on the client's quorum, as etcd's concurrency.Election
+// does on etcd: Campaign waits to be elected, the Leadership it returns
+// says the moment leadership can no longer be trusted (Done), Resign hands
+// it back, and Leader and Observe tell anyone who leads. Create it with
+// Client.NewElection. It holds no state between calls and is safe for
+// concurrent use.
+//
+// A leadership is a lease of a fenced mutex (WithFencing) that renews
+// itself (WithAutoRenew): its term is the lease's fencing token, higher
+// than every earlier term of the election, so a resource the leader writes
+// to can refuse a deposed leader's late writes (docs/algorithm.md,
+// "Election").
+type Election struct {
+	m *Mutex
+}
+
+// ErrNoLeader: Election.Leader found no candidate holding the election on a
+// quorum of nodes.
+var ErrNoLeader = errors.New("redlock: no leader")
+
+// NewElection returns the election called name, which is the lock name on
+// the nodes (so a Mutex must not use the same name). It takes NewMutex's
+// options with the same defaults, except that fencing is always on (the
+// terms) and leaderships renew themselves at a third of the TTL unless
+// WithAutoRenew says otherwise; WithCancelMargin sets how long before its
+// validity deadline an unrenewed leadership ends (default a tenth of the
+// TTL). It does not contact the nodes. Every node must implement
+// FencingNode; Leader and Observe also need PeekNode. Errors wrap
+// ErrInvalidConfig: NewMutex's, WithWriterPreference, or a node without
+// FencingNode (named by its Addr).
+func (c *Client) NewElection(name string, opts ...LockOption) (*Election, error) {
+	all := append([]LockOption{WithFencing(), WithAutoRenew(0)}, opts...)
+	m, err := c.newMutex("NewElection", name, nil, all)
+	if err != nil {
+		return nil, err
+	}
+	m.info.Shape = ShapeElection
+	return &Election{m: m}, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.m.name }
+
+// Campaign waits until the caller is elected leader with value (what Leader
+// and Observe report about it: an address, an ID), retrying as Mutex.Lock
+// does (WithRetryBackoff, WithMaxWait, WithMaxAttempts) until ctx ends, and
+// returns the Leadership. ctx only bounds the wait: the leadership lasts
+// until Resign, or until it is lost. Its errors are Lock's: they wrap
+// ErrNotObtained, and ctx.Err() when ctx ended.
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	m := *e.m // the candidate's own copy, storing its value with the token
+	m.suffix = "&" + candidateParam + "=" + url.QueryEscape(value)
+	lease, err := m.lock(ctx, m.cfg.renew)
+	if err != nil {
+		return nil, err
+	}
+	l := &Leadership{
+		lease:   lease,
+		value:   value,
+		margin:  m.cancelMargin(),
+		done:    make(chan struct{}),
+		resign:  make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	go l.watch()
+	return l, nil
+}
+
+// candidateParam is the query parameter of the stored value that carries a
+// candidate's value.
+const candidateParam = "candidate"
+
+// Leadership is one term of one leader. It is safe for concurrent use.
+type Leadership struct {
+	lease  *Lease
+	value  string
+	margin time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	once    sync.Once
+	err     error         // set once, before done closes
+	done    chan struct{} // closed when leadership ends
+	resign  chan struct{} // closed by Resign: the watcher stops
+	rOnce   sync.Once
+	stopped chan struct{} // closed when the watcher has returned
+}
+
+// Term returns the leadership's term: its fencing token, greater than the
+// term of every earlier leadership of the election (docs/algorithm.md,
+// "Fencing tokens"). Pass it with every write the leader makes to a resource
+// that refuses a lower term than the highest it has seen.
+func (l *Leadership) Term() int64 { return l.lease.fence }
+
+// Value returns the value the leader campaigned with.
+func (l *Leadership) Value() string { return l.value }
+
+// Done returns a channel that is closed the moment the leadership can no
+// longer be trusted: its lease came within the cancel margin (WithCancelMargin,
+// a tenth of the TTL by default) of its validity deadline without a renewal
+// moving it, a renewal found it lost, or Resign was called. That is before
+// any other candidate can be elected: another candidate can take the nodes
+// only once the keys have expired, after the validity deadline. Err then
+// says why.
+func (l *Leadership) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while Done is open; then an error wrapping ErrReleased
+// (Resign) or ErrLockLost (lost; after failed renewals it also wraps the
+// last renewal's error, a *QuorumError naming every node's result).
+func (l *Leadership) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// Context returns a context that is cancelled when Done closes, with Err as
+// its cause (context.Cause): run the leader's work under it.
+func (l *Leadership) Context() context.Context { return l.ctx }
+
+// Valid reports whether the leadership can still be trusted: Done is open
+// and the validity deadline is more than the cancel margin ahead. It never
+// waits on the network; check it before each write.
+func (l *Leadership) Valid() bool {
+	return l.Err() == nil && time.Now().Before(l.lease.Until().Add(-l.margin))
+}
+
+// Resign ends the leadership (Done closes, Err wraps ErrReleased) and
+// releases it on the nodes as Lease.Unlock does, so that another candidate
+// can be elected at once; ctx bounds how long it waits. After a loss it
+// still releases whatever the lease still holds. It returns Unlock's error,
+// or nil when the leadership's lease was released already.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.end(fmt.Errorf("%w: %q: resigned", ErrReleased, l.lease.m.name))
+	l.rOnce.Do(func() { close(l.resign) })
+	<-l.stopped
+	err := l.lease.Unlock(ctx)
+	if err != nil && errors.Is(err, ErrReleased) && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotReleased) {
+		return nil // the watcher released it when the leadership was lost
+	}
+	return err
+}
+
+// end ends the leadership with err (once).
+func (l *Leadership) end(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+		l.cancel(err)
+	})
+}
+
+// watch ends the leadership when its lease ends or comes within the margin
+// of its deadline unrenewed; in that case it also releases the lease, so
+// that no late renewal keeps the election held by a leader that knows it
+// no longer leads.
+func (l *Leadership) watch() {
+	defer close(l.stopped)
+	lease := l.lease
+	t := time.NewTimer(time.Until(lease.Until().Add(-l.margin)))
+	defer t.Stop()
+	for {
+		select {
+		case <-lease.Done():
+			l.end(lease.Err())
+			return
+		case <-l.resign:
+			return
+		case <-t.C:
+			if left := time.Until(lease.Until().Add(-l.margin)); left > 0 {
+				t.Reset(left) // renewed: follow the new deadline
+				continue
+			}
+			err := fmt.Errorf("%w: %q: leadership within the cancel margin (%v) of its validity deadline, not renewed", ErrLockLost, lease.m.name, l.margin)
+			if last := lease.lastExtendErr(); last != nil {
+				err = fmt.Errorf("%w: %w", err, last)
+			}
+			l.end(err)
+			c := lease.m.c
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout+c.cfg.nodeTimeout)
+			_ = lease.Unlock(ctx) // its keys expire with their TTL if this fails
+			cancel()
+			return
+		}
+	}
+}
+
+// Leader is who leads an election, as the nodes show it.
+type Leader struct {
+	// Value is what the leader campaigned with.
+	Value string
+	// Term is the highest fencing counter among the nodes that hold the
+	// leader's key: its term, except during its election's last round trip
+	// (while its term is written back), when it can still read as the term
+	// before. 0 in Observe's reports means no leader.
+	Term int64
+}
+
+// Leader reads every node (one call each, bounded by the node timeout) and
+// returns the candidate whose key a quorum of nodes hold. It returns an
+// error wrapping ErrNoLeader when no candidate does, and an error naming
+// every node's result when too few nodes answered to tell. The answer is
+// what the nodes held when they were read: a leader that has just lost its
+// lease is reported until its keys expire; only the leader's own Done says
+// when leadership ends. Every node must implement PeekNode (the error, which
+// wraps ErrInvalidConfig, names the one that does not).
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	m := e.m
+	c := m.c
+	for i, mb := range c.members {
+		if mb.peek == nil {
+			return Leader{}, configError("Election.Leader: node %d (%s, %T) does not implement PeekNode", i, mb.addr, mb.node)
+		}
+	}
+	n := len(c.members)
+	values := make([]string, n)
+	fences := make([]int64, n)
+	r := c.fanout(ctx, op{
+		timeout: c.cfg.nodeTimeout,
+		no:      ErrNodeNotHeld,
+		node:    NodePeek,
+		lock:    m.info,
+		do: func(ctx context.Context, i int, mb *member) (bool, error) {
+			v, f, err := mb.peek.Peek(ctx, m.name)
+			values[i], fences[i] = v, f
+			return v != "", err
+		},
+	})
+	// Wait for every node, or for a quorum holding one value.
+	d := decision{answered: make([]bool, n)}
+	counts := map[string]int{}
+	grace := time.NewTimer(c.cfg.nodeTimeout + 20*time.Millisecond)
+	defer grace.Stop()
+	answered, leading := 0, ""
+	for answered < n && leading == "" {
+		select {
+		case i := <-r.replies:
+			d.answered[i] = true
+			answered++
+			if r.calls[i].err == nil {
+				counts[values[i]]++
+				if counts[values[i]] >= m.quorum {
+					leading = values[i]
+				}
+			}
+		case <-grace.C:
+			answered = n
+		case <-ctx.Done():
+			return Leader{}, fmt.Errorf("redlock: leader of %q: %w", m.name, ctx.Err())
+		}
+	}
+	if leading != "" {
+		var term int64
+		for i := range values { // only the answered calls' results are final
+			if d.answered[i] && r.calls[i].err == nil && values[i] == leading {
+				term = max(term, fences[i])
+			}
+		}
+		return Leader{Value: candidateOf(leading), Term: term}, nil
+	}
+	// No value has a quorum: no leader, unless the nodes that did not
+	// answer could still make one.
+	failed, best := 0, 0
+	for i, cl := range r.calls {
+		if !d.answered[i] || (cl.err != nil && !errors.Is(cl.err, ErrNodeNotHeld)) {
+			failed++
+		}
+	}
+	for _, k := range counts {
+		best = max(best, k)
+	}
+	if best+failed >= m.quorum {
+		qe := &QuorumError{Op: "leader", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d)}
+		return Leader{}, fmt.Errorf("redlock: leader of %q unknown: %w", m.name, qe)
+	}
+	return Leader{}, fmt.Errorf("%w of %q on a quorum of nodes", ErrNoLeader, m.name)
+}
+
+// candidateOf returns the candidate value stored in a lock value ("" for a
+// value Campaign did not write).
+func candidateOf(stored string) string {
+	_, query, ok := strings.Cut(stored, "?")
+	if !ok {
+		return ""
+	}
+	q, _ := url.ParseQuery(query)
+	return q.Get(candidateParam)
+}
+
+// Observe reports the election's leader on the returned channel: the
+// current one first, then each change (a new value or term), reading the
+// nodes as Leader does every tenth of the TTL; a Leader with Term 0 means no
+// candidate holds a quorum. Reads that cannot tell (too few nodes answered)
+// are skipped. The channel is closed when ctx ends; a change that happens
+// while the receiver is not reading is reported as the leader of the next
+// read (intermediate leaders may be missed). It needs PeekNode as Leader
+// does: without it the channel is closed at once.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	ch := make(chan Leader)
+	every := max(e.m.cfg.ttl/10, time.Millisecond)
+	go func() {
+		defer close(ch)
+		var last Leader
+		first := true
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur, err := e.Leader(ctx)
+			switch {
+			case errors.Is(err, ErrInvalidConfig):
+				return
+			case err != nil && !errors.Is(err, ErrNoLeader):
+				t.Reset(every) // could not tell: read again
+				continue
+			}
+			if first || cur != last {
+				select {
+				case ch <- cur:
+				case <-ctx.Done():
+					return
+				}
+				first, last = false, cur
+			}
+			t.Reset(every)
+		}
+	}()
+	return ch
+}
