@@ -168,6 +168,27 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitWhile is waitUntil while the process runs: it fails at once, with
+// the process's stderr, when the process exits before cond holds.
+func (p *proc) waitWhile(limit time.Duration, what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		select {
+		case <-p.done:
+			if !cond() {
+				p.t.Fatalf("%s exited (status %d) before %s; stderr:\n%s", p.name, p.code, what, p.stderr.String())
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out after %v waiting for %s; %s's stderr:\n%s", limit, what, p.name, p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
 // readLog returns the lines of a log file the children append to ("" when
 // it does not exist yet).
 func readLog(t *testing.T, path string) []string {

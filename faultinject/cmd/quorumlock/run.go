@@ -506,14 +506,18 @@ supervise:
 var errShutdown = errors.New("shutdown began")
 
 // start starts cmd unless a shutdown began, and returns a channel that
-// receives cmd.Wait's error. The goroutine that starts and waits stays on
-// its OS thread: Pdeathsig fires when the thread that started the child
-// exits, and a locked goroutine's thread exits only with it.
+// receives cmd.Wait's error. The goroutine that starts and waits keeps its
+// OS thread to itself until the child is reaped: Pdeathsig fires when the
+// thread that forked the child exits, and Go ends a thread only when a
+// goroutine exits while locked to it, which no other goroutine can do to
+// this one meanwhile. It unlocks before it exits, so that the thread, which
+// may have forked other processes with Pdeathsig before, lives on.
 func (s *supervisor) start(cmd *exec.Cmd) (<-chan error, error) {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		s.mu.Lock()
 		if s.sig != nil {
 			s.mu.Unlock()

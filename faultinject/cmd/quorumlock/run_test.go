@@ -122,7 +122,7 @@ func TestRunKillsChildWhenMajorityDies(t *testing.T) {
 echo "A start" >> "$LOG"
 while :; do echo "A tick" >> "$LOG"; sleep 0.02; done
 `))
-			waitUntil(t, procLimit, "A's child to start", func() bool { return logHas(readLog(t, log), "A tick") })
+			a.waitWhile(procLimit, "A's child to start", func() bool { return logHas(readLog(t, log), "A tick") })
 			b := startProc(t, "B", []string{nodesEnv(bAddrs), "LOG=" + log}, "run", "--wait", "-1", "--ttl", "2s", "jobs:majority", "--",
 				script(t, dir, "b.sh", `echo "B start" >> "$LOG"; echo "B end" >> "$LOG"`))
 
@@ -236,8 +236,8 @@ while :; do echo "A tick" >> "$LOG"; sleep 0.02; done
 `))
 	runPID := a.cmd.Process.Pid
 	sha := extendSHA(t)
-	waitUntil(t, procLimit, "A's child to start", func() bool { return logHas(readLog(t, log), "A tick") })
-	waitUntil(t, procLimit, "a renewal by A", func() bool { return len(extendsBy(t, admins[0], sha, runPID, -1)) > 0 })
+	a.waitWhile(procLimit, "A's child to start", func() bool { return logHas(readLog(t, log), "A tick") })
+	a.waitWhile(procLimit, "a renewal by A", func() bool { return len(extendsBy(t, admins[0], sha, runPID, -1)) > 0 })
 
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ while :; do echo "A tick" >> "$LOG"; sleep 0.02; done
 while [ ! -f "$STOP" ]; do sleep 0.02; done
 echo "B end" >> "$LOG"
 `))
-	waitUntil(t, procLimit, "B's child to start, and A's child to write after it", func() bool {
+	b.waitWhile(procLimit, "B's child to start, and A's child to write after it", func() bool {
 		lines := readLog(t, log)
 		i := indexOf(lines, "B start")
 		return i >= 0 && logHas(lines[i:], "A tick")
@@ -324,6 +324,7 @@ func holdLock(t *testing.T, addrs []string, name string) *redlock.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitOnAll(t, addrs, name, 1)
 	t.Cleanup(func() {
 		_ = l.Unlock(context.Background())
 		_ = c.Close(context.Background())
@@ -414,7 +415,7 @@ touch '`+ready+`'
 while :; do sleep 0.02; done
 `)
 			r := startProc(t, "R", []string{nodesEnv(addrs)}, "run", "jobs:signals", "--", job)
-			waitUntil(t, procLimit, "the command's traps", func() bool { _, err := os.Stat(ready); return err == nil })
+			r.waitWhile(procLimit, "the command's traps", func() bool { _, err := os.Stat(ready); return err == nil })
 			if err := r.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
