@@ -80,8 +80,8 @@ type FenceExpiryNode interface {
 type PeekNode interface {
 	Node
 	// Peek returns the value key holds ("" when it is absent) and the
-	// lock's fencing counter (0 when it has none), read in one atomic step;
-	// it changes nothing.
+	// lock's fencing counter (0 when it has none); it changes nothing. The
+	// two reads need not be one atomic step.
 	Peek(ctx context.Context, key string) (value string, fence int64, err error)
 }
 

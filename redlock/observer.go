@@ -299,8 +299,11 @@ type BacklogEvent struct {
 	Node   string
 	Index  int
 	Change BacklogChange
-	// Len is the node's backlog length after the change.
-	Len int
+	// Len is the node's backlog length after the change, Delta the change
+	// of it: +1 (queued), -1 (an entry left it), 0 (an entry refused
+	// without entering: dropped at the cap, or abandoned after Close gave
+	// up). Sum Delta over clients for a total.
+	Len, Delta int
 }
 
 // WithObserver has the client report its events to o (see Observer), in

@@ -312,8 +312,8 @@ func TestObserverSeesARollbackAndTheBacklog(t *testing.T) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		require.Len(t, rec.backlog, 2)
-		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogQueued, Len: 1}, rec.backlog[0])
-		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogDone, Len: 0}, rec.backlog[1])
+		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogQueued, Len: 1, Delta: 1}, rec.backlog[0])
+		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogDone, Len: 0, Delta: -1}, rec.backlog[1])
 		assert.Equal(t, lockName, rec.backlog[0].Lock.Name)
 	})
 }

@@ -123,7 +123,11 @@ func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
 	n := len(m.backlog)
 	m.mu.Unlock()
 	if c.obs != nil {
-		c.obs.Backlog(ctx, BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n})
+		delta := 0
+		if change == BacklogQueued {
+			delta = 1
+		}
+		c.obs.Backlog(ctx, BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: delta})
 	}
 }
 
@@ -144,7 +148,7 @@ func (c *Client) drain(i int) {
 			m.mu.Unlock()
 			if c.obs != nil {
 				for _, p := range abandoned {
-					c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned})
+					c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned, Delta: -1})
 				}
 			}
 			return
@@ -187,7 +191,7 @@ func (c *Client) drain(i int) {
 			n := len(m.backlog)
 			m.mu.Unlock()
 			if c.obs != nil {
-				c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n})
+				c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: -1})
 			}
 			delay = first
 			continue

@@ -6,10 +6,11 @@ import (
 	"strconv"
 )
 
-// Peek implements redlock.PeekNode as redisnode does, with one MGET of key
-// and the lock's fencing counter: the value key holds ("" when it is absent
-// or holds no string, such as a shared lock's holds) and the counter (0 when
-// absent), read in one step. A counter that holds no integer fails.
+// Peek implements redlock.PeekNode as redisnode does, with a GET of key and
+// one of the lock's fencing counter (here in one step): the value key holds
+// ("" when absent) and the counter (0 when absent). A key that holds a
+// shared lock's holds fails with WRONGTYPE, and a counter that holds no
+// integer fails.
 func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	fenceKey, err := n.fenceKey(key)
 	if err != nil {
@@ -17,15 +18,20 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	}
 	var held, counter string
 	var found bool
+	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		held, _, _ = n.getLocked(key, now) // MGET reads a key of another type as nil
-		counter, found, _ = n.getLocked(fenceKey, now)
+		if held, _, fail = n.getLocked(key, now); fail != nil {
+			return
+		}
+		counter, found, fail = n.getLocked(fenceKey, now)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return "", 0, err
-	}
-	if !found {
+	case fail != nil:
+		return "", 0, fmt.Errorf("memnode %s: GET: %w", n.addr, fail)
+	case !found:
 		return held, 0, nil
 	}
 	f, err := strconv.ParseInt(counter, 10, 64)

@@ -220,36 +220,42 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 	return res == 1, err
 }
 
-// Peek returns the value key holds ("" when it is absent or holds no
-// string, such as a shared lock's holds) and the lock's fencing counter (0
-// when it has none), read with one MGET (the two keys share a hash slot),
-// so in one atomic step; it changes nothing. It implements
-// redlock.PeekNode.
+// Peek returns the value key holds ("" when it is absent) and the lock's
+// fencing counter (0 when it has none): two GETs in one round trip (a
+// pipeline; GET is in the minimal ACL of docs/nodes.md, MGET is not), so
+// not one atomic step. It changes nothing. A key that holds a shared lock's
+// holds fails with WRONGTYPE. It implements redlock.PeekNode.
 func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	fence, err := fenceKey(key)
 	if err != nil {
 		return "", 0, err
 	}
-	var res []any
+	var value, counter string
 	err = n.do(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = n.client.MGet(ctx, key, fence).Result()
-		return err
+		pipe := n.client.Pipeline()
+		v, f := pipe.Get(ctx, key), pipe.Get(ctx, fence)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for _, c := range []*redis.StringCmd{v, f} {
+			if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+		}
+		value, counter = v.Val(), f.Val()
+		return nil
 	})
 	if err != nil {
 		return "", 0, err
 	}
-	if len(res) != 2 {
-		return "", 0, fmt.Errorf("redisnode: %s: MGET returned %d values, want 2", n.addr, len(res))
+	if counter == "" {
+		return value, 0, nil
 	}
-	value, _ := res[0].(string)
-	var counter int64
-	if s, ok := res[1].(string); ok {
-		if counter, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter holds no integer (%d bytes)", n.addr, len(s))
-		}
+	f, err := strconv.ParseInt(counter, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter holds no integer (%d bytes)", n.addr, len(counter))
 	}
-	return value, counter, nil
+	return value, f, nil
 }
 
 var (
