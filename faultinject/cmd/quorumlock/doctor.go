@@ -229,12 +229,10 @@ func diagnose(facts []nodeFacts) []finding {
 		if f.CommandsErr != nil {
 			add(a, levelInfo, "commands", "COMMAND INFO failed (%v): grant +command|info to check which commands exist", f.CommandsErr)
 		} else {
-			var have, lack []string
+			var have []string
 			for _, c := range probedCommands[2:] {
 				if f.Commands[c] {
 					have = append(have, strings.ToUpper(c))
-				} else {
-					lack = append(lack, strings.ToUpper(c))
 				}
 			}
 			native := "native: " + listOr(have, "none") + " of WAITAOF, DELIFEQ, DELEX (the lock does not use them; it runs Lua scripts)"

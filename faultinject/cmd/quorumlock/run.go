@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -65,7 +66,8 @@ Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE
 (host:port, redis://user:password@host:port/db, rediss://...).
 
 Exit status: COMMAND's own when it ran to its end (128+N after signal N);
-75 not obtained (--conflict-exit-code); 124 lock lost, COMMAND terminated;
+75 held elsewhere (--conflict-exit-code; silent unless --verbose);
+124 lock lost, COMMAND terminated;
 64 usage; 69 masters unavailable or denied access; 126 COMMAND cannot be
 executed; 127 COMMAND not found.
 
@@ -154,8 +156,8 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	fs.BoolVar(&rc.excl, "exclusive", false, "take the write lease of the read-write lock NAME (excludes --shared holders)")
 	fs.IntVar(&rc.sem, "semaphore", 0, "take one of K places of the semaphore NAME")
 	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status")
-	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere (0..255)")
-	fs.BoolVar(&rc.verbose, "verbose", false, "say on stderr when the lock is taken, renewed in trouble, released")
+	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere, which run does not report unless --verbose (0..255)")
+	fs.BoolVar(&rc.verbose, "verbose", false, "say on stderr when the lock is taken, held elsewhere, released, and log the library's warnings (failed renewals, the lease's end, quarantines)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(e.stdout, runUsageText)
@@ -319,6 +321,11 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 	// go-redis logs failed dials; run says what matters in one line.
 	lockkey.DiscardClientLog()
 	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label)}
+	if rc.verbose {
+		// The library's own account: failed renewals with every master's
+		// answer, the lease's end, quarantines, new fencing epochs.
+		copts = append(copts, redlock.WithLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	}
 	if rc.quar > 0 {
 		copts = append(copts, redlock.WithRestartQuarantine(rc.quar))
 	}
@@ -328,9 +335,10 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		return runUsage
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := client.Close(cctx); err != nil {
+		// Without a deadline Close waits at most about 500ms for releases
+		// still queued (a master that timed out); their keys expire with
+		// their TTL.
+		if err := client.Close(context.Background()); err != nil {
 			verbose("%v", err)
 		}
 	}()
@@ -371,8 +379,13 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 			say("%v while waiting for lock %q: the command was not started", sig, rc.name)
 			return signalStatus(sig)
 		}
-		say("%v", err)
-		return rc.notObtainedStatus(err)
+		code := rc.notObtainedStatus(err)
+		if code != rc.conflict || rc.verbose {
+			// Held elsewhere is routine (cron on every host): silent, as
+			// flock -n is, unless --verbose.
+			say("%v", err)
+		}
+		return code
 	}
 	acquired := time.Now()
 	release := func() {
@@ -626,8 +639,9 @@ func (rc *runConfig) acquirer(c *redlock.Client) (func(context.Context) (*redloc
 }
 
 // notObtainedStatus classifies a failed acquisition: masters unavailable
-// (too few answered, or one denied access, or one server listed twice) or
-// held elsewhere (--conflict-exit-code).
+// (too few answered or could vote: failed, or in restart quarantine; or one
+// denied access, or one server is listed twice) or held elsewhere
+// (--conflict-exit-code).
 func (rc *runConfig) notObtainedStatus(err error) int {
 	if errors.Is(err, redlock.ErrInvalidConfig) {
 		return runUnavailable
@@ -639,7 +653,7 @@ func (rc *runConfig) notObtainedStatus(err error) int {
 	failed := 0
 	for _, r := range qe.Nodes {
 		switch {
-		case r.Err == nil, errors.Is(r.Err, redlock.ErrNodeTaken), errors.Is(r.Err, redlock.ErrNodeQuarantined),
+		case r.Err == nil, errors.Is(r.Err, redlock.ErrNodeTaken),
 			errors.Is(r.Err, redlock.ErrNoReply): // undecided when the attempt was: not a failure
 		case errors.Is(r.Err, redlock.ErrNodeDenied):
 			return runUnavailable

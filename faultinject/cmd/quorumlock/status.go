@@ -606,7 +606,11 @@ func (l lockStatus) printSummary(w io.Writer) {
 				k++
 			}
 		}
-		fmt.Fprintf(w, "lock %q: %s, each on a quorum (at least %d of %d masters)\n", l.Name, plural(k, "holder"), l.Quorum, n)
+		each := ", each"
+		if k == 1 {
+			each = ""
+		}
+		fmt.Fprintf(w, "lock %q: %s%s on a quorum (at least %d of %d masters)\n", l.Name, plural(k, "holder"), each, l.Quorum, n)
 	default:
 		fmt.Fprintf(w, "lock %q: not held by any quorum\n", l.Name)
 	}

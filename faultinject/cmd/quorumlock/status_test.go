@@ -28,8 +28,8 @@ const aclOperator = "on >Op-pw-7 resetchannels ~jobs:* ~{jobs:* -@all +evalsha +
 	"+type +pttl +zrangebyscore +zcount +scan"
 
 // authMasters starts three masters: the first with a password for the
-// default user, the other two with the ACL user "operator" (aclOperator)
-// and the default user off. It returns the masters' URLs with the right
+// default user, the other two with the ACL users "operator" (aclOperator)
+// and "admin" (everything), and the default user off. It returns the masters' URLs with the right
 // credentials, and their host:port addresses.
 func authMasters(t *testing.T) (urls, addrs []string) {
 	t.Helper()
@@ -44,6 +44,7 @@ func authMasters(t *testing.T) (urls, addrs []string) {
 		c := admin(t, &redis.Options{Addr: a})
 		for _, cmd := range [][]any{
 			append([]any{"ACL", "SETUSER", "operator"}, toAny(strings.Fields(aclOperator))...),
+			{"ACL", "SETUSER", "admin", "on", ">Admin-pw-1", "~*", "&*", "+@all"},
 			{"ACL", "SETUSER", "default", "off"},
 		} {
 			if err := c.Do(ctx, cmd...).Err(); err != nil {
@@ -127,7 +128,17 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	}
 	t.Setenv(envNodes, "")
 	t.Setenv(envNodesFile, file)
-	secrets := []string{"Default-pw-3", "Op-pw-7"}
+	secrets := []string{"Default-pw-3", "Op-pw-7", "Admin-pw-1"}
+	runDoctor := func(t *testing.T) (int, string) {
+		t.Helper()
+		code, out, stderr := runMain(t, "doctor")
+		for _, s := range secrets {
+			if strings.Contains(out+stderr, s) {
+				t.Fatalf("doctor shows a password:\n%s%s", out, stderr)
+			}
+		}
+		return code, out + stderr
+	}
 	status := func(args ...string) (int, string) {
 		t.Helper()
 		code, out, stderr := runMain(t, append([]string{"status"}, args...)...)
@@ -244,6 +255,24 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	if len(snap.Locks) != 1 || snap.Locks[0].Kind != "read-write" || snap.Locks[0].State != "held" || len(snap.Locks[0].Holders) != 2 ||
 		len(snap.Nodes) != 3 || snap.Nodes[0].Role != "master" || len(snap.Locks[0].Nodes[1].Holds) != 2 {
 		t.Errorf("--json: %+v", snap)
+	}
+
+	// doctor with the same user: without +config|get +command|info it says
+	// what it could not read; with them (docs/operations.md) it reads all.
+	code, out = runDoctor(t)
+	if code != exitOK || !regexp.MustCompile(`(?m)^`+addrs[1]+` +info +commands +COMMAND INFO failed \(NOPERM`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+addrs[1]+` +warn +persistence +appendonly no:`).MatchString(out) {
+		t.Errorf("doctor as a user without +config|get +command|info: exit %d\n%s", code, out)
+	}
+	for _, a := range addrs[1:] {
+		c := admin(t, &redis.Options{Addr: a, Username: "admin", Password: "Admin-pw-1"})
+		if err := c.Do(ctx, "ACL", "SETUSER", "operator", "+config|get", "+command|info").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out = runDoctor(t)
+	if code != exitOK || strings.Count(out, " ok    commands ") != 3 || strings.Count(out, " info  tcp-backlog ") != 3 {
+		t.Errorf("doctor as a user with +config|get +command|info: exit %d\n%s", code, out)
 	}
 
 	// Without credentials, and with a wrong password: each master says why.
