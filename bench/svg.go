@@ -15,7 +15,7 @@ var palette = []string{"#000000", "#999999", "#0072b2", "#56b4e9", "#009e73", "#
 // WriteSVG draws the rows as an SVG image (hand-written, no dependency):
 // on the left, the healthy lock+unlock p50 by N for every contender (one
 // line each; a contender measured at one N is a point); on the right, for
-// the contention rows at the largest N measured, each contender's share of
+// the contention rows at N=5 (or the largest N measured), each contender's share of
 // handoffs to another client (bars, 100% is a perfectly fair lock) with
 // its handoff p99 and acquisitions per second. A panel without rows says
 // so.
@@ -90,12 +90,15 @@ func WriteSVG(w io.Writer, rows []Row) error {
 		}
 	}
 
-	// Right: contention fairness at the largest N.
+	// Right: contention fairness at N=5, or the largest N measured.
 	var crows []Row
 	cn := 0
 	for _, r := range rows {
-		if r.Clients > 0 && r.Cycles > 0 {
+		if r.Clients > 0 && r.Cycles > 0 && cn != goalN {
 			cn = max(cn, r.N)
+			if r.N == goalN {
+				cn = goalN
+			}
 		}
 	}
 	for _, r := range rows {

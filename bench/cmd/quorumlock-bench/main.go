@@ -35,8 +35,8 @@
 // Then the performance targets with the ratio measured, and the
 // contenders' settings. --json writes the rows (contender, n, condition,
 // one field per figure), --svg a chart (p50 by N per contender;
-// contention fairness). A progress bar is drawn on stderr when it is a
-// terminal.
+// contention fairness). Progress goes to stderr: a bar when it is a
+// terminal, else a line every tenth of the rounds.
 //
 // Every delay and fault is made in the client (a net.Conn wrapper), not in
 // the kernel: see the bench package's Condition.
@@ -124,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tweak fun
 
 	bar := newBar(stderr)
 	cfg.Progress = bar.update
+	if !bar.tty {
+		cfg.Log = stderr // progress as lines instead
+	}
 	before := loadAvg()
 	start := time.Now()
 	fmt.Fprintf(stderr, "quorumlock-bench: %s\n", where(cfg, masters))
