@@ -260,7 +260,7 @@ func where(cfg bench.Config, masters []bench.Master) string {
 	for i, m := range masters {
 		addrs[i] = m.String()
 	}
-	return fmt.Sprintf("%d masters given with --nodes: %s", len(masters), strings.Join(addrs, ", "))
+	return fmt.Sprintf("given with --nodes (%d): %s", len(masters), strings.Join(addrs, ", "))
 }
 
 // shownArgs returns the command's flags as parsed, the masters of --nodes
@@ -396,13 +396,8 @@ func (b *bar) update(done, total int) {
 	b.last = time.Now()
 	const width = 40
 	full := done * width / total
-	eta := ""
-	if done > 0 && done < total {
-		el := time.Since(b.start)
-		eta = fmt.Sprintf(", about %v left", (el * time.Duration(total-done) / time.Duration(done)).Round(time.Second))
-	}
-	fmt.Fprintf(b.w, "\r[%s%s] %3d%% %v%s   ", strings.Repeat("#", full), strings.Repeat(".", width-full), done*100/total,
-		time.Since(b.start).Round(time.Second), eta)
+	fmt.Fprintf(b.w, "\r[%s%s] %3d%% of %d slices, %v   ", strings.Repeat("#", full), strings.Repeat(".", width-full),
+		done*100/total, total, time.Since(b.start).Round(time.Second))
 	b.drawn = true
 }
 

@@ -142,7 +142,7 @@ func TestNodesWithPassword(t *testing.T) {
 			t.Errorf("%s shows the password", name)
 		}
 	}
-	if !strings.Contains(out.String(), "3 masters given with --nodes: 127.0.0.1:") {
+	if !strings.Contains(out.String(), "- masters: given with --nodes (3): 127.0.0.1:") {
 		t.Errorf("stdout does not list the masters as host:port:\n%s", out.String())
 	}
 	var rows []bench.Row
