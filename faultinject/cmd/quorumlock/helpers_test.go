@@ -98,6 +98,9 @@ func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	p.cmd = exec.Command(quorumlockBin(t), args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	// A command that outlives run (a bug) keeps the output pipes open: do
+	// not wait for it to close them once run has exited.
+	p.cmd.WaitDelay = 2 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

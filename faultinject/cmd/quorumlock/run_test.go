@@ -638,3 +638,32 @@ func TestRunNodesFromEnvironmentAndFile(t *testing.T) {
 		t.Errorf("no password: exit %d, want %d and NOAUTH:\n%s", code, runUnavailable, stderr)
 	}
 }
+
+// TestRunKilledTakesItsCommand: when run itself is killed with SIGKILL, the
+// kernel kills its command too (Pdeathsig), so that the command does not
+// go on after the lock has expired.
+func TestRunKilledTakesItsCommand(t *testing.T) {
+	addrs := startMasters(t, 3)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	r := startProc(t, "R", []string{nodesEnv(addrs), "PIDFILE=" + pidFile}, "run", "jobs:killed", "--",
+		script(t, dir, "job.sh", `echo $$ > "$PIDFILE"
+while :; do sleep 0.02; done
+`))
+	var pid int
+	r.waitWhile(procLimit, "the command's pid", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if it survived
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(procLimit)
+	waitUntil(t, procLimit, "the command to be gone", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie waiting for init to reap it.
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+}
