@@ -236,7 +236,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
 		node:    NodePeek,
-		lock:    m.info,
+		lock:    &m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
 			v, f, err := mb.peek.Peek(ctx, m.name)
 			values[i], fences[i] = v, f

@@ -348,7 +348,7 @@ func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 		no:      ErrNodeNotHeld,
 		vote:    true,
 		node:    NodeExtend,
-		lock:    m.info,
+		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
 		},

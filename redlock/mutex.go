@@ -184,7 +184,7 @@ func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error
 		no:      ErrNodeTaken,
 		vote:    true,
 		node:    NodeAcquire,
-		lock:    m.info,
+		lock:    &m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
 			g, err := m.kind.acquire(ctx, mb, m.name, value, keyTTL)
 			grants[i] = g
@@ -270,7 +270,7 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 			timeout: m.c.cfg.nodeTimeout,
 			no:      ErrNodeNotHeld,
 			node:    NodeFence,
-			lock:    m.info,
+			lock:    &m.info,
 			do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 				if mb.keeper != nil {
 					return mb.keeper.RaiseFenceKeep(ctx, m.name, value, token, keep)

@@ -15,8 +15,8 @@ const maxBacklog = 1024
 type pendingRelease struct {
 	key, value string
 	guard      time.Duration
-	kind       kind     // the lock's kind: removes key=value, or value's hold
-	lock       LockInfo // for the client's Observer
+	kind       kind      // the lock's kind: removes key=value, or value's hold
+	lock       *LockInfo // for the client's Observer (the Mutex's)
 }
 
 // send runs the release on mb.
@@ -127,7 +127,7 @@ func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
 		if change == BacklogQueued {
 			delta = 1
 		}
-		c.obs.Backlog(ctx, BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: delta})
+		c.obs.Backlog(ctx, BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: delta})
 	}
 }
 
@@ -148,7 +148,7 @@ func (c *Client) drain(i int) {
 			m.mu.Unlock()
 			if c.obs != nil {
 				for _, p := range abandoned {
-					c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned, Delta: -1})
+					c.obs.Backlog(context.Background(), BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned, Delta: -1})
 				}
 			}
 			return
@@ -172,7 +172,7 @@ func (c *Client) drain(i int) {
 			}
 		}
 		if c.obs != nil {
-			c.obs.NodeCall(context.Background(), NodeEvent{Lock: p.lock, Op: NodeRetry, Node: m.addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+			c.obs.NodeCall(context.Background(), NodeEvent{Lock: *p.lock, Op: NodeRetry, Node: m.addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
 		}
 		// Done once the node answered, or refused the connection: then
 		// the server process that may have received the acquire is gone,
@@ -191,7 +191,7 @@ func (c *Client) drain(i int) {
 			n := len(m.backlog)
 			m.mu.Unlock()
 			if c.obs != nil {
-				c.obs.Backlog(context.Background(), BacklogEvent{Lock: p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: -1})
+				c.obs.Backlog(context.Background(), BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: -1})
 			}
 			delay = first
 			continue

@@ -51,7 +51,7 @@ type op struct {
 	vote bool
 	// node and lock describe each node call to the client's Observer.
 	node NodeOp
-	lock LockInfo
+	lock *LockInfo // a pointer: op stays small enough for closures to copy (no allocation)
 }
 
 // identifyTimeout bounds the first contact with a node (dial, TLS, AUTH and
@@ -139,7 +139,7 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 	start := time.Now()
 	err := c.runCall(ctx, shared, i, cl, o)
 	if !cl.skipped {
-		obs.NodeCall(ctx, NodeEvent{Lock: o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+		obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
 	}
 	return err
 }

@@ -212,7 +212,7 @@ func (c *Client) kindFor(ctor string, hold *Hold, l lockConfig) (kind, error) {
 
 // target is what releasing value removes: key=value, or its hold.
 func (m *Mutex) target(value string) pendingRelease {
-	return pendingRelease{key: m.name, value: value, kind: m.kind, lock: m.info}
+	return pendingRelease{key: m.name, value: value, kind: m.kind, lock: &m.info}
 }
 
 // holdCount is the highest hold count among the nodes that granted the
