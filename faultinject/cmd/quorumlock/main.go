@@ -104,6 +104,7 @@ commands:
   status  show who holds a lock, its TTL and fencing counter, per master (quorumlock status -h)
   doctor  check the masters' settings the lock relies on (quorumlock doctor -h)
   chaos   run the chaos suite and check the lock's safety (quorumlock chaos -h)
+  bench   measure quorumlock side by side with redsync, redislock and rueidislock (quorumlock bench -h)
 `
 
 // run is main without the process: it parses args, writes to stdout and
@@ -128,11 +129,13 @@ func dispatch(ctx context.Context, args []string, e *env) int {
 		return doctorCmd(ctx, args[1:], e)
 	case "chaos":
 		return chaosCmd(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, chaos)\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, chaos, bench)\n%s", args[0], usage)
 	return exitUsage
 }
 

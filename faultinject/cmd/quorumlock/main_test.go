@@ -72,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 // TestUsageNamesOnlyCommandsThatExist: no command is listed before it exists.
 func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
 	code, out, _ := runMain(t, "help")
-	for _, c := range []string{"\n  run ", "\n  status ", "\n  doctor ", "\n  chaos "} {
+	for _, c := range []string{"\n  run ", "\n  status ", "\n  doctor ", "\n  chaos ", "\n  bench "} {
 		if code != exitOK || !strings.Contains(out, c) {
 			t.Fatalf("help: exit %d, output %q lacks %q", code, out, c)
 		}
@@ -264,5 +264,15 @@ func TestChaosQuickWithoutRedisServer(t *testing.T) {
 	code, _, stderr = runMain(t, "chaos", "--quick", "--backend", "process", "--scenario", "healthy")
 	if code != exitFail || !strings.Contains(stderr, "--backend process is not available here") {
 		t.Errorf("--quick --backend process without redis-server: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestBenchIsDispatched: "quorumlock bench" reaches the bench command's
+// entry (its help is answered without building quorumlock-bench; the bench
+// module's own tests run quorumlock-bench itself).
+func TestBenchIsDispatched(t *testing.T) {
+	code, out, errOut := runMain(t, "bench", "-h")
+	if code != exitOK || !strings.Contains(out+errOut, "usage: quorumlock bench") || !strings.Contains(out+errOut, "--quick") {
+		t.Fatalf("quorumlock bench -h: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
