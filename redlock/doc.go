@@ -25,6 +25,8 @@
 //
 //   - ExampleMutex_Do: Do with fencing tokens; a late write with an older
 //     token is refused by the resource.
+//   - ExampleWithLogger: the library's log/slog records and go-redis's own
+//     log lines in one logger.
 //   - ExampleLease_Done: a renewed lease that learns the lock is lost.
 //   - ExampleClient_NewRWMutex, ExampleClient_NewSemaphore,
 //     ExampleClient_NewReentrant: the lock shapes.
@@ -39,12 +41,31 @@
 // RedLock alone assumes bounded clock drift, masters that keep their keys
 // across restarts, and holders that stop at their deadline. Options cover
 // what it cannot: WithFencing (Lease.Fence: a token the protected
-// resource checks, which stops a holder paused past its lease),
+// resource checks, which stops a holder paused past its lease; its counters
+// expire WithFenceRetention after their last use),
 // WithAutoRenew and Mutex.Do (leases that end in time), WithRestartQuarantine
 // (masters that restarted empty or failed over do not vote for a TTL) and
 // WithLockDelay. docs/algorithm.md gives the argument and docs/safety.md the
 // chaos suite's evidence; docs/shapes.md describes the reentrant mutex,
 // read-write lock and semaphore.
+//
+// # Leader election
+//
+// Client.NewElection elects one leader at a time on the same quorum, as
+// etcd's concurrency.Election does: Election.Campaign waits to be elected
+// and returns a Leadership whose Term is a fencing token and whose Done
+// closes before another candidate can be elected; Resign hands it back;
+// Election.Leader and Election.Observe tell anyone who leads
+// (docs/algorithm.md, "Election").
+//
+// # Observability
+//
+// WithObserver installs an Observer, called synchronously for every
+// operation, attempt, node call, lease end, fencing epoch, quarantine and
+// release backlog change (nothing is built without one); WithLogger writes
+// log/slog records of what an operator needs to know. The modules
+// observe/redlockprometheus and observe/redlockotel are Observers for
+// Prometheus and OpenTelemetry (docs/observability.md).
 //
 // # Errors
 //
