@@ -107,6 +107,11 @@ type Leadership struct {
 // that refuses a lower term than the highest it has seen.
 func (l *Leadership) Term() int64 { return l.lease.fence }
 
+// Lease returns the lease behind the leadership, for its Token, Until and
+// Fence (Term is its Fence). It renews itself; Unlock on it ends the
+// leadership as Resign does.
+func (l *Leadership) Lease() *Lease { return l.lease }
+
 // Value returns the value the leader campaigned with.
 func (l *Leadership) Value() string { return l.value }
 

@@ -70,6 +70,7 @@ func TestElectionCampaignObserveResign(t *testing.T) {
 			t.Fatal("b was elected while a led")
 		default:
 		}
+		assert.Equal(t, la.Term(), fenceOf(t, la.Lease()))
 		require.NoError(t, la.Resign(ctx))
 		<-la.Done()
 		assert.ErrorIs(t, la.Err(), redlock.ErrReleased)
@@ -125,7 +126,10 @@ func TestElectionErrors(t *testing.T) {
 		_, err = newElection(t, newClient(t, nodes)).Campaign(ctx, "second")
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.NoError(t, l.Resign(context.Background()))
+		require.NoError(t, l.Lease().Unlock(context.Background()))
+		<-l.Done() // Unlock of the lease ends the leadership too
+		require.ErrorIs(t, l.Err(), redlock.ErrReleased)
+		require.NoError(t, l.Resign(context.Background()), "released already")
 
 		plains := []redlock.Node{plain{nodes[0]}, plain{nodes[1]}, plain{nodes[2]}}
 		_, err = newClient(t, plains).NewElection(electionName)
