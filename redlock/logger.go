@@ -9,7 +9,8 @@ import (
 // needs to know, through l:
 //
 //   - Warn: a renewal failed (with its *QuorumError, which names every
-//     node's result), a lease expired or was lost (how long it was held, and
+//     node's result; not one that found its lease already unlocked), a
+//     lease expired or was lost (how long it was held, and
 //     the last renewal's error), a queued release was dropped or abandoned;
 //   - Info: a node's restart quarantine started, a fencing token started a
 //     new epoch;
@@ -44,7 +45,7 @@ type slogObserver struct {
 func (s *slogObserver) OpDone(ctx context.Context, e OpEvent) {
 	level := slog.LevelDebug
 	msg := "redlock: " + string(e.Op)
-	if e.Op == OpExtend && e.Renewal && e.Outcome != OutcomeOK {
+	if e.Op == OpExtend && e.Renewal && e.Outcome != OutcomeOK && e.Outcome != OutcomeEnded { // ended: Unlock came first
 		level, msg = slog.LevelWarn, "redlock: renewal failed"
 	}
 	if !s.log.Enabled(ctx, level) {
