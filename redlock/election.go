@@ -167,8 +167,8 @@ func (l *Leadership) Resign(ctx context.Context) error {
 func (l *Leadership) end(err error) {
 	l.once.Do(func() {
 		l.err = err
+		l.cancel(err) // Context is done by the time Done closes
 		close(l.done)
-		l.cancel(err)
 	})
 }
 
