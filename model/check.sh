@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# model/check.sh: model-check quorumlock's protocol with SPIN (docs/verification.md).
+#
+#   model/check.sh            every configuration below (make model)
+#   model/check.sh quick      the small ones (make test): seconds
+#   model/check.sh NAME...    the configurations named
+#   model/check.sh -update    also write each counterexample's `spin -t -p`
+#                             output to faultinject/sim/testdata/model/NAME.trail
+#
+# Each configuration is a model (redlock.pml or shapes.pml), its -D flags, and
+# what it must give: "pass" (every property holds in every reachable state:
+# 0 errors, search completed) or "violate PROPERTY" (a counterexample that
+# breaks that property: the mechanism switched off, or the documented
+# unsafe condition, is shown able to fail). A configuration that gives
+# anything else fails the run. Counterexamples are searched breadth-first
+# (the shortest trail).
+#
+# Needs spin (Debian: apt-get install spin) and gcc. MEMLIM (MB, default
+# 4000) bounds each verifier's memory; only one verifier runs at a time.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=${OUT:-${TMPDIR:-/tmp}/quorumlock-model}
+memlim=${MEMLIM:-4000}
+update=0
+
+# name | model | flags | expect | quick
+configs=(
+# ---- the protected protocol: every property holds ----
+"safe-network|redlock|-DA=2 -DDELAY -DSPLIT -DEXTENDS=1 -DWRITES|pass|"
+"safe-loss|redlock|-DLOSS -DEXTENDS=1 -DWRITES|pass|"
+"safe-clocks|redlock|-DFAST -DDELAY -DSPLIT -DEXTENDS=1 -DWRITES|pass|"
+"safe-clocks-3|redlock|-DC=3 -DFAST -DWRITES|pass|"
+"safe-restarts|redlock|-DQUAR -DRESTARTS=2 -DRESTART_EMPTY -DRESTART_KEEP -DSPLIT -DLATE -DDELAY|pass|"
+"safe-restarts-3|redlock|-DC=3 -DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DLATE|pass|"
+"safe-pauses|redlock|-DMPAUSE -DBACKLOG -DDELAY -DSPLIT|pass|"
+"safe-pauses-2|redlock|-DA=2 -DMPAUSE -DBACKLOG|pass|"
+"safe-fencing|redlock|-DFENCING -DQUAR -DRESTARTS=2 -DRESTART_EMPTY -DDELAY -DCPAUSE|pass|"
+"safe-writeback|redlock|-DFENCING -DCSKEW -DDELAY -DSPLIT|pass|"
+"safe-fencing-unsafe|redlock|-DFENCING -DFENCE_ONLY -DJUMP -DCPAUSE -DRESTARTS=1 -DRESTART_EMPTY -DBEYOND|pass|"
+"safe-semaphore|shapes|-DSEM -DDELAY|pass|"
+"safe-semaphore-clocks|shapes|-DSEM -DFAST -DRESTARTS=1|pass|"
+"safe-rw|shapes|-DRW -DDELAY|pass|"
+"safe-rw-clocks|shapes|-DRW -DFAST -DRESTARTS=1|pass|"
+"safe-quick|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DFAST -DWRITES|pass|quick"
+# ---- documented unsafe conditions: a counterexample each ----
+"unsafe-restart|redlock|-DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
+"unsafe-jump|redlock|-DJUMP|violate mutual-exclusion|quick"
+"unsafe-pause|redlock|-DCPAUSE|violate fresh-writes|quick"
+# ---- each mechanism switched off (internal/knobs): a counterexample each ----
+"NoQuarantine|redlock|-DQUAR -DNO_QUARANTINE -DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
+"NoVoteIdentity|redlock|-DQUAR -DNO_VOTE_ID -DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
+"NoDrift|redlock|-DFAST -DNO_DRIFT|violate mutual-exclusion|quick"
+"NoReleaseGuard|redlock|-DDELAY -DNO_GUARD|violate release-guard|quick"
+"NoFenceEpoch|redlock|-DFENCING -DQUAR -DRESTARTS=2 -DRESTART_EMPTY -DNO_EPOCH|violate token-order|quick"
+"NoFenceWriteBack|redlock|-DFENCING -DCSKEW -DNO_WRITEBACK|violate token-order|quick"
+"DialTimeoutNotSent|redlock|-DMPAUSE -DBACKLOG -DDIAL_NOTSENT|violate no-orphans|quick"
+"NoShapeQuorum|shapes|-DSEM -DNO_SHAPE_QUORUM|violate semaphore-bound|quick"
+"NoExtendCheck|redlock|-DEXTENDS=1 -DNO_EXTEND_CHECK|violate extend-after-end|quick"
+# ---- found by the model: a clock jump repeats a fencing token ----
+"jump-fencing-3|redlock|-DC=3 -DFENCING -DFENCE_ONLY -DJUMP|violate unique-tokens|"
+)
+
+want=()
+for a in "$@"; do
+	case $a in
+	-update) update=1 ;;
+	*) want+=("$a") ;;
+	esac
+done
+
+command -v spin >/dev/null || { echo "model/check.sh: spin not found (Debian: apt-get install spin)" >&2; exit 2; }
+command -v gcc >/dev/null || { echo "model/check.sh: gcc not found" >&2; exit 2; }
+mkdir -p "$out"
+
+selected() { # name quick
+	[ ${#want[@]} -eq 0 ] && return 0
+	for w in "${want[@]}"; do
+		[ "$w" = "$1" ] && return 0
+		[ "$w" = quick ] && [ "$2" = quick ] && return 0
+		[ "$w" = all ] && return 0
+	done
+	return 1
+}
+
+fails=0 ran=0 total_states=0
+start_all=$(date +%s)
+printf '%-22s %-8s %-28s %12s %8s %s\n' configuration model result states seconds flags
+for c in "${configs[@]}"; do
+	IFS='|' read -r name model flags expect quick <<<"$c"
+	selected "$name" "$quick" || continue
+	ran=$((ran + 1))
+	d="$out/$name"
+	rm -rf "$d"
+	mkdir -p "$d"
+	cp "$here/$model.pml" "$d/"
+	cd "$d"
+	# shellcheck disable=SC2086
+	spin -a $flags "$model.pml" >spin.log 2>&1 || { echo "$name: spin -a failed:"; cat spin.log; exit 2; }
+	cc=(-O2 -w -DSAFETY "-DMEMLIM=$memlim")
+	[ "$expect" != pass ] && cc+=(-DBFS)
+	gcc "${cc[@]}" -o pan pan.c 2>gcc.log || { echo "$name: gcc failed:"; cat gcc.log; exit 2; }
+	t0=$(date +%s.%N)
+	./pan -E -m100000 >pan.out 2>&1 || true
+	t1=$(date +%s.%N)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | head -1)
+	states=$(awk '/states, stored/ { print $1; exit }' pan.out)
+	incomplete=$(grep -c "Search not completed" pan.out || true)
+	result=""
+	if [ -f "$model.pml.trail" ]; then
+		# shellcheck disable=SC2086
+		spin -t -p $flags "$model.pml" >trail.txt 2>&1 || true
+		got=$(sed -n 's/^ *EV violate \([a-z-]*\).*/\1/p' trail.txt | head -1)
+		result="violate $got"
+		if [ "$update" = 1 ]; then
+			dst="$root/faultinject/sim/testdata/model/$name.trail"
+			mkdir -p "$(dirname "$dst")"
+			{
+				echo "# model/check.sh $name: spin -t -p $flags $model.pml"
+				grep -E '^ *EV ' trail.txt | sed 's/^ *//'
+			} >"$dst"
+		fi
+	elif [ "${errors:-x}" = 0 ] && [ "$incomplete" = 0 ]; then
+		result=pass
+	elif [ "$incomplete" != 0 ]; then
+		result="incomplete (memory)"
+	else
+		result="errors=${errors:-?}"
+	fi
+	total_states=$((total_states + ${states:-0}))
+	mark=""
+	if [ "$result" != "$expect" ]; then
+		mark="  <-- want: $expect"
+		fails=$((fails + 1))
+	fi
+	printf '%-22s %-8s %-28s %12s %8s %s%s\n' "$name" "$model" "$result" "${states:-?}" "$secs" "$flags" "$mark"
+	cd "$here"
+done
+end_all=$(date +%s)
+echo "$ran configurations, $total_states states in all, $((end_all - start_all)) s; output in $out"
+if [ "$fails" -gt 0 ]; then
+	echo "model/check.sh: $fails configuration(s) did not give what they must" >&2
+	exit 1
+fi
