@@ -1,15 +1,17 @@
 # quorumlock: make test installs what the tests need (when root) and runs the
-# tests of every module: the library (root), faultinject/ and bench/.
+# tests of every module: the library (root), faultinject/, bench/ and the
+# observer adapters (observe/redlockprometheus, observe/redlockotel).
 # Each module is built, vetted and tested on its own (GOWORK=off: go.work is
 # the development workspace, not something a module needs to build).
 SHELL := /bin/bash
 GO ?= go
-MODULES := . faultinject bench
+ADAPTERS := observe/redlockprometheus observe/redlockotel
+MODULES := . faultinject bench $(ADAPTERS)
 export GOWORK := off
 
-.PHONY: test test-lib test-faultinject test-bench deps vet staticcheck fmt-check bench chaos simulate
+.PHONY: test test-lib test-faultinject test-bench test-adapters deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet staticcheck test-lib test-faultinject test-bench
+test: deps fmt-check vet staticcheck test-lib test-faultinject test-bench test-adapters
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -20,6 +22,11 @@ test-lib:
 # (a plain go test runs it on the best one only).
 test-faultinject:
 	cd faultinject && QUORUMLOCK_CHAOS_BACKENDS=all $(GO) test -race -count=1 -p 1 -timeout 30m ./...
+
+# The adapters are modules of their own, so that the library's dependency
+# graph never holds client_golang or OpenTelemetry.
+test-adapters:
+	@set -e; for m in $(ADAPTERS); do echo "go test ($$m)"; (cd $$m && $(GO) test -race -count=1 -timeout 5m ./...); done
 
 # bench's tests include a smoke run of every benchmark (one iteration each).
 test-bench:
