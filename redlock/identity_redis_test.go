@@ -328,6 +328,11 @@ func TestDuplicateRefusedBeforeItVotes(t *testing.T) {
 			}
 		}
 		require.True(t, found, "trial %d: the duplicate was never refused", trial)
+		// A refused attempt's rollback on a node whose acquire was still in
+		// flight finishes in the background; Close waits for it.
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		require.NoError(t, c.Close(cctx), "trial %d", trial)
+		cancel()
 		for i := range ms.raw {
 			_, held := ms.keys(t, i)[lockName]
 			assert.False(t, held, "trial %d: lock key left on master %d", trial, i)
@@ -419,6 +424,12 @@ func TestUnreadMemberKeepsAnAliasOut(t *testing.T) {
 
 			lease, err := m.TryLock(ctx)
 			if old {
+				// On a loaded machine an attempt may time out on a node; the
+				// old rule keeps granting from one server's two votes, so a
+				// few bounded attempts show it.
+				for i := 0; i < 10 && err != nil; i++ {
+					lease, err = m.TryLock(ctx)
+				}
 				require.NoError(t, err, "with the old rule one server votes twice")
 				_ = lease.Unlock(ctx) // its two "votes" are one key: Unlock finds too few
 				return
