@@ -35,14 +35,16 @@ type Node struct {
 
 // lockActions is what Node promotes from its *redisnode.Node.
 type lockActions interface {
-	redlock.FencingNode
+	redlock.FenceExpiryNode
 	redlock.ShapeNode
+	redlock.PeekNode
 }
 
 var (
-	_ redlock.FencingNode = (*Node)(nil)
-	_ redlock.ShapeNode   = (*Node)(nil)
-	_ lockActions         = (*redisnode.Node)(nil)
+	_ redlock.FenceExpiryNode = (*Node)(nil)
+	_ redlock.ShapeNode       = (*Node)(nil)
+	_ redlock.PeekNode        = (*Node)(nil)
+	_ lockActions             = (*redisnode.Node)(nil)
 )
 
 // dialNode builds the Node of the master called name behind proxyAddr.
