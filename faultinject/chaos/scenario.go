@@ -228,8 +228,8 @@ func (s Scenario) Validate() error {
 		return bad("split needs an odd number of nodes, have %d", s.Nodes)
 	case s.Split && s.Clients < 2:
 		return bad("split needs at least 2 clients, have %d", s.Clients)
-	case s.Shape != Mutex && s.Shape != RW && s.Shape != Semaphore && s.Shape != Reentrant:
-		return bad("shape %q must be one of %q, %q, %q, %q", s.Shape, Mutex, RW, Semaphore, Reentrant)
+	case s.Shape != Mutex && s.Shape != RW && s.Shape != Semaphore && s.Shape != Reentrant && s.Shape != Election:
+		return bad("shape %q must be one of %q, %q, %q, %q, %q", s.Shape, Mutex, RW, Semaphore, Reentrant, Election)
 	case (s.Shape == Semaphore) != (s.K > 0):
 		return bad("K %d must be positive for a semaphore and 0 otherwise (shape %q)", s.K, s.Shape)
 	case s.Shape != Mutex && (s.Fencing || s.Renew):
@@ -347,6 +347,11 @@ var builtin = []Scenario{
 		About: "reentrant mutex, one owner per client re-entering once per hold: a minority is paused, again and again; two owners never overlap",
 		Schedule: []Step{{At: 300 * time.Millisecond, For: 500 * time.Millisecond, Every: 300 * time.Millisecond,
 			Fault: faultinject.Pause{}, Target: Minority}},
+	},
+	{
+		Name: "election-restart-quarantined", Expect: Safe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true, Quarantine: true,
+		About:    "leader election (leaderships fenced and self-renewing; the register judges writes by time, so two leaders at once count): a master of the leader's bare quorum restarts empty, with the restart quarantine: one leader at a time (without it: two leaders, 10 violations in a short run)",
+		Schedule: restartAtOnce,
 	},
 	{
 		Name: "restart-delayed", Expect: Safe, Nodes: 3, Clients: 2, TTL: splitTTL, Hold: hold, Split: true,

@@ -24,6 +24,10 @@ const (
 	// Reentrant: Client.NewReentrant, one owner per client, which re-enters
 	// once inside every critical section.
 	Reentrant Shape = "reentrant"
+	// Election: Client.NewElection; each acquisition is a leadership won
+	// by Campaign (fenced and self-renewing, as every leadership is), ended
+	// by its lease's Unlock (as Resign does).
+	Election Shape = "election"
 )
 
 // locker is one client's lock of the scenario's shape.
@@ -31,7 +35,8 @@ type locker struct {
 	mu    *redlock.Mutex // Mutex and Reentrant
 	rw    *redlock.RWMutex
 	sem   *redlock.Semaphore
-	owner string // Reentrant
+	el    *redlock.Election
+	owner string // Reentrant; Election: the candidate's value
 	k     int    // Semaphore
 }
 
@@ -50,6 +55,9 @@ func newLocker(rc *redlock.Client, sh Shape, k, places int, name string, opts []
 	case Reentrant:
 		l.owner = fmt.Sprintf("client%d", k)
 		l.mu, err = rc.NewReentrant(name, l.owner, opts...)
+	case Election:
+		l.owner = fmt.Sprintf("client%d", k)
+		l.el, err = rc.NewElection(name, opts...)
 	default:
 		err = fmt.Errorf("chaos: unknown shape %q", sh)
 	}
@@ -71,6 +79,11 @@ func (l locker) lock(ctx context.Context) (*redlock.Lease, history.Event, error)
 	case l.sem != nil:
 		ev.Limit = l.k
 		lease, err = l.sem.Acquire(ctx)
+	case l.el != nil:
+		var lead *redlock.Leadership
+		if lead, err = l.el.Campaign(ctx, l.owner); err == nil {
+			lease = lead.Lease()
+		}
 	default:
 		ev.Owner = l.owner
 		lease, err = l.mu.Lock(ctx)

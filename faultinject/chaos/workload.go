@@ -106,6 +106,9 @@ func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq hist
 			time.Sleep(time.Until(lease.Until()) + req.pause) // the process is stopped
 		}
 		fence, _ := lease.Fence() // 0 without fencing: the register then judges by time
+		if !r.sc.Fencing {
+			fence = 0 // an election's terms are tokens; its scenario judges by time
+		}
 		r.reg.Write(k, tok, fence, r.clock.Of(lease.Until()), fmt.Sprintf("client%d:%s", k, tok))
 	default:
 		r.hist.Add(history.Event{Client: k, Kind: history.LockLost, At: r.clock.Now(), Token: tok, Err: "validity ended before the write"})
