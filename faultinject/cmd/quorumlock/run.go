@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -65,10 +67,28 @@ with --fencing, QUORUMLOCK_FENCE (the fencing token) in its environment.
 Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE
 (host:port, redis://user:password@host:port/db, rediss://...).
 
+Logging: one line per record on stderr, "quorumlock run: " and a message
+with key=value attributes. --log-level error shows run's errors (a lock not
+obtained for a reason other than held elsewhere, a lost lock, a command that
+cannot start); warn (the default) adds the library's warnings: failed
+renewals with every master's answer, a lease lost, releases given up;
+info (--verbose) adds when the lock is waited for, taken, held elsewhere
+and released, quarantines and new fencing epochs; debug adds every attempt
+and master call, and go-redis's own lines (failed dials).
+
+Metrics: --metrics-addr host:port serves Prometheus text on
+http://host:port/metrics while run waits for the lock, holds it and
+releases it: the lock's instruments (quorumlock_lock_wait_seconds,
+quorumlock_lease_held_seconds, ...: docs/observability.md), run's
+quorumlock_run_lock_held and quorumlock_run_validity_seconds, and the Go
+runtime's go_* metrics. Port 0 picks a free port; --log-level info says
+which. The server stops when run exits.
+
 Exit status: COMMAND's own when it ran to its end (128+N after signal N);
-75 held elsewhere (--conflict-exit-code; silent unless --verbose);
+75 held elsewhere (--conflict-exit-code; silent unless --log-level info);
 124 lock lost, COMMAND terminated;
-64 usage; 69 masters unavailable or denied access; 126 COMMAND cannot be
+64 usage (a bad flag, a bad address, a --metrics-addr that cannot be
+listened on); 69 masters unavailable or denied access; 126 COMMAND cannot be
 executed; 127 COMMAND not found.
 
 Flags:
@@ -121,7 +141,22 @@ type runConfig struct {
 	label    string
 	conflict int
 	verbose  bool
+	level    levelFlag
+	metrics  string
 	nodes    nodeList
+}
+
+// logLevel is the level of run's logger: --log-level, at least info with
+// --verbose; warn by default.
+func (rc *runConfig) logLevel() slog.Level {
+	l := slog.LevelWarn
+	if rc.level.set {
+		l = rc.level.level
+	}
+	if rc.verbose {
+		l = min(l, slog.LevelInfo)
+	}
+	return l
 }
 
 // killMargin is how long before the validity deadline run sends SIGKILL:
@@ -156,8 +191,11 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	fs.BoolVar(&rc.excl, "exclusive", false, "take the write lease of the read-write lock NAME (excludes --shared holders)")
 	fs.IntVar(&rc.sem, "semaphore", 0, "take one of K places of the semaphore NAME")
 	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status")
-	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere, which run does not report unless --verbose (0..255)")
-	fs.BoolVar(&rc.verbose, "verbose", false, "say on stderr when the lock is taken, held elsewhere, released, and log the library's warnings (failed renewals, the lease's end, quarantines)")
+	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere, which run does not report below --log-level info (0..255)")
+	rc.level.level = slog.LevelWarn
+	fs.Var(&rc.level, "log-level", "`LEVEL` of what run writes on stderr: error, warn (also the library's warnings: failed renewals, a lease lost), info (also the lock taken, held elsewhere, released; quarantines) or debug (also every master call, and go-redis's own log)")
+	fs.BoolVar(&rc.verbose, "verbose", false, "--log-level info (or debug, when given)")
+	fs.StringVar(&rc.metrics, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics while run waits and holds the lock (host:port; port 0: a free one, said at --log-level info) (default: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(e.stdout, runUsageText)
@@ -296,14 +334,13 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		}
 		return code
 	}
-	say := func(format string, args ...any) {
-		fmt.Fprintf(e.stderr, "quorumlock run: "+format+"\n", args...)
+	// One logger for run's own lines, the library's records and go-redis's.
+	log := slog.New(newLineHandler(e.stderr, "quorumlock run: ", rc.logLevel()))
+	logf := func(level slog.Level, format string, args ...any) {
+		log.Log(context.Background(), level, fmt.Sprintf(format, args...))
 	}
-	verbose := func(format string, args ...any) {
-		if rc.verbose {
-			say(format, args...)
-		}
-	}
+	say := func(format string, args ...any) { logf(slog.LevelError, format, args...) }
+	verbose := func(format string, args ...any) { logf(slog.LevelInfo, format, args...) }
 	path, err := exec.LookPath(rc.argv[0])
 	if err != nil {
 		say("%v", err)
@@ -312,20 +349,33 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		}
 		return runCannotExec
 	}
+	// The library's own account: failed renewals with every master's
+	// answer (warn), the lease's end, quarantines, new fencing epochs (info).
+	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label), redlock.WithLogger(log)}
+	var met *runMetrics
+	if rc.metrics != "" {
+		// Listen before the masters are dialled: a port in use fails the
+		// run before it takes the lock. Stopped after the client's Close,
+		// so that a scrape meanwhile sees the release.
+		if met, err = listenMetrics(rc.metrics, rc.name); err != nil {
+			say("%v (quorumlock run -h for help)", err)
+			return runUsage
+		}
+		defer met.close()
+		copts = append(copts, redlock.WithObserver(met.obs))
+		verbose("serving metrics on %s", met.url())
+	}
+	// go-redis's own log (a line per failed dial) goes to the logger at
+	// debug; the process-wide setting is back to discarding when run
+	// returns (after the nodes are closed).
+	redis.SetLogger(goRedisLog{log})
+	defer lockkey.DiscardClientLog()
 	nodes, err := rc.nodes.dial()
 	if err != nil {
 		say("%v (quorumlock run -h for help)", err)
 		return runUsage
 	}
 	defer nodes.Close()
-	// go-redis logs failed dials; run says what matters in one line.
-	lockkey.DiscardClientLog()
-	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label)}
-	if rc.verbose {
-		// The library's own account: failed renewals with every master's
-		// answer, the lease's end, quarantines, new fencing epochs.
-		copts = append(copts, redlock.WithLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
-	}
 	if rc.quar > 0 {
 		copts = append(copts, redlock.WithRestartQuarantine(rc.quar))
 	}
@@ -376,18 +426,21 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 	lease, err := acquire(waitCtx)
 	if err != nil {
 		if sig := sup.shutdown(); sig != nil {
-			say("%v while waiting for lock %q: the command was not started", sig, rc.name)
+			logf(slog.LevelWarn, "%v while waiting for lock %q: the command was not started", sig, rc.name)
 			return signalStatus(sig)
 		}
 		code := rc.notObtainedStatus(err)
-		if code != rc.conflict || rc.verbose {
+		if code == rc.conflict {
 			// Held elsewhere is routine (cron on every host): silent, as
-			// flock -n is, unless --verbose.
+			// flock -n is, below --log-level info.
+			verbose("%v", err)
+		} else {
 			say("%v", err)
 		}
 		return code
 	}
 	acquired := time.Now()
+	met.hold(lease)
 	release := func() {
 		uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -417,7 +470,7 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		release()
 		if errors.Is(startErr, errShutdown) {
 			sig := sup.shutdown()
-			say("%v after lock %q was taken: the command was not started", sig, rc.name)
+			logf(slog.LevelWarn, "%v after lock %q was taken: the command was not started", sig, rc.name)
 			return signalStatus(sig)
 		}
 		say("%v", startErr)
