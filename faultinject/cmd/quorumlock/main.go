@@ -5,7 +5,7 @@
 //
 //	quorumlock run [--nodes URL,...] [--ttl 10s] [--wait 0|D|-1] [--grace D] [--fencing]
 //	               [--quarantine D] [--min-hold D] [--cooldown D] [--shared | --exclusive | --semaphore K]
-//	               [--conflict-exit-code N] [--label L] [--verbose] NAME [--] COMMAND [ARGS...]
+//	               [--conflict-exit-code N] [--label L] [--log-level L | --verbose] [--metrics-addr ADDR] NAME [--] COMMAND [ARGS...]
 //	quorumlock status [--nodes URL,...] [--json] [--watch D] [--quarantine D] NAME|PATTERN
 //	quorumlock doctor [--nodes URL,...] [--json]
 //	quorumlock chaos [--quick] [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
