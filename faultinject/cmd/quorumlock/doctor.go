@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,13 +70,9 @@ func doctorCmd(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "quorumlock doctor: %v (quorumlock doctor -h for help)\n", err)
 		return exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(e.stdout, doctorUsageText)
-			fs.SetOutput(e.stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
+	if help, err := parseFlags(fs, args, doctorUsageText, e.stdout); help {
+		return exitOK
+	} else if err != nil {
 		return usageErr(err)
 	}
 	if fs.NArg() > 0 {

@@ -306,3 +306,17 @@ func writeJSON(name string, reps []chaos.Report) error {
 	}
 	return f.Close()
 }
+
+// parseFlags parses a command's args with fs. On -h or --help it prints
+// usageText and fs's flags on stdout and reports help; otherwise it returns
+// fs.Parse's error.
+func parseFlags(fs *flag.FlagSet, args []string, usageText string, stdout io.Writer) (help bool, err error) {
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return true, nil
+	}
+	return false, err
+}

@@ -196,13 +196,9 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	fs.Var(&rc.level, "log-level", "`LEVEL` of what run writes on stderr: error, warn (also the library's warnings: failed renewals, a lease lost), info (also the lock taken, held elsewhere, released; quarantines) or debug (also every master call, and go-redis's own log)")
 	fs.BoolVar(&rc.verbose, "verbose", false, "--log-level info (or debug, when given)")
 	fs.StringVar(&rc.metrics, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics while run waits and holds the lock (host:port; port 0: a free one, said at --log-level info) (default: none)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(e.stdout, runUsageText)
-			fs.SetOutput(e.stdout)
-			fs.PrintDefaults()
-			return nil, exitOK, err
-		}
+	if help, err := parseFlags(fs, args, runUsageText, e.stdout); help {
+		return nil, exitOK, flag.ErrHelp
+	} else if err != nil {
 		return nil, runUsage, err
 	}
 	rest := fs.Args()

@@ -60,13 +60,9 @@ func statusCmd(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "quorumlock status: %v (quorumlock status -h for help)\n", err)
 		return exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(e.stdout, statusUsageText)
-			fs.SetOutput(e.stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
+	if help, err := parseFlags(fs, args, statusUsageText, e.stdout); help {
+		return exitOK
+	} else if err != nil {
 		return usageErr(err)
 	}
 	switch {
