@@ -14,12 +14,14 @@
  * the clock and runs are unbounded in time. A round (acquire, write-back,
  * extend) is decided within the tick it starts in (the node timeout is
  * shorter than a tick): the clock does not tick while a round is open. A
- * request may outlive its round (DELAY: a straggler, for at most TTL-1
+ * round reaches its deadline only after every round begun before it has
+ * ended (they share one node timeout). A request may outlive its round (DELAY: a straggler, for at most TTL-1
  * ticks, or until its paused master resumes).
  *
  * Faults and options (-D): LOSS, DELAY, SPLIT, RESTARTS=n with
  * RESTART_EMPTY and/or RESTART_KEEP, QUAR, LATE, MPAUSE, BACKLOG, FAST,
- * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW. Mechanisms switched off,
+ * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES.
+ * Mechanisms switched off,
  * named after internal/knobs: NO_GUARD (NoReleaseGuard), NO_DRIFT (NoDrift),
  * NO_EPOCH (NoFenceEpoch), NO_WRITEBACK (NoFenceWriteBack), NO_QUARANTINE
  * (NoQuarantine), NO_VOTE_ID (NoVoteIdentity), DIAL_NOTSENT
@@ -177,19 +179,31 @@ bit ic[C*N];
 #define NO_DIAL(c,m) 0
 #endif
 
+/* Open rounds are ranked by age (0 the oldest): all have the same node
+ * timeout, so a round reaches its deadline only once every round begun
+ * before it has ended. */
+byte nopen, ark[C], zrk[C], erk[C];
+
 /* properties */
 byte ng, lasttok, maxw, wg;
-#ifdef FENCE_ONLY
+#ifdef JUDGE_WRITES
 int tmask;		/* tokens granted */
 #endif
 
 #define VALID(c) (g[c] && vl[c] > 0)
+#define OPEN(r) r = nopen; nopen++;
+#define SHIFT(c,r) \
+	if :: aopen[c] && ark[c] > r -> ark[c]-- :: else -> skip fi; \
+	if :: zopen[c] && zrk[c] > r -> zrk[c]-- :: else -> skip fi; \
+	if :: eopen[c] && erk[c] > r -> erk[c]-- :: else -> skip fi;
 #if C == 2
+#define SHUT(r) SHIFT(0,r) SHIFT(1,r) nopen--; r = 0;
 #define OTHER_VALID(c) (((c) != 0 && VALID(0)) || ((c) != 1 && VALID(1)))
 #define QUIET_C (aopen[0] + aopen[1] + zopen[0] + zopen[1] + eopen[0] + eopen[1] == 0)
 #define ALL_DONE (st[0] == IDLE && na[0] == A && st[1] == IDLE && na[1] == A)
 #define FOR_C(X) X(0) X(1)
 #else
+#define SHUT(r) SHIFT(0,r) SHIFT(1,r) SHIFT(2,r) nopen--; r = 0;
 #define OTHER_VALID(c) (((c) != 0 && VALID(0)) || ((c) != 1 && VALID(1)) || ((c) != 2 && VALID(2)))
 #define QUIET_C (aopen[0] + aopen[1] + aopen[2] + zopen[0] + zopen[1] + zopen[2] + eopen[0] + eopen[1] + eopen[2] == 0)
 #define ALL_DONE (st[0] == IDLE && na[0] == A && st[1] == IDLE && na[1] == A && st[2] == IDLE && na[2] == A)
@@ -288,7 +302,7 @@ int tmask;		/* tokens granted */
 
 /* ---- grant: the lease begins; mutual exclusion and token order ---- */
 
-#if defined(FENCING) && defined(FENCE_ONLY)
+#if defined(FENCING) && defined(JUDGE_WRITES)
 /* under an unsafe condition two leases may be valid at once, granted in
  * any order; fencing still needs every lease's token to be its own (the
  * resource takes equal tokens from both) */
@@ -304,9 +318,10 @@ int tmask;		/* tokens granted */
 #define GRANT_ORDER(i)
 #endif
 
-/* FENCE_ONLY: under a documented unsafe condition (a clock jump, a
- * pause), mutual exclusion may break; what fencing promises is checked */
-#ifdef FENCE_ONLY
+/* JUDGE_WRITES: under a documented unsafe condition (a clock jump, a
+ * pause) two leases may be valid at once; what the protected resource sees
+ * is judged instead (fresh writes; with FENCING the tokens) */
+#ifdef JUDGE_WRITES
 #define MUTEX_CHECK(i)
 #else
 #define MUTEX_CHECK(i) PROP("EV violate mutual-exclusion\n", !OTHER_VALID(CL(i)));
@@ -332,7 +347,7 @@ int tmask;		/* tokens granted */
 	:: d_step { st[CL(i)] == IDLE && na[CL(i)] == AT(i) LATE_GUARD(i) -> \
 		printf("EV lock c=%d i=%d\n", CL(i), i); \
 		LATE_CONTACT(i) \
-		na[CL(i)]++; sl[i] = STRAGGLE_FOR; st[CL(i)] = BUSY; aopen[CL(i)] = 1; \
+		na[CL(i)]++; sl[i] = STRAGGLE_FOR; st[CL(i)] = BUSY; aopen[CL(i)] = 1; OPEN(ark[CL(i)]) \
 		dec[CL(i)] = 0; ay[CL(i)] = 0; an[CL(i)] = 0; hi[CL(i)] = 0; pr[CL(i)] = 0; \
 		SENDA(i,0) SENDA(i,1) SENDA(i,2) }
 
@@ -365,7 +380,7 @@ int tmask;		/* tokens granted */
 #define SENDZ(i,m) if :: NO_DIAL(CL(i),m) -> skip :: else -> IC_TAKE(CL(i),m) zq[IM(i,m)] = FLY fi;
 #define ACQ_OK(i) \
 	TOKEN(i) \
-	dec[CL(i)] = 1; zopen[CL(i)] = 1; ry[CL(i)] = 0; rn[CL(i)] = 0; \
+	dec[CL(i)] = 1; zopen[CL(i)] = 1; OPEN(zrk[CL(i)]) ry[CL(i)] = 0; rn[CL(i)] = 0; \
 	printf("EV raise c=%d i=%d tok=%d\n", CL(i), i, tok[i]); \
 	SENDZ(i,0) SENDZ(i,1) SENDZ(i,2)
 #endif
@@ -442,13 +457,13 @@ int tmask;		/* tokens granted */
  * lost); to a paused one it waits there (applied at resume); to a paused
  * one whose accept queue is full its dial times out: queued for retry. */
 #ifdef LOSS
-#define RRUN(i,m,k) rl[IM(i,m)] = k
+#define RRUN(i,m,k) rl[IM(i,m)] = k; printf("EV rsend i=%d m=%d\n", i, m)
 #else
 #define RRUN(i,m,k) RAPPLY_EFFECT(i,m,k) printf("EV rapply i=%d m=%d\n", i, m)
 #endif
 #define RSEND(i,m,k) \
 	if :: NO_DIAL(CL(i),m) -> printf("EV rdial i=%d m=%d\n", i, m); RQUEUE(i,m,k) \
-	   :: pz[m] -> IC_TAKE(CL(i),m) rl[IM(i,m)] = k \
+	   :: pz[m] -> IC_TAKE(CL(i),m) rl[IM(i,m)] = k; printf("EV rsend i=%d m=%d\n", i, m) \
 	   :: else -> RRUN(i,m,k) fi;
 
 /* releasePlan: a yes (counted or not) needs a release; an unknown outcome
@@ -475,8 +490,9 @@ int tmask;		/* tokens granted */
  * keeps it queued (DIAL_NOTSENT: drops it) */
 #define RRETRY(i,m) \
 	:: d_step { (rl[IM(i,m)] == R_QG || rl[IM(i,m)] == R_Q) && !NO_DIAL(CL(i),m) -> \
-		printf("EV retry i=%d m=%d\n", i, m); t = rl[IM(i,m)] - 2; \
-		if :: pz[m] -> IC_TAKE(CL(i),m) rl[IM(i,m)] = t :: else -> rl[IM(i,m)] = 0; RRUN(i,m,t) fi; t = 0; NORM_ALL }
+		t = rl[IM(i,m)] - 2; \
+		if :: pz[m] -> IC_TAKE(CL(i),m) rl[IM(i,m)] = t; printf("EV rsend i=%d m=%d\n", i, m) \
+		   :: else -> rl[IM(i,m)] = 0; RRUN(i,m,t) fi; t = 0; NORM_ALL }
 #define RRETRY_DIAL(i,m) \
 	:: d_step { (rl[IM(i,m)] == R_QG || rl[IM(i,m)] == R_Q) && NO_DIAL(CL(i),m) -> \
 		rl[IM(i,m)] = 0; printf("EV rdrop i=%d m=%d\n", i, m) }
@@ -501,19 +517,19 @@ int tmask;		/* tokens granted */
 	   :: else -> skip fi;
 #define ACLOSE_BODY(i) \
 	ACLOSE_M(i,0) ACLOSE_M(i,1) ACLOSE_M(i,2) \
-	aopen[CL(i)] = 0; hi[CL(i)] = 0; pr[CL(i)] = 0; ay[CL(i)] = 0; an[CL(i)] = 0; \
+	aopen[CL(i)] = 0; SHUT(ark[CL(i)]) hi[CL(i)] = 0; pr[CL(i)] = 0; ay[CL(i)] = 0; an[CL(i)] = 0; \
 	if :: dec[CL(i)] == 0 -> dec[CL(i)] = 2 :: else -> skip fi; \
 	printf("EV close c=%d i=%d dec=%d\n", CL(i), i, dec[CL(i)]); \
 	AFTER_ROUNDS(i)
 /* the acquire round's deadline, with calls unanswered */
-#define ACLOSE(i) :: d_step { ROUND_OPEN(i) -> ACLOSE_BODY(i) NORM_ALL }
+#define ACLOSE(i) :: d_step { ROUND_OPEN(i) && ark[CL(i)] == 0 -> printf("EV deadline c=%d i=%d\n", CL(i), i); ACLOSE_BODY(i) NORM_ALL }
 
 /* ---- fencing write-back (raise_fence.lua: raise while the key is ours) ---- */
 
 #define ZEFFECT(i,m) if :: kv[m] == i+1 -> fv[m] = MAX(fv[m], tok[i]); t = 1 :: else -> t = 0 fi;
 #define ZROUND_OPEN(i) (zopen[CL(i)] && na[CL(i)] == AT(i)+1)
 #define ZCLOSE_BODY(i) \
-	zq[IM(i,0)] = 0; zq[IM(i,1)] = 0; zq[IM(i,2)] = 0; zopen[CL(i)] = 0; \
+	zq[IM(i,0)] = 0; zq[IM(i,1)] = 0; zq[IM(i,2)] = 0; zopen[CL(i)] = 0; SHUT(zrk[CL(i)]) \
 	ry[CL(i)] = 0; rn[CL(i)] = 0; \
 	if :: dec[CL(i)] == 1 -> dec[CL(i)] = 2 :: else -> skip fi; \
 	printf("EV zclose c=%d i=%d dec=%d\n", CL(i), i, dec[CL(i)]); \
@@ -536,11 +552,11 @@ int tmask;		/* tokens granted */
 #define ZLOST(i,m) \
 	:: d_step { zq[IM(i,m)] == FLY -> zq[IM(i,m)] = 0; printf("EV zlost i=%d m=%d\n", i, m) }
 /* the write-back round's deadline: after the acquire round's */
-#define ZCLOSE(i) :: d_step { ZROUND_OPEN(i) && !aopen[CL(i)] -> ZCLOSE_BODY(i) NORM_ALL }
+#define ZCLOSE(i) :: d_step { ZROUND_OPEN(i) && zrk[CL(i)] == 0 -> printf("EV zdeadline c=%d i=%d\n", CL(i), i); ZCLOSE_BODY(i) NORM_ALL }
 
 /* ---- holding: write, stall, extend, unlock ---- */
 
-#if defined(FENCING) && defined(FENCE_ONLY)
+#if defined(FENCING) && defined(JUDGE_WRITES)
 #define DOWRITE(i) \
 	if :: tok[i] >= maxw -> maxw = tok[i]; printf("EV write c=%d i=%d tok=%d acc=1\n", CL(i), i, tok[i]) \
 	   :: else -> printf("EV write c=%d i=%d tok=%d acc=0\n", CL(i), i, tok[i]) fi;
@@ -584,7 +600,7 @@ int tmask;		/* tokens granted */
 #define SENDE(i,m) if :: NO_DIAL(CL(i),m) -> skip :: else -> IC_TAKE(CL(i),m) eq[IM(i,m)] = FLY fi;
 #define EXTEND(i) \
 	:: d_step { HOLDING(i) && g[CL(i)] && ne[CL(i)] < EXTENDS && EXT_OK(CL(i)) -> \
-		ne[CL(i)]++; eopen[CL(i)] = 1; edone[CL(i)] = 0; \
+		ne[CL(i)]++; eopen[CL(i)] = 1; OPEN(erk[CL(i)]) edone[CL(i)] = 0; \
 		ry[CL(i)] = 0; rn[CL(i)] = 0; rf[CL(i)] = 0; st[CL(i)] = BUSY; \
 		printf("EV extend c=%d i=%d\n", CL(i), i); \
 		SENDE(i,0) SENDE(i,1) SENDE(i,2) }
@@ -593,7 +609,7 @@ int tmask;		/* tokens granted */
 #define ECLOSE_BODY(i) \
 	eq[IM(i,0)] = 0; eq[IM(i,1)] = 0; eq[IM(i,2)] = 0; \
 	if :: !edone[CL(i)] && rn[CL(i)] > N-Q -> g[CL(i)] = 0; printf("EV lost c=%d i=%d\n", CL(i), i) :: else -> skip fi; \
-	eopen[CL(i)] = 0; edone[CL(i)] = 0; ry[CL(i)] = 0; rn[CL(i)] = 0; rf[CL(i)] = 0; \
+	eopen[CL(i)] = 0; SHUT(erk[CL(i)]) edone[CL(i)] = 0; ry[CL(i)] = 0; rn[CL(i)] = 0; rf[CL(i)] = 0; \
 	st[CL(i)] = HOLD; printf("EV eclose c=%d i=%d\n", CL(i), i);
 /* the extend applied, its reply at once: a yes is a vote, which the
  * quarantine judges too; the new validity counts from the extend's start */
@@ -622,7 +638,7 @@ int tmask;		/* tokens granted */
 #define ELOST(i,m) \
 	:: d_step { eq[IM(i,m)] == FLY -> eq[IM(i,m)] = 0; printf("EV elost i=%d m=%d\n", i, m) }
 #define ECLOSE(i) \
-	:: d_step { eopen[CL(i)] && na[CL(i)] == AT(i)+1 -> ECLOSE_BODY(i) }
+	:: d_step { eopen[CL(i)] && na[CL(i)] == AT(i)+1 && erk[CL(i)] == 0 -> printf("EV edeadline c=%d i=%d\n", CL(i), i); ECLOSE_BODY(i) }
 
 /* ---- faults ---- */
 

@@ -67,6 +67,9 @@ byte st[C], ay[C], an[C];
 bit g[C];
 byte vl[C];
 bit dec[C];
+byte nopen, rk[C];	/* open rounds ranked by age: deadlines come in order */
+#define SHIFT(c,r) if :: st[c] == BUSY && rk[c] > r -> rk[c]-- :: else -> skip fi;
+#define SHUT(r) SHIFT(0,r) SHIFT(1,r) SHIFT(2,r) nopen--; r = 0;
 
 #define LIVE(i,m) (hl[IM(i,m)] > 0)
 #define COUNT(m) (LIVE(0,m) + LIVE(1,m) + LIVE(2,m))
@@ -92,7 +95,7 @@ bit dec[C];
 #define LOCK(c) \
 	:: d_step { st[c] == IDLE -> \
 		printf("EV lock c=%d i=%d\n", c, c); \
-		st[c] = BUSY; ay[c] = 0; an[c] = 0; dec[c] = 0; sl[c] = TTL-1; \
+		st[c] = BUSY; rk[c] = nopen; nopen++; ay[c] = 0; an[c] = 0; dec[c] = 0; sl[c] = TTL-1; \
 		aq[IM(c,0)] = FLY; aq[IM(c,1)] = FLY; aq[IM(c,2)] = FLY; \
 		ao[IM(c,0)] = O_UNK; ao[IM(c,1)] = O_UNK; ao[IM(c,2)] = O_UNK }
 
@@ -132,11 +135,11 @@ bit dec[C];
 #define STRAGGLE(i,m) aq[IM(i,m)] = 0
 #endif
 #define CLOSE_BODY(i) \
-	STRAGGLE(i,0); STRAGGLE(i,1); STRAGGLE(i,2); \
+	STRAGGLE(i,0); STRAGGLE(i,1); STRAGGLE(i,2); st[i] = HOLD; SHUT(rk[i]) \
 	printf("EV close c=%d i=%d dec=%d\n", i, i, (dec[i] -> 3 : 2)); \
 	if :: dec[i] -> st[i] = HOLD \
 	   :: else -> printf("EV fail c=%d i=%d\n", i, i); REL(i,0) REL(i,1) REL(i,2) st[i] = DONE fi;
-#define CLOSE(i) :: d_step { st[i] == BUSY -> CLOSE_BODY(i) }
+#define CLOSE(i) :: d_step { st[i] == BUSY && rk[i] == 0 -> printf("EV deadline c=%d i=%d\n", i, i); CLOSE_BODY(i) }
 
 #define UNLOCK(i) \
 	:: d_step { st[i] == HOLD -> \

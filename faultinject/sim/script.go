@@ -1,0 +1,562 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/faultinject/history"
+	"github.com/quorumlock/quorumlock/internal/notsent"
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// A Script is an explicit schedule: the world of a Plan (masters,
+// clients, the proxy-like network, the history and its checker), but every
+// client operation at a given time instead of randomly drawing workers,
+// and chosen node calls delivered, delayed or lost as it says instead of
+// drawing the network's weather. A model checker's counterexample becomes
+// one (ParseTrail, docs/verification.md); RunScript runs it against the
+// real coordinator. Times are since the workload's start.
+type Script struct {
+	// Name says where the script came from (a model configuration).
+	Name             string
+	Masters, Clients int
+	TTL              time.Duration
+	// Drift is the clients' WithDriftFactor.
+	Drift float64
+	// NodeTimeout and ReleaseTimeout are the clients' (redlock's defaults
+	// when zero).
+	NodeTimeout, ReleaseTimeout time.Duration
+	// Fencing: the lock is made WithFencing; Quar: the clients use
+	// WithRestartQuarantine(0).
+	Fencing, Quar bool
+	// Shape is the lock's (the zero Shape: a mutex). A read-write lock's
+	// client 0 takes the write lease, the others read leases.
+	Shape Shape
+	// Late lists the clients that meet the masters at their first
+	// operation (a new process); the others meet every master before the
+	// workload starts.
+	Late []int
+	// Ops are the clients' operations; each client runs its own in order,
+	// each at its time (later if the previous one is still running).
+	Ops []ScriptOp
+	// Faults are the masters' faults (restarts, pauses, clock jumps and
+	// rates), run as a Plan's are.
+	Faults []Fault
+	// Calls script node calls; a call not listed reaches its master at
+	// once and its reply comes back at once.
+	Calls []ScriptCall
+	// Duration is the workload's length: clients still holding a lease
+	// then release it, then every client closes (as after a Plan's).
+	Duration time.Duration
+}
+
+// OpKind is one kind of client operation of a Script.
+type OpKind int
+
+// Client operations.
+const (
+	// OpLock makes one attempt (TryLock; a semaphore's TryAcquire; a
+	// read-write lock's TryLock for client 0, TryRLock for the others).
+	OpLock OpKind = iota
+	// OpWrite writes to the protected resource if the lease is valid.
+	OpWrite
+	// OpStall checks that the lease is valid, then stalls (a process
+	// pause): the next OpStallWrite writes without checking again.
+	OpStall
+	// OpStallWrite is the stalled holder's write.
+	OpStallWrite
+	// OpExtend extends the lease.
+	OpExtend
+	// OpUnlock stops using the lease and releases it.
+	OpUnlock
+)
+
+func (k OpKind) String() string {
+	return [...]string{"lock", "write", "stall", "stall-write", "extend", "unlock"}[k]
+}
+
+// ScriptOp is one client operation at a time.
+type ScriptOp struct {
+	At     time.Duration
+	Client int
+	Kind   OpKind
+}
+
+// CallKind is the kind of a node call a ScriptCall scripts.
+type CallKind int
+
+// Node calls a script can steer.
+const (
+	CallAcquire CallKind = iota // Acquire, AcquireFenced, AcquireHold
+	CallRelease                 // Release, ReleaseHold (the first and its retries)
+	CallRaise                   // RaiseFence (the fencing write-back)
+	CallExtend                  // Extend, ExtendHold
+)
+
+func (k CallKind) String() string { return [...]string{"acquire", "release", "raise", "extend"}[k] }
+
+// ScriptCall steers one node call: the Seq-th call of Kind that client
+// Client makes to master Master for its Attempt-th acquisition (both from
+// 0, counted in the order the client's acquisitions first reach a node).
+type ScriptCall struct {
+	Client, Master int
+	Kind           CallKind
+	Attempt, Seq   int
+	// ApplyAt is when the request reaches the master (if it is made later,
+	// or ApplyAt is 0: at once); ReplyAt when its reply reaches the client
+	// (0 or past: at once).
+	ApplyAt, ReplyAt time.Duration
+	// DropRequest: the request never reaches the master (the caller waits
+	// for its deadline). DropReply: the request applies, its reply never
+	// comes. DialTimeout: the call needs a new connection and its dial
+	// times out (nothing is sent), as to a paused master whose accept queue
+	// is full.
+	DropRequest, DropReply, DialTimeout bool
+}
+
+func (c ScriptCall) String() string {
+	s := fmt.Sprintf("c%d-m%d %v #%d.%d:", c.Client, c.Master, c.Kind, c.Attempt, c.Seq)
+	switch {
+	case c.DialTimeout:
+		s += " dial times out"
+	case c.DropRequest:
+		s += " request lost"
+	default:
+		s += fmt.Sprintf(" applies at %v", c.ApplyAt)
+		if c.DropReply {
+			s += ", reply lost"
+		} else if c.ReplyAt > 0 {
+			s += fmt.Sprintf(", reply at %v", c.ReplyAt)
+		}
+	}
+	return s
+}
+
+// scriptName is the lock the script's clients use.
+const scriptName = "lock-0"
+
+// Plan returns the Plan the script's world runs with: its masters,
+// clients, options and faults (the verdict reads its broken assumptions).
+func (s Script) Plan() Plan {
+	p := Plan{Family: Family("model:" + s.Name), Masters: s.Masters, Clients: s.Clients, Workers: 1,
+		Names: []string{scriptName}, TTL: s.TTL, Drift: s.Drift, MaxIn: 16, Fencing: s.Fencing, Quar: s.Quar,
+		Duration: s.Duration, Faults: slices.Clone(s.Faults)}
+	if s.Shape.Kind != MutexLock {
+		p.Shapes = []Shape{s.Shape}
+		p.Owners = make([]int, s.Clients)
+	}
+	for _, c := range s.Late {
+		p.Faults = append(p.Faults, Fault{Kind: LateClient, Client: c})
+	}
+	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	return p
+}
+
+func (s Script) String() string {
+	b := fmt.Sprintf("script %s: masters=%d clients=%d ttl=%v drift=%v nodetimeout=%v fencing=%v quarantine=%v shape=%v late=%v duration=%v",
+		s.Name, s.Masters, s.Clients, s.TTL, s.Drift, s.NodeTimeout, s.Fencing, s.Quar, s.Shape, s.Late, s.Duration)
+	for _, f := range s.Faults {
+		b += "\n  fault " + f.String()
+	}
+	for _, o := range s.Ops {
+		b += fmt.Sprintf("\n  %v c%d %v", o.At, o.Client, o.Kind)
+	}
+	for _, c := range s.Calls {
+		b += "\n  call " + c.String()
+	}
+	return b
+}
+
+// RunScript runs s against the real coordinator and judges its history as
+// Run does. It must run inside a synctest bubble (synctest.Test), never
+// concurrently with a run that expects other knobs.
+func RunScript(s Script) Result {
+	p := s.Plan()
+	w := &world{plan: p, t0: time.Now().Add(p.TTL + 2*time.Second)}
+	w.cut = make([][]int, p.Clients)
+	for c := range w.cut {
+		w.cut[c] = make([]int, p.Masters)
+	}
+	for m := range p.Masters {
+		w.masters = append(w.masters, memnode.New(fmt.Sprintf("m%d", m)))
+	}
+	w.stores = []*memnode.FencedStore{{}}
+	w.full = make([]time.Time, p.Masters)
+	copts := []redlock.ClientOption{redlock.WithDriftFactor(p.Drift), redlock.WithMaxInFlight(p.MaxIn)}
+	if s.NodeTimeout > 0 {
+		copts = append(copts, redlock.WithNodeTimeout(s.NodeTimeout))
+	}
+	if s.ReleaseTimeout > 0 {
+		copts = append(copts, redlock.WithReleaseTimeout(s.ReleaseTimeout))
+	}
+	if p.Quar {
+		copts = append(copts, redlock.WithRestartQuarantine(0))
+	}
+	lopts := []redlock.LockOption{redlock.WithTTL(p.TTL)}
+	if p.Fencing {
+		lopts = append(lopts, redlock.WithFencing())
+	}
+	for c := range p.Clients {
+		reg := &acquisitions{ids: map[string]int{}}
+		var ls []*link
+		var ns []redlock.Node
+		for m := range p.Masters {
+			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			ls = append(ls, l)
+			ns = append(ns, &scriptLink{link: l, script: &s, reg: reg, seq: map[callKey]int{}})
+		}
+		w.links = append(w.links, ls)
+		cl, err := redlock.New(ns, copts...)
+		if err != nil {
+			panic(err)
+		}
+		w.clients = append(w.clients, cl)
+		mus := make([]*redlock.Mutex, 1)
+		rws := make([]*redlock.RWMutex, 1)
+		sems := make([]*redlock.Semaphore, 1)
+		switch s.Shape.Kind {
+		case MutexLock:
+			mus[0], err = cl.NewMutex(scriptName, lopts...)
+		case RWLock:
+			rws[0], err = cl.NewRWMutex(scriptName, lopts...)
+		case SemaphoreLock:
+			sems[0], err = cl.NewSemaphore(scriptName, s.Shape.K, lopts...)
+		default:
+			err = fmt.Errorf("sim: a script cannot run shape %v", s.Shape)
+		}
+		if err != nil {
+			panic(err)
+		}
+		w.mutexes = append(w.mutexes, mus)
+		w.rws = append(w.rws, rws)
+		w.sems = append(w.sems, sems)
+	}
+	time.Sleep(p.TTL) // the masters have been up a while
+	for c := range w.clients {
+		if !slices.Contains(s.Late, c) {
+			w.warmUp(c)
+		}
+	}
+	time.Sleep(time.Until(w.t0))
+	var wg sync.WaitGroup
+	wg.Go(w.faults)
+	for c := range p.Clients {
+		var ops []ScriptOp
+		for _, o := range s.Ops {
+			if o.Client == c {
+				ops = append(ops, o)
+			}
+		}
+		wg.Go(func() { w.scripted(c, ops) })
+	}
+	wg.Wait()
+	w.finish()
+	return w.result()
+}
+
+// scripted runs client c's operations.
+func (w *world) scripted(c int, ops []ScriptOp) {
+	p := w.plan
+	sh := p.shape(0)
+	var lease *redlock.Lease
+	var h *hold
+	stalled := false
+	ctxFor := func(d time.Duration) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(withWorker(context.Background(), c*64), d)
+	}
+	unlock := func() {
+		if lease.Valid() && time.Now().Before(lease.Until()) {
+			w.covered(h, sh, lease)
+		}
+		w.stopped(h, lease)
+		ctx, cancel := ctxFor(time.Second)
+		err := lease.Unlock(ctx)
+		cancel()
+		w.checkErr("unlock", err, unlockErrs)
+		w.log("c%d released %s: %v", c, h.name, errName(err))
+		lease, h, stalled = nil, nil, false
+	}
+	for _, op := range ops {
+		if d := time.Until(w.t0.Add(op.At)); d > 0 {
+			time.Sleep(d)
+		}
+		switch {
+		case op.Kind == OpLock && lease == nil:
+			try := w.mutexes[c][0].TryLock
+			write := false
+			switch sh.Kind {
+			case RWLock:
+				try, write = w.rws[c][0].TryRLock, c == 0
+				if write {
+					try = w.rws[c][0].TryLock
+				}
+			case SemaphoreLock:
+				try = w.sems[c][0].TryAcquire
+			}
+			ctx, cancel := ctxFor(time.Second)
+			l, err := try(ctx)
+			cancel()
+			w.mu.Lock()
+			w.attempts++
+			w.mu.Unlock()
+			w.checkErr("lock", err, lockErrs)
+			if err != nil {
+				w.log("c%d: lock failed: %v", c, err)
+				break
+			}
+			lease, h, stalled = l, &hold{write: write, depth: 1}, false
+			w.acquired(c, 0, h, lease)
+			w.log("c%d acquired %s%s until +%v fence %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence)
+		case lease == nil:
+		case op.Kind == OpWrite:
+			w.write(h, 0, lease, lease.Until())
+		case op.Kind == OpStall && lease.Valid():
+			w.record(history.Event{Client: c, Kind: history.Paused, At: w.at(time.Now()), Lock: h.name, Token: lease.Token()})
+			w.log("c%d stalls holding %s", c, h.name)
+			stalled = true
+		case op.Kind == OpStallWrite && stalled:
+			w.write(h, 0, nil, lease.Until())
+			stalled = false
+		case op.Kind == OpExtend:
+			ctx, cancel := ctxFor(time.Second)
+			err := lease.Extend(ctx)
+			cancel()
+			w.checkErr("extend", err, extendErrs)
+			w.log("c%d extended %s: %v", c, h.name, err)
+		case op.Kind == OpUnlock:
+			unlock()
+		}
+		w.checkStats(c)
+	}
+	if lease != nil {
+		if d := time.Until(w.t0.Add(p.Duration)); d > 0 {
+			time.Sleep(d)
+		}
+		unlock()
+	}
+}
+
+// acquisitions numbers a client's acquisitions (their values, or holds'
+// IDs) in the order they first reach a node; its links share it.
+type acquisitions struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+// of returns id's number, numbering it if it is an acquire's (else -1).
+func (a *acquisitions) of(id string, acquire bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.ids[id]
+	if !ok {
+		if !acquire {
+			return -1
+		}
+		n = len(a.ids)
+		a.ids[id] = n
+	}
+	return n
+}
+
+type callKey struct {
+	kind    CallKind
+	attempt int
+}
+
+// scriptLink is a link whose calls of the script's lock go as the script
+// says; everything else (the connection pool, a master's runs, the
+// history's late-acquire bookkeeping) is link's.
+type scriptLink struct {
+	*link
+	script *Script
+	reg    *acquisitions
+	mu     sync.Mutex
+	seq    map[callKey]int
+}
+
+var (
+	_ redlock.FencingNode = (*scriptLink)(nil)
+	_ redlock.ShapeNode   = (*scriptLink)(nil)
+)
+
+// steer returns what the script says of the next call of kind for the
+// acquisition attempt (-1: not the script's lock; the zero ScriptCall).
+func (l *scriptLink) steer(kind CallKind, attempt int) ScriptCall {
+	if attempt < 0 {
+		return ScriptCall{}
+	}
+	l.mu.Lock()
+	k := callKey{kind, attempt}
+	seq := l.seq[k]
+	l.seq[k]++
+	l.mu.Unlock()
+	for _, c := range l.script.Calls {
+		if c.Client == l.client && c.Master == l.master && c.Kind == kind && c.Attempt == attempt && c.Seq == seq {
+			return c
+		}
+	}
+	return ScriptCall{}
+}
+
+// attempt returns the acquisition a call of key for id belongs to.
+func (l *scriptLink) attempt(key, id string, acquire bool) int {
+	if key != scriptName {
+		return -1
+	}
+	return l.reg.of(id, acquire)
+}
+
+func (l *scriptLink) call(ctx context.Context, sc ScriptCall, f func(ctx context.Context) reply) reply {
+	if ctx.Err() != nil {
+		return reply{err: l.ctxErr(ctx)}
+	}
+	if l.w.isCut(l.client, l.master) || sc.DropRequest {
+		<-ctx.Done() // a black hole: the caller waits for its deadline
+		return reply{err: l.ctxErr(ctx)}
+	}
+	if sc.DialTimeout || !l.takeConn() {
+		<-ctx.Done()
+		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+	}
+	broken := true // a call that ends without its reply discards its connection
+	defer func() { l.putConn(broken) }()
+	res := make(chan reply, 1)
+	run := l.m.Runs()
+	deliver := func() {
+		if l.m.Runs() != run {
+			return // sent to a run that died: lost with its connection
+		}
+		r := f(l.w.deliveries.current())
+		if d := time.Until(l.w.t0.Add(sc.ReplyAt)); sc.ReplyAt > 0 && d > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
+			time.Sleep(d)
+		}
+		res <- r
+	}
+	if d := time.Until(l.w.t0.Add(sc.ApplyAt)); sc.ApplyAt > 0 && d > 0 {
+		time.AfterFunc(d, deliver)
+	} else {
+		go deliver()
+	}
+	select {
+	case r := <-res:
+		if sc.DropReply || l.w.isCut(l.client, l.master) {
+			<-ctx.Done() // applied, reply lost
+			return reply{err: l.ctxErr(ctx)}
+		}
+		broken = false
+		return r
+	case <-ctx.Done():
+		return reply{err: l.ctxErr(ctx)}
+	}
+}
+
+func (l *scriptLink) Info(ctx context.Context) (redlock.ServerInfo, error) {
+	r := l.call(ctx, ScriptCall{}, func(ctx context.Context) reply {
+		info, err := l.m.Info(ctx)
+		return reply{info: info, err: err}
+	})
+	return r.info, r.err
+}
+
+func (l *scriptLink) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	sent := time.Now()
+	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(ctx context.Context) reply {
+		ok, err := l.m.Acquire(ctx, key, value, ttl)
+		l.afterAcquire(key, value, sent, ok, err)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *scriptLink) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
+	sent := time.Now()
+	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(ctx context.Context) reply {
+		ok, fence, err := l.m.AcquireFenced(ctx, key, value, ttl)
+		l.afterAcquire(key, value, sent, ok, err)
+		return reply{ok: ok, fence: fence, err: err}
+	})
+	return r.ok, r.fence, r.err
+}
+
+func (l *scriptLink) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
+	r := l.call(ctx, l.steer(CallRaise, l.attempt(key, value, false)), func(ctx context.Context) reply {
+		ok, err := l.m.RaiseFence(ctx, key, value, token)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *scriptLink) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	r := l.call(ctx, l.steer(CallExtend, l.attempt(key, value, false)), func(ctx context.Context) reply {
+		ok, err := l.m.Extend(ctx, key, value, ttl)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *scriptLink) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	r := l.call(ctx, l.steer(CallRelease, l.attempt(key, value, false)), func(ctx context.Context) reply {
+		ok, err := l.m.Release(ctx, key, value, guard)
+		if err == nil && !ok {
+			l.noteReleased(key + "\x00" + value)
+		}
+		return reply{ok: ok, err: err}
+	})
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.refused(l.link, value)
+	}
+	return r.ok, r.err
+}
+
+func (l *scriptLink) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
+	sent := time.Now()
+	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, h.ID, true)), func(ctx context.Context) reply {
+		n, err := l.m.AcquireHold(ctx, key, h, ttl)
+		mem := member(h)
+		l.afterAcquireOf(key, mem, h.ID, func() bool { return l.holds(key, mem) }, sent, n > 0, err)
+		return reply{n: n, err: err}
+	})
+	return r.n, r.err
+}
+
+func (l *scriptLink) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
+	r := l.call(ctx, l.steer(CallExtend, l.attempt(key, h.ID, false)), func(ctx context.Context) reply {
+		ok, err := l.m.ExtendHold(ctx, key, h, ttl)
+		return reply{ok: ok, err: err}
+	})
+	return r.ok, r.err
+}
+
+func (l *scriptLink) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
+	r := l.call(ctx, l.steer(CallRelease, l.attempt(key, h.ID, false)), func(ctx context.Context) reply {
+		ok, err := l.m.ReleaseHold(ctx, key, h, guard)
+		if err == nil && !ok {
+			l.noteReleased(key + "\x00" + member(h))
+		}
+		return reply{ok: ok, err: err}
+	})
+	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+		l.w.refused(l.link, h.ID)
+	}
+	return r.ok, r.err
+}
+
+// noteReleased records that a release of what (key and value, or hold)
+// reached the master without finding it, as link does: an acquire of it
+// that applies later is overtaken.
+func (l *scriptLink) noteReleased(what string) {
+	l.link.mu.Lock()
+	defer l.link.mu.Unlock()
+	if _, ok := l.released[what]; !ok {
+		l.released[what] = time.Now()
+	}
+}
