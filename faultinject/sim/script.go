@@ -372,20 +372,48 @@ type callKey struct {
 }
 
 // scriptLink is a link whose calls of the script's lock go as the script
-// says; everything else (the connection pool, a master's runs, the
-// history's late-acquire bookkeeping) is link's.
+// says; the rest (a master's runs, the history's late-acquire
+// bookkeeping) is link's, but for the pool, which keeps one connection.
 type scriptLink struct {
 	*link
 	script *Script
 	reg    *acquisitions
 	mu     sync.Mutex
 	seq    map[callKey]int
+	idle   bool // the pool's idle connection
 }
 
 var (
 	_ redlock.FencingNode = (*scriptLink)(nil)
 	_ redlock.ShapeNode   = (*scriptLink)(nil)
 )
+
+// take takes the idle connection, or dials a new one; it reports false
+// when the dial times out (the master is paused with its accept queue
+// full). A script's link keeps at most one idle connection, as the model
+// does (a go-redis pool may keep more, and which calls of a warm-up left
+// two behind is the Go scheduler's choice): a call that needs a
+// connection while another call holds it dials.
+func (l *scriptLink) take() bool {
+	full := l.w.backlogFull(l.master)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idle {
+		l.idle = false
+		return true
+	}
+	return !full
+}
+
+// put gives a call's connection back (at most one stays idle), or
+// discards it when the call ended without its reply.
+func (l *scriptLink) put(broken bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !broken {
+		l.idle = true
+	}
+}
 
 // steer returns what the script says of the next call of kind for the
 // acquisition attempt (-1: not the script's lock; the zero ScriptCall).
@@ -422,13 +450,13 @@ func (l *scriptLink) call(ctx context.Context, sc ScriptCall, f func(ctx context
 		<-ctx.Done() // a black hole: the caller waits for its deadline
 		return reply{err: l.ctxErr(ctx)}
 	}
-	if sc.DialTimeout || !l.takeConn() {
+	if sc.DialTimeout || !l.take() {
 		<-ctx.Done()
 		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
 		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
 	}
 	broken := true // a call that ends without its reply discards its connection
-	defer func() { l.putConn(broken) }()
+	defer func() { l.put(broken) }()
 	res := make(chan reply, 1)
 	run := l.m.Runs()
 	deliver := func() {

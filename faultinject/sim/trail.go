@@ -171,7 +171,7 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 	}
 
 	type callID struct {
-		kind       CallKind
+		kind      CallKind
 		i, m, seq int
 	}
 	calls := map[callID]*ScriptCall{}
