@@ -1,6 +1,8 @@
 # quorumlock: make test installs what the tests need (when root) and runs the
 # tests of every module: the library (root), faultinject/, bench/ and the
-# observer adapters (observe/redlockprometheus, observe/redlockotel).
+# observer adapters (observe/redlockprometheus, observe/redlockotel), and a
+# small bounded model check of the protocol (test-model; make model checks
+# every configuration, docs/verification.md).
 # Each module is built, vetted and tested on its own (GOWORK=off: go.work is
 # the development workspace, not something a module needs to build).
 SHELL := /bin/bash
@@ -9,9 +11,9 @@ ADAPTERS := observe/redlockprometheus observe/redlockotel
 MODULES := . faultinject bench $(ADAPTERS)
 export GOWORK := off
 
-.PHONY: test test-lib test-faultinject test-bench test-adapters deps vet staticcheck fmt-check bench chaos simulate
+.PHONY: test test-lib test-faultinject test-bench test-adapters test-model model deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet staticcheck test-lib test-faultinject test-bench test-adapters
+test: deps fmt-check vet staticcheck test-model test-lib test-faultinject test-bench test-adapters
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -32,14 +34,34 @@ test-adapters:
 test-bench:
 	cd bench && $(GO) test -count=1 -timeout 10m ./...
 
-# deps installs redis-server (with redis-cli) and libfaketime with apt when
-# they are missing and we are root; otherwise it says what to install.
+# test-model runs the quick model configurations (model/check.sh quick: a
+# few seconds), then checks the harness itself: a configuration that must
+# pass, run with a mechanism switched off (FLAGS=-DNO_DRIFT), must make
+# check.sh fail with status 1.
+test-model:
+	model/check.sh quick
+	@echo "model/check.sh: safe-quick with the drift allowance switched off must fail"; \
+	rc=0; FLAGS=-DNO_DRIFT model/check.sh safe-quick || rc=$$?; \
+	if [ $$rc -ne 1 ]; then echo "model/check.sh gave $$rc with a mechanism switched off, want 1" >&2; exit 1; fi
+
+# model checks every configuration of the model (docs/verification.md):
+# the protected protocol, each documented unsafe condition and each
+# mechanism switched off. Within 30 minutes on 2 cores; MEMLIM (MB) bounds
+# each verifier's memory (make model MEMLIM=6000). make deps installs spin.
+model:
+	model/check.sh
+
+# deps installs redis-server (with redis-cli), libfaketime, spin and gcc
+# (model/check.sh) with apt when they are missing and we are root;
+# otherwise it says what to install.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing libfaketime"; \
 	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
+	command -v spin >/dev/null 2>&1 || missing="$$missing spin"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "make: installing$$missing with apt-get"; \

@@ -7,6 +7,9 @@
 #   model/check.sh -update    also write each counterexample's `spin -t -p`
 #                             output to faultinject/sim/testdata/model/NAME.trail
 #
+# For each configuration it prints the result, the states stored and
+# matched, the depth reached, the verifier's memory (MB) and its seconds.
+#
 # Each configuration is a model (redlock.pml or shapes.pml), its -D flags, and
 # what it must give: "pass" (every property holds in every reachable state:
 # 0 errors, search completed) or "violate PROPERTY" (a counterexample that
@@ -17,12 +20,27 @@
 #
 # Needs spin (Debian: apt-get install spin) and gcc. MEMLIM (MB, default
 # 4000) bounds each verifier's memory; only one verifier runs at a time.
+# FLAGS (extra -D flags, default none) is added to every configuration's
+# flags: a check of the harness itself, e.g.
+# `FLAGS=-DNO_DRIFT model/check.sh safe-quick` must fail (exit 1), for the
+# mechanism switched off breaks a configuration that must pass. OUT is
+# where each configuration's files go (pan.out, and trail.txt for a
+# counterexample); by default a new directory under $TMPDIR, removed when
+# every configuration gives what it must.
+# Exit status: 0 every configuration gave what it must, 1 one did not,
+# 2 spin, gcc or an unknown configuration name.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-out=${OUT:-${TMPDIR:-/tmp}/quorumlock-model}
+keep=1
+if [ -z "${OUT:-}" ]; then
+	keep=0 # a directory of our own, removed if every configuration passes
+	OUT=$(mktemp -d "${TMPDIR:-/tmp}/quorumlock-model.XXXXXX")
+fi
+out=$OUT
 memlim=${MEMLIM:-4000}
+extra=${FLAGS:-}
 update=0
 
 # name | model | flags | expect | quick | search (counterexamples: bfs, the
@@ -72,6 +90,17 @@ for a in "$@"; do
 	esac
 done
 
+if [ "$update" = 1 ] && [ -n "$extra" ]; then
+	echo "model/check.sh: -update with FLAGS would write trails of other configurations" >&2
+	exit 2
+fi
+for w in "${want[@]}"; do
+	case $w in quick | all) continue ;; esac
+	known=0
+	for c in "${configs[@]}"; do [ "${c%%|*}" = "$w" ] && known=1; done
+	[ "$known" = 1 ] || { echo "model/check.sh: no configuration $w" >&2; exit 2; }
+done
+
 command -v spin >/dev/null || { echo "model/check.sh: spin not found (Debian: apt-get install spin)" >&2; exit 2; }
 command -v gcc >/dev/null || { echo "model/check.sh: gcc not found" >&2; exit 2; }
 mkdir -p "$out"
@@ -88,9 +117,11 @@ selected() { # name quick
 
 fails=0 ran=0 total_states=0
 start_all=$(date +%s)
-printf '%-22s %-8s %-28s %12s %8s %s\n' configuration model result states seconds flags
+row() { printf '%-20s %-7s %-26s %10s %11s %5s %7s %7s  %s\n' "$@"; }
+row configuration model result stored matched depth MB seconds flags
 for c in "${configs[@]}"; do
 	IFS='|' read -r name model flags expect quick search <<<"$c"
+	flags="$flags${extra:+ $extra}"
 	selected "$name" "$quick" || continue
 	ran=$((ran + 1))
 	d="$out/$name"
@@ -115,7 +146,12 @@ for c in "${configs[@]}"; do
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | head -1)
 	states=$(awk '/states, stored/ { print $1; exit }' pan.out)
-	incomplete=$(grep -c "Search not completed" pan.out || true)
+	matched=$(awk '/states, matched/ { print $1; exit }' pan.out)
+	depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out | head -1)
+	mb=$(awk '/total actual memory usage/ { printf "%.0f", $1; exit }' pan.out)
+	# a search cut short: memory (MEMLIM), or depth (-m), which pan only
+	# warns about
+	incomplete=$(grep -c -e "Search not completed" -e "max search depth too small" -e "reached -DMEMLIM bound" pan.out || true)
 	result=""
 	if [ -f "$model.pml.trail" ]; then
 		# shellcheck disable=SC2086
@@ -133,7 +169,7 @@ for c in "${configs[@]}"; do
 	elif [ "${errors:-x}" = 0 ] && [ "$incomplete" = 0 ]; then
 		result=pass
 	elif [ "$incomplete" != 0 ]; then
-		result="incomplete (memory)"
+		result="incomplete (memory or depth)"
 	else
 		result="errors=${errors:-?}"
 	fi
@@ -143,11 +179,16 @@ for c in "${configs[@]}"; do
 		mark="  <-- want: $expect"
 		fails=$((fails + 1))
 	fi
-	printf '%-22s %-8s %-28s %12s %8s %s%s\n' "$name" "$model" "$result" "${states:-?}" "$secs" "$flags" "$mark"
+	row "$name" "$model" "$result" "${states:-?}" "${matched:-?}" "${depth:-?}" "${mb:-?}" "$secs" "$flags$mark"
 	cd "$here"
 done
 end_all=$(date +%s)
-echo "$ran configurations, $total_states states in all, $((end_all - start_all)) s; output in $out"
+if [ "$fails" -eq 0 ] && [ "$keep" = 0 ]; then
+	rm -rf "$out"
+	echo "$ran configurations, $total_states states in all, $((end_all - start_all)) s"
+else
+	echo "$ran configurations, $total_states states in all, $((end_all - start_all)) s; output in $out"
+fi
 if [ "$fails" -gt 0 ]; then
 	echo "model/check.sh: $fails configuration(s) did not give what they must" >&2
 	exit 1

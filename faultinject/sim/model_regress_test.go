@@ -92,7 +92,10 @@ func broke(r Result, property string) []string {
 
 // TestModelCounterexamples replays each of the model's counterexamples on
 // the real coordinator: it must break the model's property with the
-// mechanism switched off, and pass with it on.
+// mechanism switched off, and pass with it on. Two more are replayed
+// apart: NoExtendCheck (a mechanism without a knob: with it on only) and
+// jump-fencing-3 (a hole under a documented unsafe condition: the real
+// code must show it too).
 func TestModelCounterexamples(t *testing.T) {
 	for _, mc := range modelCases {
 		t.Run(mc.trail, func(t *testing.T) {
@@ -119,6 +122,53 @@ func TestModelCounterexamples(t *testing.T) {
 			t.Logf("%s: off: %v (%s); on: %v, %d leases", mc.trail, off.Outcome, firstOr(broke(off, mc.property)), on.Outcome, on.Holds)
 		})
 	}
+
+	// NoExtendCheck: the mechanism (Extend refuses once the lease's Until
+	// has passed) has no knob, so the replay runs with it on only: the
+	// late extend must be refused.
+	t.Run("NoExtendCheck", func(t *testing.T) {
+		s, tr := readModelTrail(t, "NoExtendCheck")
+		if tr.Violation != "extend-after-end" {
+			t.Fatalf("the trail breaks %q, want extend-after-end", tr.Violation)
+		}
+		r := runScript(t, s)
+		extends := 0
+		for _, h := range r.History {
+			if strings.Contains(h, " extended ") {
+				extends++
+				if strings.HasSuffix(h, ": <nil>") {
+					t.Errorf("the lease was extended after its validity ended: %s", h)
+				}
+			}
+		}
+		if extends == 0 || r.Outcome == Fail {
+			t.Errorf("replay: %d extends, %v, violations %v\n%s\nhistory:\n%s",
+				extends, r.Outcome, r.Violations, s, strings.Join(r.History, "\n"))
+		}
+		t.Logf("NoExtendCheck: %v, %d extends, none granted after the lease ended", r.Outcome, extends)
+	})
+
+	// jump-fencing-3 is what the model found under a documented unsafe
+	// condition with every mechanism on (fencing included): a forward
+	// clock jump on one master lets two leases get the same fencing token
+	// (the model's unique-tokens). The real coordinator does the same:
+	// the replay breaks token-order, and the verdict puts it down to the
+	// clock jump (a classified schedule), not to a bug.
+	t.Run("jump-fencing-3", func(t *testing.T) {
+		s, tr := readModelTrail(t, "jump-fencing-3")
+		if tr.Violation != "unique-tokens" {
+			t.Fatalf("the trail breaks %q, want unique-tokens", tr.Violation)
+		}
+		if !s.Fencing {
+			t.Fatal("the script does not use fencing")
+		}
+		r := runScript(t, s)
+		if r.Outcome != Classified || len(broke(r, "token-order")) == 0 {
+			t.Errorf("replay: want a repeated token, classified under the clock jump: %v, broken %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
+				r.Outcome, r.Broken, r.Violations, r.Unsafe, s, strings.Join(r.History, "\n"))
+		}
+		t.Logf("jump-fencing-3: %v (%s), broken %v", r.Outcome, firstOr(broke(r, "token-order")), r.Broken)
+	})
 }
 
 func mechanism(knob string) string {
@@ -144,7 +194,7 @@ var (
 // prints it, runs it with -trail-knob switched off and prints its history
 // and verdict:
 //
-//	go test ./sim -run 'TestReplayTrail$' -v -args -trail sim/testdata/model/NoDrift.trail -trail-knob NoDrift
+//	go test ./sim -run 'TestReplayTrail$' -v -args -trail testdata/model/NoDrift.trail -trail-knob NoDrift
 func TestReplayTrail(t *testing.T) {
 	if *flagTrail == "" {
 		t.Skip("replay needs -args -trail FILE [-trail-knob K]")

@@ -23,7 +23,7 @@ import (
 const (
 	ModelTick        = 200 * time.Millisecond
 	modelSpan        = 90 * time.Millisecond
-	modelStep        = 500 * time.Microsecond
+	modelStep        = 250 * time.Microsecond
 	modelNodeTimeout = 20 * time.Millisecond
 	// driftConstant is redlock's fixed part of the drift allowance.
 	driftConstant = 2 * time.Millisecond
