@@ -7,8 +7,10 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
 )
@@ -246,10 +248,20 @@ func (c *Client) usable() error {
 }
 
 // newValue returns a fresh 128-bit token from crypto/rand, hex encoded, and
-// the value stored on the nodes: the token followed by the owner metadata.
+// the value stored on the nodes: the token followed by the owner metadata
+// and the attempt's start ("?host=...&pid=...&at=<Unix ms>").
 func (c *Client) newValue() (token, value string) {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
 	token = hex.EncodeToString(b[:])
-	return token, token + c.owner
+	// at: when this attempt began, in Unix milliseconds (quorumlock status
+	// shows it as "since"); the wall clock, for people, never for expiry.
+	var v strings.Builder // one allocation
+	v.Grow(len(token) + len(c.owner) + len("&at=") + 20)
+	v.WriteString(token)
+	v.WriteString(c.owner)
+	v.WriteString("&at=")
+	var num [20]byte
+	v.Write(strconv.AppendInt(num[:0], time.Now().UnixMilli(), 10))
+	return token, v.String()
 }

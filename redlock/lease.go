@@ -154,7 +154,9 @@ func (l *Lease) lastExtendErr() error {
 
 // Token returns the acquisition's 128-bit random token, hex encoded. The
 // value stored on the nodes is the token followed by "?host=...&pid=..."
-// (and the owner label).
+// (and the owner label), then "&at=" and the wall-clock time the acquiring
+// attempt began, in Unix milliseconds (shown by quorumlock status; the
+// lock's expiry never reads it).
 func (l *Lease) Token() string { return l.token }
 
 // Until returns the validity deadline: under the assumptions in

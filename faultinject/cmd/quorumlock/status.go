@@ -179,8 +179,11 @@ type holderStat struct {
 	Label  string `json:"label,omitempty"`
 	On     int    `json:"on"`     // masters that hold it
 	Quorum bool   `json:"quorum"` // On reaches the quorum
-	// SeenSince is when --watch first saw it (not the acquisition time,
-	// which the lock does not record).
+	// Since is when its acquisition began, as the holder's clock read it
+	// (the value's "at"); absent for values written before quorumlock
+	// stored it.
+	Since *time.Time `json:"since,omitempty"`
+	// SeenSince is when --watch first saw it.
 	SeenSince *time.Time `json:"seen_since,omitempty"`
 	id        string
 }
@@ -388,6 +391,9 @@ func (ls *lockStatus) judge() {
 		if !ok {
 			o := lockkey.ParseOwner(id)
 			c = &count{h: holderStat{Kind: kind, Token: o.Token, Host: o.Host, PID: o.PID, Label: o.Label, id: id}}
+			if !o.Since.IsZero() {
+				c.h.Since = &o.Since
+			}
 			counts[key] = c
 			order = append(order, key)
 		}
@@ -519,7 +525,7 @@ func (s *statusSnap) print(w io.Writer) {
 				fmt.Fprintf(w, "  %-*s    %s %s, TTL %v\n", width, ln.Addr, h.Kind, owner(lockkey.ParseOwner(h.ID)), time.Duration(h.TTLms)*time.Millisecond)
 			}
 		}
-		l.printSummary(w)
+		l.printSummary(w, s.Time)
 	}
 	if s.More {
 		fmt.Fprintln(w, "(more locks match: raise --limit)")
@@ -581,7 +587,7 @@ func (ln lockOnNode) describe() string {
 	return s
 }
 
-func (l lockStatus) printSummary(w io.Writer) {
+func (l lockStatus) printSummary(w io.Writer, now time.Time) {
 	answered := 0
 	for _, ln := range l.Nodes {
 		if ln.Error == "" {
@@ -594,7 +600,7 @@ func (l lockStatus) printSummary(w io.Writer) {
 		fmt.Fprintf(w, "lock %q: unknown (%d of %d masters did not answer)\n", l.Name, n-answered, n)
 	case l.Kind == "mutex" && l.State == "held":
 		h := l.Holders[0]
-		fmt.Fprintf(w, "lock %q: held by %s on a quorum (%d of %d)%s\n", l.Name, h.Token, h.On, n, seenNote(h))
+		fmt.Fprintf(w, "lock %q: held by %s on a quorum (%d of %d)%s%s\n", l.Name, h.Token, h.On, n, sinceNote(h, now), seenNote(h))
 	case l.State == "held":
 		k := 0
 		for _, h := range l.Holders {
@@ -618,8 +624,22 @@ func (l lockStatus) printSummary(w io.Writer) {
 		if !h.Quorum {
 			q = " (not a quorum)"
 		}
-		fmt.Fprintf(w, "  %s %s on %d of %d%s%s\n", h.Kind, owner(lockkey.Owner{Token: h.Token, Host: h.Host, PID: h.PID, Label: h.Label}), h.On, n, q, seenNote(h))
+		fmt.Fprintf(w, "  %s %s on %d of %d%s%s%s\n", h.Kind, owner(h.owner()), h.On, n, q, sinceNote(h, now), seenNote(h))
 	}
+}
+
+// owner is the holder's metadata as parsed.
+func (h holderStat) owner() lockkey.Owner {
+	return lockkey.Owner{Token: h.Token, Host: h.Host, PID: h.PID, Label: h.Label}
+}
+
+// sinceNote is ", held since ... (... ago)" when the holder's value says
+// when its acquisition began.
+func sinceNote(h holderStat, now time.Time) string {
+	if h.Since == nil {
+		return ""
+	}
+	return fmt.Sprintf(", held since %s (%s ago)", h.Since.Format("2006-01-02 15:04:05.000 MST"), max(now.Sub(*h.Since), 0).Round(time.Millisecond))
 }
 
 func seenNote(h holderStat) string {

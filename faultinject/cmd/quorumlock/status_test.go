@@ -18,6 +18,7 @@ import (
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
+	"time"
 )
 
 // aclOperator is the ACL of docs/operations.md for a user that runs, and
@@ -156,17 +157,29 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := time.Now()
 	ml, err := m.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 	unlockAtEnd(t, ml)
 	waitOnAll(t, urls, "jobs:mutex", 1)
 	fence, _ := ml.Fence()
 	code, out := status("jobs:mutex")
 	host := hostname(t)
+	// Since when it is held: the acquiring attempt's start, stored in the
+	// value, between the clock readings around TryLock.
+	sinceRE := regexp.MustCompile(`lock "jobs:mutex": held by ` + ml.Token() + ` on a quorum \(3 of 3\), held since (\S+ \S+ \S+) \(\S+ ago\)\n`)
+	sm := sinceRE.FindStringSubmatch(out)
+	if sm == nil {
+		t.Fatalf("status of a mutex: no %s line:\n%s", sinceRE, out)
+	}
+	since, err := time.ParseInLocation("2006-01-02 15:04:05.000 MST", sm[1], time.Local)
+	if err != nil || since.Before(before.Truncate(time.Millisecond)) || since.After(after) {
+		t.Fatalf("status says the mutex is held since %q (%v), not between %v and %v (TryLock's call)", sm[1], err, before, after)
+	}
 	for _, want := range []string{
-		fmt.Sprintf(`lock "jobs:mutex": held by %s on a quorum (3 of 3)`, ml.Token()),
 		fmt.Sprintf(`held by %s (host %q, pid %d, label "status test"), TTL `, ml.Token(), host, os.Getpid()),
 		fmt.Sprintf(", fence %d", fence),
 		addrs[0] + "  master, redis ",
@@ -194,11 +207,17 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	for _, want := range []string{
 		`lock "jobs:config" (read-write)`,
 		`lock "jobs:config": 2 holders, each on a quorum (at least 2 of 3 masters)`,
-		fmt.Sprintf("  reader %s (host %q, pid %d, label \"status test\") on 3 of 3\n", r1.Token(), host, os.Getpid()),
-		fmt.Sprintf("  reader %s (host %q, pid %d, label \"status test\") on 3 of 3\n", r2.Token(), host, os.Getpid()),
+		fmt.Sprintf("  reader %s (host %q, pid %d, label \"status test\") on 3 of 3, held since ", r1.Token(), host, os.Getpid()),
+		fmt.Sprintf("  reader %s (host %q, pid %d, label \"status test\") on 3 of 3, held since ", r2.Token(), host, os.Getpid()),
 	} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("status of a read-write lock: exit %d, lacks %q:\n%s", code, want, out)
+		}
+	}
+	for _, r := range []*redlock.Lease{r1, r2} {
+		line := regexp.MustCompile(`\n  reader ` + r.Token() + ` \(host .*\) on 3 of 3, held since \S+ \S+ \S+ \(\S+ ago\)\n`)
+		if !line.MatchString(out) {
+			t.Fatalf("status of a read-write lock: no %s line:\n%s", line, out)
 		}
 	}
 	// One line per hold on each master, none broken by the member's newline.
@@ -314,7 +333,7 @@ func TestStatusWatch(t *testing.T) {
 	}
 	out := w.String()
 	if code != exitOK || strings.Count(out, "\n-- ") < 2 || !strings.Contains(out, `lock "jobs:watched": not held by any quorum`) ||
-		lease == nil || !regexp.MustCompile(`lock "jobs:watched": held by `+lease.Token()+` on a quorum \([23] of 3\), first seen by this watch at \d\d:\d\d:\d\d\n`).MatchString(out) {
+		lease == nil || !regexp.MustCompile(`lock "jobs:watched": held by `+lease.Token()+` on a quorum \([23] of 3\), held since [^\n]* ago\), first seen by this watch at \d\d:\d\d:\d\d\n`).MatchString(out) {
 		t.Errorf("--watch: exit %d\n%s%s", code, out, stderr.String())
 	}
 }

@@ -87,7 +87,8 @@ func Inspect(ctx context.Context, c redis.Scripter, key string) (Holder, error) 
 }
 
 // Owner is a lock value parsed: quorumlock stores
-// "<token>?host=...&pid=...&label=..." (the query part URL-encoded).
+// "<token>?host=...&label=...&pid=...&at=..." (the query part URL-encoded;
+// at is when the acquisition began, in Unix milliseconds).
 type Owner struct {
 	// Token is the acquisition's token (the whole value when the value is
 	// not quorumlock's).
@@ -97,6 +98,9 @@ type Owner struct {
 	Host  string
 	PID   int
 	Label string
+	// Since is when the acquisition that stored the value began (its
+	// attempt), zero when the value does not say.
+	Since time.Time
 }
 
 // ParseOwner decodes a stored lock value. A value without '?' or whose query
@@ -113,5 +117,8 @@ func ParseOwner(value string) Owner {
 	}
 	o := Owner{Token: tok, Host: q.Get("host"), Label: q.Get("label")}
 	o.PID, _ = strconv.Atoi(q.Get("pid"))
+	if ms, err := strconv.ParseInt(q.Get("at"), 10, 64); err == nil && ms > 0 {
+		o.Since = time.UnixMilli(ms)
+	}
 	return o
 }
