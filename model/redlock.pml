@@ -6,7 +6,7 @@
  * atomic transition) chosen nondeterministically: a clock tick, a client's
  * operation, a master applying a request (and its reply reaching the
  * client), a fault. Each step prints one "EV" line; `spin -t -p` on a
- * counterexample prints them in order, and faultinject/model turns them
+ * counterexample prints them in order, and faultinject/sim (ParseTrail) turns them
  * into a simulator schedule (docs/verification.md).
  *
  * Time. A tick is the unit; TTL, DRIFT, the quarantine and every expiry are

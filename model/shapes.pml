@@ -2,7 +2,7 @@
  * The lock shapes' quorums (docs/shapes.md) for SPIN: a counting semaphore
  * (SEM: K places) or a read-write lock (RW: client 0 writes, the others
  * read) over three masters, three clients, one attempt each, time in ticks
- * as in redlock.pml (its conventions and EV lines; faultinject/model reads
+ * as in redlock.pml (its conventions and EV lines; faultinject/sim reads
  * both).
  *
  * Each master keeps a set of holds, each with its own expiry; it admits a
