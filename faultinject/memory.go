@@ -111,21 +111,26 @@ func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
 			s.runID, int64(time.Since(s.since).Seconds()))
 		s.mu.Unlock()
 		info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+		// Memory and persistence as they are: nothing is evicted, nothing
+		// survives a kill.
+		info += "\r\n# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n# Persistence\r\naof_enabled:0\r\n"
 		c.WriteBulk(info)
 		return true
 	}
 	return false
 }
 
-// infoSections reports whether an INFO command asks only for the server and
-// replication sections (one or both, as Redis 7 accepts several), which
-// this hook answers.
+// infoSections reports whether an INFO command asks only for the server,
+// replication, memory and persistence sections (some of them, as Redis 7
+// accepts several), which this hook answers (all four).
 func infoSections(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
 	for _, a := range args {
-		if !strings.EqualFold(a, "server") && !strings.EqualFold(a, "replication") {
+		switch strings.ToLower(a) {
+		case "server", "replication", "memory", "persistence":
+		default:
 			return false
 		}
 	}

@@ -12,8 +12,12 @@ import (
 //     node's result; not one that found its lease already unlocked), a
 //     lease expired or was lost (how long it was held, and
 //     the last renewal's error), a queued release was dropped or abandoned;
+//   - Warn: also each "bad" finding of the client's check of a server's
+//     settings at first contact (ServerCheckEvent: an eviction policy that
+//     can evict lock keys, a replica, ...);
 //   - Info: a node's restart quarantine started, a fencing token started a
-//     new epoch;
+//     new epoch, a "warn" finding of that check (no AOF without the restart
+//     quarantine, a master with replicas, ...);
 //   - Debug: every operation's end, every attempt, every node call that
 //     failed, every backlog change.
 //
@@ -123,4 +127,17 @@ func (s *slogObserver) Backlog(ctx context.Context, e BacklogEvent) {
 	}
 	s.log.LogAttrs(ctx, level, "redlock: release backlog "+string(e.Change), slog.String("lock", e.Lock.Name),
 		slog.String("node", e.Node), slog.Int("len", e.Len))
+}
+
+func (s *slogObserver) ServerCheck(ctx context.Context, e ServerCheckEvent) {
+	for _, f := range e.Findings {
+		level := slog.LevelInfo
+		if f.Level == "bad" {
+			level = slog.LevelWarn
+		}
+		if s.log.Enabled(ctx, level) {
+			s.log.LogAttrs(ctx, level, "redlock: server check: "+f.Text, slog.String("node", e.Node),
+				slog.String("check", f.Check), slog.String("level", f.Level), slog.String("run_id", e.RunID))
+		}
+	}
 }

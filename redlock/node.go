@@ -144,6 +144,13 @@ type ServerInfo struct {
 	// unknown time). The restart quarantine treats a server met for the
 	// first time as having lost keys Uptime ago.
 	Uptime time.Duration
+	// Settings holds the server's INFO fields that decide whether the
+	// lock's assumptions hold (redis_version, maxmemory_policy,
+	// aof_enabled, role, connected_slaves, ...; see ServerCheckEvent),
+	// keyed as INFO names them. The client judges them when it meets a run
+	// of the server for the first time. nil when the node cannot tell; a
+	// field it cannot tell is absent.
+	Settings map[string]string
 }
 
 // ErrNotSent is wrapped by a Node's error when the call certainly did not

@@ -52,6 +52,10 @@ type Observer interface {
 	// Backlog is called when a node's queue of releases awaiting a retry
 	// changes (see Client.Close).
 	Backlog(ctx context.Context, e BacklogEvent)
+	// ServerCheck is called when the client meets a run of a node's
+	// server for the first time (its first contact, and after each
+	// restart or failover), with what its settings mean for the lock.
+	ServerCheck(ctx context.Context, e ServerCheckEvent)
 }
 
 // NopObserver is an Observer that does nothing. Embed it in an Observer of
@@ -66,6 +70,7 @@ func (NopObserver) LeaseEnd(context.Context, LeaseEndEvent)                {}
 func (NopObserver) Fence(context.Context, FenceEvent)                      {}
 func (NopObserver) Quarantine(context.Context, QuarantineEvent)            {}
 func (NopObserver) Backlog(context.Context, BacklogEvent)                  {}
+func (NopObserver) ServerCheck(context.Context, ServerCheckEvent)          {}
 
 // LockInfo names the lock an event is about.
 type LockInfo struct {
@@ -280,6 +285,36 @@ type QuarantineEvent struct {
 	For time.Duration
 }
 
+// ServerCheckEvent is what a client found in a node's server settings when
+// it met a run of the server for the first time (Observer.ServerCheck):
+// the checks of quorumlock doctor that the node's ServerInfo.Settings can
+// tell (docs/operations.md). Findings lists what puts the lock's
+// assumptions at risk; it is empty when the settings are sound or the node
+// reports none. A finding that the client's restart quarantine covers (a
+// master without AOF, or with replicas a failover could promote) is left
+// out when WithRestartQuarantine is on and the node is not one it exempts
+// as durable.
+type ServerCheckEvent struct {
+	Node  string
+	Index int
+	// RunID is the server run checked.
+	RunID    string
+	Findings []ServerFinding
+}
+
+// ServerFinding is one finding of a ServerCheckEvent.
+type ServerFinding struct {
+	// Level is "bad" (an assumption fails: keys with a TTL can be evicted,
+	// the node is a replica, the server runs no Lua) or "warn" (it fails
+	// in some event: a crash without appendfsync always, a failover).
+	Level string
+	// Check names the setting: "version", "maxmemory-policy",
+	// "persistence", "role", "cluster".
+	Check string
+	// Text says what was found and what to do, in one line.
+	Text string
+}
+
 // BacklogChange is what happened to a node's release backlog, one of a few
 // values (a metric label).
 type BacklogChange string
@@ -369,6 +404,12 @@ func (os observers) Quarantine(ctx context.Context, e QuarantineEvent) {
 func (os observers) Backlog(ctx context.Context, e BacklogEvent) {
 	for _, o := range os {
 		o.Backlog(ctx, e)
+	}
+}
+
+func (os observers) ServerCheck(ctx context.Context, e ServerCheckEvent) {
+	for _, o := range os {
+		o.ServerCheck(ctx, e)
 	}
 }
 

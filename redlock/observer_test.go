@@ -28,6 +28,7 @@ type recorder struct {
 	fences      []redlock.FenceEvent
 	quarantines []redlock.QuarantineEvent
 	backlog     []redlock.BacklogEvent
+	checks      []redlock.ServerCheckEvent
 }
 
 var _ redlock.Observer = (*recorder)(nil)
@@ -81,6 +82,12 @@ func (r *recorder) Backlog(_ context.Context, e redlock.BacklogEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.backlog = append(r.backlog, e)
+}
+
+func (r *recorder) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks = append(r.checks, e)
 }
 
 // votes counts the node calls of op by vote.

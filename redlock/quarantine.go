@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/nodecheck"
 )
 
 // The restart quarantine (WithRestartQuarantine) judges every yes vote by
@@ -31,11 +33,32 @@ type memberQuarantine struct {
 func (c *Client) sawServer(ctx context.Context, j int, info ServerInfo) {
 	m := c.members[j]
 	m.mu.Lock()
+	newRun := info.RunID != m.runID
 	known, left := c.sawRun(m, info)
 	m.mu.Unlock()
-	if left > 0 && c.obs != nil {
+	if c.obs == nil {
+		return
+	}
+	if left > 0 {
 		c.obs.Quarantine(ctx, QuarantineEvent{Node: m.addr, Index: j, RunID: info.RunID, Restart: known, For: left})
 	}
+	if newRun {
+		c.obs.ServerCheck(ctx, ServerCheckEvent{Node: m.addr, Index: j, RunID: info.RunID, Findings: c.checkServer(m, info)})
+	}
+}
+
+// checkServer judges a server's settings (see ServerCheckEvent): the
+// findings at levels warn and bad, less those the restart quarantine
+// covers when it is on and m is not exempt from it (durable).
+func (c *Client) checkServer(m *member, info ServerInfo) []ServerFinding {
+	covered := c.cfg.quarantine && !m.durable
+	var out []ServerFinding
+	for _, f := range nodecheck.Server(info.Settings, nil, nil) {
+		if (f.Level == nodecheck.Warn || f.Level == nodecheck.Bad) && !(f.Quarantine && covered) {
+			out = append(out, ServerFinding{Level: f.Level, Check: f.Check, Text: f.Text})
+		}
+	}
+	return out
 }
 
 // sawRun is sawServer under m.mu: it reports whether the server was known

@@ -7,16 +7,15 @@ package redisinfo
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/nodecheck"
 	"github.com/quorumlock/quorumlock/redlock"
 )
-
-// noReplID is master_replid2 of a master that was never promoted.
-const noReplID = "0000000000000000000000000000000000000000"
 
 // Parse reads the identity of the server that wrote text, the INFO server
 // and replication sections (addr names it in errors). RunID is run_id.
@@ -25,7 +24,8 @@ const noReplID = "0000000000000000000000000000000000000000"
 // less, and the restart quarantine must never think a server older than it
 // is), and 0 on a master promoted from a replica (master_replid2 set): it
 // may lack keys written on the old master until its promotion, at a time
-// INFO does not give.
+// INFO does not give. Settings holds the fields of nodecheck.Fields that
+// text has (nil when it has none).
 func Parse(addr, text string) (redlock.ServerInfo, error) {
 	var si redlock.ServerInfo
 	promoted := false
@@ -34,6 +34,12 @@ func Parse(addr, text string) (redlock.ServerInfo, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
 		if !ok {
 			continue
+		}
+		if slices.Contains(nodecheck.Fields, k) {
+			if si.Settings == nil {
+				si.Settings = make(map[string]string, len(nodecheck.Fields))
+			}
+			si.Settings[k] = v
 		}
 		switch k {
 		case "run_id":
@@ -50,7 +56,7 @@ func Parse(addr, text string) (redlock.ServerInfo, error) {
 			}
 			si.Uptime = time.Duration(s) * time.Second
 		case "master_replid2":
-			promoted = v != "" && v != noReplID
+			promoted = v != "" && v != nodecheck.NoReplID
 		}
 	}
 	if promoted {

@@ -740,7 +740,7 @@ func (c *checker) failures(ctxFor func() (context.Context, context.CancelFunc)) 
 		{call(func(ctx context.Context) (bool, error) {
 			c.last = "Info()"
 			si, err := c.n.Info(ctx)
-			return si != redlock.ServerInfo{}, err
+			return si.RunID != "" || si.Uptime != 0 || si.Settings != nil, err
 		}), nil},
 	}
 	if c.f != nil {

@@ -458,7 +458,7 @@ func (c *checker) tryInfo() (redlock.ServerInfo, error) {
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	si, err := c.n.Info(ctx)
-	c.zero(err, si != redlock.ServerInfo{})
+	c.zero(err, si.RunID != "" || si.Uptime != 0 || si.Settings != nil)
 	return si, err
 }
 

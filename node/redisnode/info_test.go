@@ -120,5 +120,5 @@ func TestInfoOnAServerWithOneSectionPerInfo(t *testing.T) {
 	assert.Equal(t, 99*time.Second, info.Uptime, "uptime_in_seconds less one second")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	assert.Equal(t, []string{"info server replication", "info"}, s.asks)
+	assert.Equal(t, []string{"info server replication memory persistence", "info"}, s.asks)
 }

@@ -303,7 +303,10 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 // a failover shows as a new RunID (it is a restart for the lock). A Cluster
 // client reads every master: RunID is their run_ids, sorted and joined with
 // ",", and Uptime is the smallest uptime, so any master's restart or a
-// failover changes the identity.
+// failover changes the identity. Settings holds the fields of INFO memory,
+// persistence, server and replication that the client checks at its first
+// contact with a server (eviction policy, AOF, role, replicas, version);
+// a Cluster client leaves it nil.
 func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	if cc, ok := n.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
@@ -349,11 +352,13 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	return redisinfo.Parse(n.addr, text)
 }
 
-// infoText reads the server and replication sections of INFO. Redis before
-// 7.0 takes one section per INFO and refuses two with a wrong-arity error:
-// then it reads the default sections, which hold both.
+// infoText reads the server, replication, memory and persistence sections
+// of INFO (the identity, and the settings the client checks at its first
+// contact). Redis before 7.0 takes one section per INFO and refuses more
+// with a wrong-arity error: then it reads the default sections, which hold
+// them all.
 func infoText(ctx context.Context, c redis.Cmdable) (string, error) {
-	text, err := c.Info(ctx, "server", "replication").Result()
+	text, err := c.Info(ctx, "server", "replication", "memory", "persistence").Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.Contains(rerr.Error(), "wrong number of arguments") {
 		return c.Info(ctx).Result()

@@ -36,6 +36,7 @@
 //	quorumlock.fence.epochs           {epoch}    counter    quorumlock.lock.shape
 //	quorumlock.release.backlog        {release}  updown     quorumlock.node
 //	quorumlock.release.backlog.changes {change}  counter    quorumlock.node, quorumlock.backlog.change
+//	quorumlock.server.findings        {finding}  counter    quorumlock.node, quorumlock.check, quorumlock.check.level
 //
 // Attribute values are the redlock constants (Shape, Outcome, Vote,
 // LeaseEnd, NodeOp, BacklogChange) and node addresses: a few values each.
@@ -82,6 +83,8 @@ const (
 	AttrVote       = attribute.Key("quorumlock.vote")
 	AttrRestart    = attribute.Key("quorumlock.quarantine.restart")
 	AttrChange     = attribute.Key("quorumlock.backlog.change")
+	AttrCheck      = attribute.Key("quorumlock.check")
+	AttrCheckLevel = attribute.Key("quorumlock.check.level")
 )
 
 // Observer is a redlock.Observer that records spans and metrics. Create it
@@ -93,6 +96,7 @@ type Observer struct {
 
 	wait, attempt, extend, release, held metric.Float64Histogram
 	calls, quarantines, epochs, changes  metric.Int64Counter
+	findings                             metric.Int64Counter
 	backlog                              metric.Int64UpDownCounter
 }
 
@@ -161,6 +165,7 @@ func New(opts ...Option) (*Observer, error) {
 	o.calls = counter("quorumlock.node.calls", "{call}", "Calls on one node, by operation and answer.")
 	o.quarantines = counter("quorumlock.node.quarantines", "{quarantine}", "Restart quarantines started on a node.")
 	o.epochs = counter("quorumlock.fence.epochs", "{epoch}", "Fencing tokens that started a new epoch from the clock.")
+	o.findings = counter("quorumlock.server.findings", "{finding}", "Findings (warn, bad) of the clients' checks of a server's settings, made once per run of the server at first contact.")
 	o.changes = counter("quorumlock.release.backlog.changes", "{change}", "Changes of a node's release backlog: queued, done, dropped, abandoned.")
 	var err error
 	o.backlog, err = m.Int64UpDownCounter("quorumlock.release.backlog", metric.WithUnit("{release}"), metric.WithDescription("Releases waiting on a node for a retry."))
@@ -279,4 +284,17 @@ func (o *Observer) Backlog(ctx context.Context, e redlock.BacklogEvent) {
 		o.backlog.Add(ctx, int64(e.Delta), metric.WithAttributes(AttrNode.String(e.Node)))
 	}
 	o.changes.Add(ctx, 1, o.lockAttrs(e.Lock, AttrNode.String(e.Node), AttrChange.String(string(e.Change))))
+}
+
+// ServerCheck implements redlock.Observer: one count per finding, and a
+// span event per finding when ctx has a recording span.
+func (o *Observer) ServerCheck(ctx context.Context, e redlock.ServerCheckEvent) {
+	span := trace.SpanFromContext(ctx)
+	for _, f := range e.Findings {
+		o.findings.Add(ctx, 1, metric.WithAttributes(AttrNode.String(e.Node), AttrCheck.String(f.Check), AttrCheckLevel.String(f.Level)))
+		if span.IsRecording() {
+			span.AddEvent("quorumlock.server_check", trace.WithAttributes(AttrNode.String(e.Node), AttrCheck.String(f.Check),
+				AttrCheckLevel.String(f.Level), attribute.String("quorumlock.check.text", f.Text)))
+		}
+	}
 }

@@ -18,6 +18,7 @@
 //	quorumlock_fence_epochs_total{shape}                 counter: fencing tokens that started a new epoch
 //	quorumlock_release_backlog{node}                     gauge: releases waiting for a retry
 //	quorumlock_release_backlog_changes_total{node,change} counter: queued, done, dropped, abandoned
+//	quorumlock_server_findings_total{node,check,level}    counter: findings of the checks of a server's settings at first contact
 //
 // Label values are the redlock constants (redlock.Outcome, Vote, LeaseEnd,
 // Shape, NodeOp, BacklogChange) and node addresses: a few values each. Lock
@@ -42,6 +43,7 @@ type Observer struct {
 
 	wait, attempt, extend, release, held *prometheus.HistogramVec
 	calls, quarantines, epochs, changes  *prometheus.CounterVec
+	findings                             *prometheus.CounterVec
 	backlog                              *prometheus.GaugeVec
 }
 
@@ -122,12 +124,13 @@ func New(opts ...Option) *Observer {
 		epochs:      counter("fence_epochs_total", "Fencing tokens that started a new epoch from the clock (a new lock, or counters lost or cleaned up).", lock("shape")),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "release_backlog",
 			Help: "Releases waiting on a node for a retry."}, []string{"node"}),
-		changes: counter("release_backlog_changes_total", "Changes of a node's release backlog: queued, done, dropped (cap or denied), abandoned (Close gave up).", lock("node", "change")),
+		findings: counter("server_findings_total", "Findings (warn, bad) of the clients' checks of a server's settings (eviction policy, persistence, role, version), made once per run of the server at first contact.", []string{"node", "check", "level"}),
+		changes:  counter("release_backlog_changes_total", "Changes of a node's release backlog: queued, done, dropped (cap or denied), abandoned (Close gave up).", lock("node", "change")),
 	}
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.wait, o.attempt, o.extend, o.release, o.held, o.calls, o.quarantines, o.epochs, o.backlog, o.changes}
+	return []prometheus.Collector{o.wait, o.attempt, o.extend, o.release, o.held, o.calls, o.quarantines, o.epochs, o.backlog, o.changes, o.findings}
 }
 
 // Describe implements prometheus.Collector.
@@ -199,4 +202,11 @@ func (o *Observer) Quarantine(_ context.Context, e redlock.QuarantineEvent) {
 func (o *Observer) Backlog(_ context.Context, e redlock.BacklogEvent) {
 	o.backlog.WithLabelValues(e.Node).Add(float64(e.Delta)) // summed over the clients that share the Observer
 	o.changes.WithLabelValues(o.labels(e.Lock, e.Node, string(e.Change))...).Inc()
+}
+
+// ServerCheck implements redlock.Observer: one count per finding.
+func (o *Observer) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
+	for _, f := range e.Findings {
+		o.findings.WithLabelValues(e.Node, f.Check, f.Level).Inc()
+	}
 }

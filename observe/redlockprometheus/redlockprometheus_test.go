@@ -161,6 +161,16 @@ func TestMetricsOnRealMasters(t *testing.T) {
 		assert.GreaterOrEqual(t, sum(got, "quorumlock_node_calls_total", "class=cycle", "op=fence", "vote=yes"), 2.0)
 	})
 
+	t.Run("server check", func(t *testing.T) {
+		// The masters run without AOF: the client's first contact with
+		// each found it (once per run), and the quarantine is off.
+		got := metrics(t, reg)
+		for _, s := range ms.servers {
+			assert.Equal(t, 1.0, got["quorumlock_server_findings_total{check=persistence,level=warn,node="+s.Addr()+"}"], "a master without AOF")
+		}
+		assert.Equal(t, 3.0, sum(got, "quorumlock_server_findings_total"), "nothing else is wrong with them")
+	})
+
 	t.Run("contended wait", func(t *testing.T) {
 		holder, err := newClient(t, ms.nodes).NewMutex("contended:1")
 		require.NoError(t, err)
@@ -280,11 +290,11 @@ func TestEveryMetricIsDescribed(t *testing.T) {
 	for d := range ch {
 		descs = append(descs, d.String())
 	}
-	assert.Len(t, descs, 10)
+	assert.Len(t, descs, 11)
 	for _, name := range []string{"quorumlock_lock_wait_seconds", "quorumlock_lock_attempt_seconds", "quorumlock_lock_extend_seconds",
 		"quorumlock_lock_release_seconds", "quorumlock_lease_held_seconds", "quorumlock_node_calls_total",
 		"quorumlock_node_quarantines_total", "quorumlock_fence_epochs_total", "quorumlock_release_backlog",
-		"quorumlock_release_backlog_changes_total"} {
+		"quorumlock_release_backlog_changes_total", "quorumlock_server_findings_total"} {
 		assert.Contains(t, strings.Join(descs, "\n"), `fqName: "`+name+`"`)
 	}
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/nodecheck"
 )
 
 const doctorUsageText = `usage: quorumlock doctor [flags]
@@ -40,10 +40,10 @@ Flags:
 
 // Levels of a finding.
 const (
-	levelOK   = "ok"
-	levelInfo = "info"
-	levelWarn = "warn"
-	levelBad  = "bad"
+	levelOK   = nodecheck.OK
+	levelInfo = nodecheck.Info
+	levelWarn = nodecheck.Warn
+	levelBad  = nodecheck.Bad
 )
 
 // finding is one line of doctor's report.
@@ -184,11 +184,6 @@ func readFacts(ctx context.Context, c rawClient) nodeFacts {
 	return f
 }
 
-// evicting reports whether a maxmemory-policy can evict a key with a TTL.
-func evicting(policy string) bool {
-	return strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-")
-}
-
 // diagnose turns what was read into findings: per master in the order
 // given, then the set's.
 func diagnose(facts []nodeFacts) []finding {
@@ -208,87 +203,10 @@ func diagnose(facts []nodeFacts) []finding {
 			runs[id] = append(runs[id], a)
 		}
 
-		// Version.
-		ver := serverVersion(in)
-		major, minor := versionNumbers(in["redis_version"])
-		switch {
-		case major < 2 || major == 2 && minor < 6:
-			add(a, levelBad, "version", "%s has no Lua scripting (EVAL came in 2.6): the lock cannot run here", ver)
-		case major < 5:
-			add(a, levelWarn, "version", "%s: the read-write lock's and semaphore's scripts read TIME before writing, which Redis refuses before 5.0 (mutexes work); upgrade", ver)
-		default:
-			add(a, levelOK, "version", "%s", ver)
+		for _, c := range nodecheck.Server(in, f.Config, f.ConfigErr) {
+			add(a, c.Level, c.Check, "%s", c.Text)
 		}
-
-		// Commands.
-		if f.CommandsErr != nil {
-			add(a, levelInfo, "commands", "COMMAND INFO failed (%v): grant +command|info to check which commands exist", f.CommandsErr)
-		} else {
-			var have []string
-			for _, c := range probedCommands[2:] {
-				if f.Commands[c] {
-					have = append(have, strings.ToUpper(c))
-				}
-			}
-			native := "native: " + listOr(have, "none") + " of WAITAOF, DELIFEQ, DELEX (the lock does not use them; it runs Lua scripts)"
-			if !f.Commands["evalsha"] || !f.Commands["eval"] {
-				add(a, levelBad, "commands", "EVALSHA or EVAL is missing (renamed or disabled): the lock runs Lua scripts and cannot work here; %s", native)
-			} else {
-				add(a, levelOK, "commands", "EVALSHA and EVAL present (the lock's scripts); %s", native)
-			}
-		}
-
-		// Eviction.
-		policy := in["maxmemory_policy"]
-		maxmem, _ := strconv.ParseInt(in["maxmemory"], 10, 64)
-		switch {
-		case policy == "":
-			add(a, levelInfo, "maxmemory-policy", "INFO memory does not say: check that maxmemory-policy is noeviction (keys with a TTL, as lock keys are, must not be evicted)")
-		case evicting(policy) && maxmem > 0:
-			add(a, levelBad, "maxmemory-policy", "%s with maxmemory %s evicts keys with a TTL, lock keys among them: a held lock can vanish from this master; set maxmemory-policy noeviction", policy, in["maxmemory_human"])
-		case evicting(policy):
-			add(a, levelWarn, "maxmemory-policy", "%s evicts keys with a TTL (lock keys among them) as soon as a maxmemory is set (none is now): set maxmemory-policy noeviction", policy)
-		default:
-			add(a, levelOK, "maxmemory-policy", "%s: lock keys are never evicted (when memory is full, writes fail and the lock reports it)", policy)
-		}
-
-		// Persistence.
-		aof := in["aof_enabled"] == "1"
-		fsync, save := f.Config["appendfsync"], f.Config["save"]
-		switch {
-		case aof && fsync == "always":
-			add(a, levelOK, "persistence", "appendonly yes, appendfsync always: lock keys and fencing counters survive a crash; the restart quarantine may exempt this master (durable)")
-		case aof && fsync == "":
-			add(a, levelInfo, "persistence", "appendonly yes, appendfsync unknown (CONFIG GET refused: %v): unless it is always, a crash loses the last writes: use the restart quarantine", f.ConfigErr)
-		case aof:
-			add(a, levelWarn, "persistence", "appendonly yes but appendfsync %s: a crash loses the last writes (a lock just taken, a fencing counter just raised): set appendfsync always, or use the restart quarantine (quorumlock run --quarantine, redlock.WithRestartQuarantine)", fsync)
-		case save != "" && f.ConfigErr == nil:
-			add(a, levelBad, "persistence", "appendonly no with RDB snapshots (save %q): a restart loads an older snapshot, so lock keys taken since are lost and fencing counters go back (tokens repeat): use appendonly yes with appendfsync always, or no persistence with the restart quarantine", save)
-		default:
-			add(a, levelWarn, "persistence", "appendonly no: a restarted master comes back without the lock keys it granted, and another client can take a held lock: use the restart quarantine (at least the TTL), or appendonly yes with appendfsync always")
-		}
-
-		// Role.
-		switch role := in["role"]; {
-		case role == "slave":
-			add(a, levelBad, "role", "a replica of %s:%s: it refuses writes (READONLY) and is not an independent master: list masters only", in["master_host"], in["master_port"])
-		case in["connected_slaves"] != "" && in["connected_slaves"] != "0":
-			add(a, levelWarn, "role", "a master with %s: a failover (Sentinel, an operator) promotes a replica that may lack lock keys, as a restart without persistence would: use the restart quarantine (a promotion changes the run_id)", plural(atoi(in["connected_slaves"]), "replica"))
-		case in["master_replid2"] != "" && in["master_replid2"] != noReplID:
-			add(a, levelWarn, "role", "a master promoted from a replica: it may lack lock keys the old master granted; the restart quarantine treats it as new")
-		default:
-			add(a, levelOK, "role", "a master without replicas")
-		}
-
-		// Cluster mode.
-		if in["cluster_enabled"] == "1" {
-			add(a, levelWarn, "cluster", "cluster mode: one server answers MOVED for keys of other slots, and a whole cluster is one vote; quorumlock's commands take standalone masters (for a cluster use the library with redisnode.New and a ClusterClient)")
-		}
-
-		// Accept queue.
-		if b, ok := f.Config["tcp-backlog"]; ok {
-			add(a, levelInfo, "tcp-backlog", "%s: a paused server still accepts up to %s connections and runs what they sent when it resumes; the lock's release guards refuse such late acquires", b, b)
-		}
+		f.commandsFinding(add)
 	}
 
 	// The set.
@@ -316,25 +234,29 @@ func diagnose(facts []nodeFacts) []finding {
 	return out
 }
 
+// commandsFinding adds the finding on the commands the master has.
+func (f nodeFacts) commandsFinding(add func(node, level, check, format string, args ...any)) {
+	if f.CommandsErr != nil {
+		add(f.Addr, levelInfo, "commands", "COMMAND INFO failed (%v): grant +command|info to check which commands exist", f.CommandsErr)
+	} else {
+		var have []string
+		for _, c := range probedCommands[2:] {
+			if f.Commands[c] {
+				have = append(have, strings.ToUpper(c))
+			}
+		}
+		native := "native: " + listOr(have, "none") + " of WAITAOF, DELIFEQ, DELEX (the lock does not use them; it runs Lua scripts)"
+		if !f.Commands["evalsha"] || !f.Commands["eval"] {
+			add(f.Addr, levelBad, "commands", "EVALSHA or EVAL is missing (renamed or disabled): the lock runs Lua scripts and cannot work here; %s", native)
+		} else {
+			add(f.Addr, levelOK, "commands", "EVALSHA and EVAL present (the lock's scripts); %s", native)
+		}
+	}
+}
+
 func listOr(xs []string, none string) string {
 	if len(xs) == 0 {
 		return none
 	}
 	return strings.Join(xs, ", ")
-}
-
-// versionNumbers returns the major and minor of "7.0.15".
-func versionNumbers(v string) (int, int) {
-	parts := strings.SplitN(v, ".", 3)
-	major, _ := strconv.Atoi(parts[0])
-	minor := 0
-	if len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
-	}
-	return major, minor
-}
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }

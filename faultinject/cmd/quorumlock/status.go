@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/nodecheck"
 )
 
 const statusUsageText = `usage: quorumlock status [flags] NAME|PATTERN
@@ -319,16 +320,13 @@ func parseInfo(text string) map[string]string {
 	return m
 }
 
-// noReplID is master_replid2 of a master that was never promoted.
-const noReplID = "0000000000000000000000000000000000000000"
-
 func (ns *nodeStatus) fill(info map[string]string, quarantine time.Duration) {
 	ns.Role = info["role"]
-	ns.Version = serverVersion(info)
+	ns.Version = nodecheck.Version(info)
 	ns.RunID = info["run_id"]
 	up, _ := strconv.ParseFloat(info["uptime_in_seconds"], 64)
 	ns.UptimeS = up
-	ns.Promoted = ns.Role == "master" && info["master_replid2"] != "" && info["master_replid2"] != noReplID
+	ns.Promoted = ns.Role == "master" && info["master_replid2"] != "" && info["master_replid2"] != nodecheck.NoReplID
 	if quarantine > 0 {
 		// As redlock judges it: uptime less one second (Redis truncates
 		// its start time), 0 for a promoted master, which the client
@@ -343,17 +341,6 @@ func (ns *nodeStatus) fill(info map[string]string, quarantine time.Duration) {
 	}
 }
 
-// serverVersion is "redis 7.0.15" or "valkey 8.1.0".
-func serverVersion(info map[string]string) string {
-	if v := info["valkey_version"]; v != "" {
-		return "valkey " + v
-	}
-	name := info["server_name"]
-	if name == "" {
-		name = "redis"
-	}
-	return name + " " + info["redis_version"]
-}
 
 func (ln *lockOnNode) fill(l lockkey.Lock) {
 	ln.Type = l.Type
