@@ -341,7 +341,6 @@ func (ns *nodeStatus) fill(info map[string]string, quarantine time.Duration) {
 	}
 }
 
-
 func (ln *lockOnNode) fill(l lockkey.Lock) {
 	ln.Type = l.Type
 	ln.Waiting = l.Waiting
