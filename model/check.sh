@@ -56,6 +56,7 @@ configs=(
 "safe-fencing-unsafe|redlock|-DFENCING -DJUDGE_WRITES -DJUMP -DCPAUSE -DRESTARTS=1 -DRESTART_EMPTY -DBEYOND|pass|"
 "safe-semaphore|shapes|-DSEM -DFAST -DRESTARTS=1|pass|"
 "safe-rw|shapes|-DRW -DFAST -DRESTARTS=1|pass|"
+"safe-lockdelay|redlock|-DLOCKDELAY -DFAST -DDELAY -DSPLIT -DEXTENDS=1|pass|"
 "safe-quick|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DFAST -DWRITES|pass|quick"
 # ---- documented unsafe conditions: a counterexample each ----
 "unsafe-restart|redlock|-DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
@@ -69,6 +70,7 @@ configs=(
 "NoFenceEpoch|redlock|-DA=2 -DFENCING -DQUAR -DRESTARTS=2 -DRESTART_EMPTY -DNO_EPOCH|violate token-order||bitstate"
 "NoFenceWriteBack|redlock|-DFENCING -DCSKEW -DNO_WRITEBACK|violate token-order|quick"
 "DialTimeoutNotSent|redlock|-DMPAUSE -DBACKLOG -DDIAL_NOTSENT|violate no-orphans|quick"
+"NoLockDelay|redlock|-DLOCKDELAY -DNO_LOCKDELAY|violate lock-delay|quick"
 "NoShapeQuorum|shapes|-DSEM -DNO_SHAPE_QUORUM|violate semaphore-bound|quick"
 "NoExtendCheck|redlock|-DEXTENDS=1 -DNO_EXTEND_CHECK|violate extend-after-end|quick"
 # ---- found by the model (docs/verification.md, "Found") ----

@@ -20,12 +20,13 @@
  *
  * Faults and options (-D): LOSS, DELAY, SPLIT, RESTARTS=n with
  * RESTART_EMPTY and/or RESTART_KEEP, QUAR, LATE, MPAUSE, BACKLOG, FAST,
- * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES.
+ * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES,
+ * LOCKDELAY (with LDELAY=n).
  * Mechanisms switched off,
  * named after internal/knobs: NO_GUARD (NoReleaseGuard), NO_DRIFT (NoDrift),
  * NO_EPOCH (NoFenceEpoch), NO_WRITEBACK (NoFenceWriteBack), NO_QUARANTINE
  * (NoQuarantine), NO_VOTE_ID (NoVoteIdentity), DIAL_NOTSENT
- * (DialTimeoutNotSent); NO_EXTEND_CHECK (Extend's refusal once Until has
+ * (DialTimeoutNotSent), NO_LOCKDELAY (NoLockDelay); NO_EXTEND_CHECK (Extend's refusal once Until has
  * passed; no knob in the code). model/check.sh lists the configurations
  * it checks and what each must find.
  */
@@ -56,6 +57,29 @@
 #endif
 #ifndef EXTENDS
 #define EXTENDS 0	/* Extends per lease */
+#endif
+
+/* LOCKDELAY (WithLockDelay): the keys are written with a time to live of
+ * TTL + LDELAY ticks (acquire, extend, and the release guard, which lasts
+ * the key's TTL: Mutex.keyTTL), while a lease's validity is still computed
+ * from the TTL; Unlock deletes them at once. The restart quarantine lasts
+ * the longest key TTL (the client's maxTTL). NO_LOCKDELAY (the NoLockDelay
+ * knob): keys, extends and guards are written with the TTL alone (the
+ * quarantine, computed apart, keeps TTL + LDELAY). */
+#ifdef LOCKDELAY
+#ifndef LDELAY
+#define LDELAY 2
+#endif
+#define QTTL (TTL+LDELAY)
+#ifdef NO_LOCKDELAY
+#define KEYTTL TTL
+#else
+#define KEYTTL (TTL+LDELAY)
+#endif
+#else
+#define LDELAY 0
+#define QTTL TTL
+#define KEYTTL TTL
 #endif
 
 #if defined(FENCING) || defined(CPAUSE)
@@ -164,6 +188,9 @@ bit g[C];		/* holds a lease (granted, not ended) */
 byte vl[C];		/* ticks of validity left */
 byte ne[C];		/* Extends made in this lease */
 bit wr[C];		/* wrote (or stalled to write) in this lease */
+#ifdef LOCKDELAY
+byte dl[C];		/* ticks left of the lock delay after the lease's validity ended without Unlock */
+#endif
 byte krun[C*N], ql[C*N];	/* run last seen; ticks of quarantine left */
 #ifdef BACKLOG
 /* the client's pool has an idle connection to m (a call that got its reply
@@ -264,7 +291,7 @@ int tmask;		/* tokens granted */
  * until it has been up for the TTL. */
 #define OBSERVE(c,m) \
 	if :: krun[CM(c,m)] != mrun[m] -> \
-		if :: krun[CM(c,m)] != UNKNOWN_RUN -> ql[CM(c,m)] = TTL \
+		if :: krun[CM(c,m)] != UNKNOWN_RUN -> ql[CM(c,m)] = QTTL \
 		   :: else -> ql[CM(c,m)] = yl[m] fi; \
 		krun[CM(c,m)] = mrun[m] \
 	   :: else -> skip fi;
@@ -326,9 +353,26 @@ int tmask;		/* tokens granted */
 #else
 #define MUTEX_CHECK(i) PROP("EV violate mutual-exclusion\n", !OTHER_VALID(CL(i)));
 #endif
+/* lock-delay: a lease whose validity ended without Unlock (expired, or
+ * lost) keeps the lock from every other client for LDELAY ticks more: no
+ * grant while its delay runs (Unlock cuts it short) */
+#ifdef LOCKDELAY
+#if C == 2
+#define OTHER_DELAYED(c) (((c) != 0 && dl[0] > 0) || ((c) != 1 && dl[1] > 0))
+#else
+#define OTHER_DELAYED(c) (((c) != 0 && dl[0] > 0) || ((c) != 1 && dl[1] > 0) || ((c) != 2 && dl[2] > 0))
+#endif
+#define DELAY_CHECK(i) PROP("EV violate lock-delay\n", !OTHER_DELAYED(CL(i)));
+#define DELAY_TICK(c) DEC(dl[c]) if :: dec[c] == 3 && vl[c] == 1 -> dl[c] = LDELAY :: else -> skip fi;
+#define DELAY_CLEAR(c) dl[c] = 0;
+#else
+#define DELAY_CHECK(i)
+#define DELAY_TICK(c)
+#define DELAY_CLEAR(c)
+#endif
 #define GRANT(i) \
 	dec[CL(i)] = 3; \
-	MUTEX_CHECK(i) \
+	MUTEX_CHECK(i) DELAY_CHECK(i) \
 	TOKEN_ORDER(i) GRANT_ORDER(i) \
 	g[CL(i)] = 1; vl[CL(i)] = VALIDITY; \
 	printf("EV grant c=%d i=%d tok=%d valid=%d\n", CL(i), i, tok[i], VALIDITY);
@@ -358,7 +402,7 @@ int tmask;		/* tokens granted */
 	   :: else -> \
 		if :: kv[m] == 0 -> \
 			PROP("EV violate release-guard\n", !ra[IM(i,m)]); \
-			kv[m] = i+1; kl[m] = TTL - md[m]; t = 1 \
+			kv[m] = i+1; kl[m] = KEYTTL - md[m]; t = 1 \
 		   :: kv[m] == i+1 -> t = 1 \
 		   :: else -> t = 0 fi fi;
 
@@ -445,7 +489,7 @@ int tmask;		/* tokens granted */
 /* release.lua: compare-and-delete, else a guard for one TTL */
 #define RAPPLY_EFFECT(i,m,k) \
 	if :: kv[m] == i+1 -> kv[m] = 0; kl[m] = 0 \
-	   :: else -> if :: (k) == R_FLYG -> gl[IM(i,m)] = TTL - md[m] :: else -> skip fi fi; \
+	   :: else -> if :: (k) == R_FLYG -> gl[IM(i,m)] = KEYTTL - md[m] :: else -> skip fi fi; \
 	ra[IM(i,m)] = 1;
 
 #ifdef DIAL_NOTSENT
@@ -588,7 +632,7 @@ int tmask;		/* tokens granted */
 /* Unlock: the lease ends, releases go out as the release plan says */
 #define UNLOCK(i) \
 	:: d_step { HOLDING(i) -> \
-		g[CL(i)] = 0; printf("EV unlock c=%d i=%d\n", CL(i), i); \
+		g[CL(i)] = 0; DELAY_CLEAR(CL(i)) printf("EV unlock c=%d i=%d\n", CL(i), i); \
 		RELEASE_ALL(i) st[CL(i)] = IDLE; dec[CL(i)] = 0; ne[CL(i)] = 0; wr[CL(i)] = 0; \
 		vl[CL(i)] = 0; tok[i] = 0; gix[i] = 0; NORM_ALL }
 
@@ -605,7 +649,7 @@ int tmask;		/* tokens granted */
 		printf("EV extend c=%d i=%d\n", CL(i), i); \
 		SENDE(i,0) SENDE(i,1) SENDE(i,2) }
 /* extend.lua: compare-and-pexpire, never creates a key */
-#define EEFFECT(i,m) if :: kv[m] == i+1 -> kl[m] = TTL - md[m]; t = 1 :: else -> t = 0 fi;
+#define EEFFECT(i,m) if :: kv[m] == i+1 -> kl[m] = KEYTTL - md[m]; t = 1 :: else -> t = 0 fi;
 #define ECLOSE_BODY(i) \
 	eq[IM(i,0)] = 0; eq[IM(i,1)] = 0; eq[IM(i,2)] = 0; \
 	if :: !edone[CL(i)] && rn[CL(i)] > N-Q -> g[CL(i)] = 0; printf("EV lost c=%d i=%d\n", CL(i), i) :: else -> skip fi; \
@@ -659,7 +703,7 @@ int tmask;		/* tokens granted */
  * connections, so nothing tells the client. */
 #define RESTART(m, keep, DROPX, FORGETX) \
 	:: d_step { nrest < RESTARTS -> \
-		nrest++; mrun[m]++; yl[m] = TTL; pz[m] = 0; bf[m] = 0; \
+		nrest++; mrun[m]++; yl[m] = QTTL; pz[m] = 0; bf[m] = 0; \
 		FOR_I(DROPX) \
 		if :: !keep -> kv[m] = 0; kl[m] = 0; fv[m] = 0; FOR_I(FORGETX) :: else -> skip fi; \
 		printf("EV restart m=%d keep=%d\n", m, keep); NORM_ALL }
@@ -685,7 +729,7 @@ int tmask;		/* tokens granted */
 	if :: aq[IM(i,m)] == FLY && sl[i] <= 1 -> aq[IM(i,m)] = 0 :: else -> skip fi;
 #define TICK_I(i) DEC(sl[i])
 #define TICK_C(c) \
-	DEC(vl[c]) DEC(ql[CM(c,0)]) DEC(ql[CM(c,1)]) DEC(ql[CM(c,2)])
+	DELAY_TICK(c) DEC(vl[c]) DEC(ql[CM(c,0)]) DEC(ql[CM(c,1)]) DEC(ql[CM(c,2)])
 /* a release in flight to a running master lands within its tick */
 #define RFLY(i,m) || ((rl[IM(i,m)] == R_FLYG || rl[IM(i,m)] == R_FLY) && !pz[m])
 #define RQ_ANY(i,m) || rl[IM(i,m)] != 0
@@ -802,7 +846,11 @@ init {
 #ifdef LATE
 		krun[CM(C-1,0)] = UNKNOWN_RUN; krun[CM(C-1,1)] = UNKNOWN_RUN; krun[CM(C-1,2)] = UNKNOWN_RUN;
 #endif
+#ifdef LOCKDELAY
+		printf("EV start N=%d C=%d A=%d TTL=%d DRIFT=%d LD=%d\n", N, C, A, TTL, DRIFT, LDELAY);
+#else
 		printf("EV start N=%d C=%d A=%d TTL=%d DRIFT=%d\n", N, C, A, TTL, DRIFT);
+#endif
 #if defined(FAST) || defined(BEYOND)
 		/* each master's clock: exact, or fast (keys expire early) */
 #ifdef BEYOND
