@@ -57,6 +57,7 @@ configs=(
 "safe-semaphore|shapes|-DSEM -DFAST -DRESTARTS=1|pass|"
 "safe-rw|shapes|-DRW -DFAST -DRESTARTS=1|pass|"
 "safe-lockdelay|redlock|-DLOCKDELAY -DFAST -DDELAY -DSPLIT -DEXTENDS=1|pass|"
+"safe-lockdelay-restarts|redlock|-DLOCKDELAY -DFAST -DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DLATE -DEXTENDS=1|pass|"
 "safe-quick|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DFAST -DWRITES|pass|quick"
 # ---- documented unsafe conditions: a counterexample each ----
 "unsafe-restart|redlock|-DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
