@@ -301,7 +301,12 @@ func (m *Mutex) deadline(start time.Time) time.Time { return start.Add(m.cfg.ttl
 
 // keyTTL is the time to live written on the nodes: the TTL plus the lock
 // delay (WithLockDelay), which only a clean Unlock cuts short.
-func (m *Mutex) keyTTL() time.Duration { return m.cfg.ttl + m.cfg.lockDelay }
+func (m *Mutex) keyTTL() time.Duration {
+	if m.c.cfg.knobs.NoLockDelay { // test-only switch (internal/knobs)
+		return m.cfg.ttl
+	}
+	return m.cfg.ttl + m.cfg.lockDelay
+}
 
 // rollback releases a failed attempt on every node that may hold it. It
 // waits for the releases on nodes whose acquire had said yes by the decision

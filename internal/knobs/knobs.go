@@ -51,6 +51,10 @@ var (
 	// although the server may have queued the call (a paused server whose
 	// accept queue is full).
 	DialTimeoutNotSent atomic.Bool
+	// NoLockDelay: WithLockDelay writes the keys (and the release guards)
+	// with the TTL alone, so a lease that ends without Unlock frees the lock
+	// as soon as its keys expire, not the lock delay later.
+	NoLockDelay atomic.Bool
 	// NoPanicRelease: Mutex.Do does not release the lease or stop its
 	// renewal when the function panics.
 	NoPanicRelease atomic.Bool
@@ -75,6 +79,7 @@ type Set struct {
 	NoFenceWriteBack bool
 	NoFenceEpoch     bool
 	NoShapeQuorum    bool
+	NoLockDelay      bool
 	NoPanicRelease   bool
 }
 
@@ -91,6 +96,7 @@ func Load() Set {
 		NoFenceWriteBack: NoFenceWriteBack.Load(),
 		NoFenceEpoch:     NoFenceEpoch.Load(),
 		NoShapeQuorum:    NoShapeQuorum.Load(),
+		NoLockDelay:      NoLockDelay.Load(),
 		NoPanicRelease:   NoPanicRelease.Load(),
 	}
 }
