@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // modelCases are the model's counterexamples (model/check.sh writes them
@@ -42,10 +44,18 @@ var modelCases = []struct {
 	{trail: "NoFenceWriteBack", knob: "NoFenceWriteBack+NoFenceEpoch", property: "token-order"},
 	{trail: "DialTimeoutNotSent", knob: "DialTimeoutNotSent", property: "no-orphans"},
 	{trail: "NoShapeQuorum", knob: "NoShapeQuorum", property: "semaphore-bound"},
+	// The holder's lease expires without Unlock; with the keys written for
+	// the TTL alone a second client is granted the lock when they expire,
+	// before the lock delay has run (judgeLockDelay).
+	{trail: "NoLockDelay", knob: "NoLockDelay", property: "lock-delay"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 }
+
+// NoLockDelay joins the knobs setKnob knows (knobs_test.go lists the
+// others).
+func init() { knobVars["NoLockDelay"] = &knobs.NoLockDelay }
 
 // readModelTrail translates testdata/model/name.trail.
 func readModelTrail(t *testing.T, name string) (Script, Trail) {

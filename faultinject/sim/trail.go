@@ -41,6 +41,8 @@ type Trail struct {
 	// N, C, A, TTL, Drift are the model's masters, clients, attempts per
 	// client, and TTL and drift allowance in ticks.
 	N, C, A, TTL, Drift int
+	// LockDelay is the lock delay in ticks (LOCKDELAY; 0 without).
+	LockDelay int
 }
 
 // TrailEvent is one EV line: its kind and arguments, the tick it happened
@@ -108,6 +110,7 @@ func ReadTrail(r io.Reader) (Trail, error) {
 			continue
 		case "start":
 			t.N, t.C, t.A, t.TTL, t.Drift = e.Args["N"], e.Args["C"], e.Args["A"], e.Args["TTL"], e.Args["DRIFT"]
+			t.LockDelay = e.Args["LD"]
 			if k, ok := e.Args["K"]; ok {
 				t.Flags = append(t.Flags, fmt.Sprintf("-DK=%d", k))
 			}
@@ -139,8 +142,9 @@ func modelRate(ttl, d int) float64 { return float64(ModelTTL(ttl)) / float64(Mod
 // pauses, clock jumps and rates its faults; and each node call the model
 // applied, delayed, lost or dialled in vain a ScriptCall. A call the trail
 // never applies is lost. The script's options (fencing, quarantine, a
-// late client, the shape) are the configuration's; a mechanism the trail's
-// configuration switched off is the caller's to switch off (internal/knobs).
+// late client, the shape, the lock delay) are the configuration's; a
+// mechanism the trail's configuration switched off is the caller's to
+// switch off (internal/knobs).
 func ParseTrail(r io.Reader) (Script, Trail, error) {
 	t, err := ReadTrail(r)
 	if err != nil {
@@ -153,7 +157,16 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 	s := Script{Name: t.Name, Masters: t.N, Clients: t.C, TTL: ttl,
 		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(ttl),
 		NodeTimeout: modelNodeTimeout, ReleaseTimeout: modelNodeTimeout,
-		Fencing: t.Has("FENCING"), Quar: t.Has("QUAR")}
+		Fencing: t.Has("FENCING"), Quar: t.Has("QUAR"),
+		// The model's keys live TTL+LD ticks: ModelTTL(TTL+LD) is the TTL
+		// plus LD whole ticks.
+		LockDelay: time.Duration(t.LockDelay) * ModelTick}
+	if t.LockDelay > 0 && (t.Has("FAST") || t.Has("BEYOND")) {
+		// A fast master's rate (modelRate) is for keys of the TTL alone:
+		// the model expires a key of TTL+LD ticks d ticks early, the rate
+		// would expire it d*(TTL+LD)/TTL early.
+		return Script{}, t, fmt.Errorf("trail %s: fast clocks with a lock delay cannot be replayed (the model's fast clock is an offset, the simulator's a rate)", t.Name)
+	}
 	switch {
 	case t.Has("SEM"):
 		k := 2
