@@ -46,7 +46,8 @@ test-model:
 
 # model checks every configuration of the model (docs/verification.md):
 # the protected protocol, each documented unsafe condition and each
-# mechanism switched off. Within 30 minutes on 2 cores; MEMLIM (MB) bounds
+# mechanism switched off: 6 to 11 minutes on 2 cores (31 configurations,
+# docs/verification.md has each one's figures); MEMLIM (MB) bounds
 # each verifier's memory (make model MEMLIM=6000). make deps installs spin.
 model:
 	model/check.sh

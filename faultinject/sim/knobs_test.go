@@ -26,6 +26,7 @@ var knobVars = map[string]*atomic.Bool{
 	"UnreadJoins":        &knobs.UnreadJoins,
 	"DialTimeoutNotSent": &knobs.DialTimeoutNotSent,
 	"NoPanicRelease":     &knobs.NoPanicRelease,
+	"NoLockDelay":        &knobs.NoLockDelay,
 }
 
 func knobNames() []string {

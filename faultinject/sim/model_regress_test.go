@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // modelCases are the model's counterexamples (model/check.sh writes them
@@ -55,7 +53,6 @@ var modelCases = []struct {
 
 // NoLockDelay joins the knobs setKnob knows (knobs_test.go lists the
 // others).
-func init() { knobVars["NoLockDelay"] = &knobs.NoLockDelay }
 
 // readModelTrail translates testdata/model/name.trail.
 func readModelTrail(t *testing.T, name string) (Script, Trail) {
