@@ -198,7 +198,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info}, nil
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl + l.lockDelay), kind: k, info: info}, nil
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).

@@ -103,9 +103,11 @@ func WithReleaseTimeout(d time.Duration) ClientOption {
 }
 
 // WithDriftFactor sets the clock drift allowance as a fraction of the TTL:
-// drift = TTL*f + 2ms is subtracted from every validity. It must cover the
-// worst real clock-rate error between this process and the nodes. Default:
-// 0.01. Must be in [0, 0.5).
+// drift = TTL*f + 2ms is subtracted from every validity (with WithLockDelay,
+// (TTL + lock delay)*f + 2ms: the keys live that long, and a node's clock
+// running fast by f must not end the delay early). It must cover the worst
+// real clock-rate error between this process and the nodes. Default: 0.01.
+// Must be in [0, 0.5).
 func WithDriftFactor(f float64) ClientOption { return func(c *clientConfig) { c.driftFactor = f } }
 
 // WithMaxInFlight caps this client's calls outstanding on any one node
@@ -182,8 +184,10 @@ func WithMaxWait(d time.Duration) LockOption { return func(l *lockConfig) { l.ma
 // writes still in flight from the old holder land before a new holder
 // starts (Consul's lock-delay, Chubby's). The nodes enforce it: the keys are
 // written with a time to live of TTL + d, while the lease's validity is still
-// computed from the TTL; Unlock deletes them at once. Default: 0 (off). Must
-// be non-negative.
+// computed from the TTL, less a drift allowance over TTL + d (see
+// WithDriftFactor: the delay on a node whose clock runs fast ends early by
+// up to f*d, which the validity gives up instead); Unlock deletes them at
+// once. Default: 0 (off). Must be non-negative.
 func WithLockDelay(d time.Duration) LockOption { return func(l *lockConfig) { l.lockDelay = d } }
 
 // WithAutoRenew makes every lease of the mutex renew itself (Extend) each
@@ -318,8 +322,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("release timeout %v must be below the TTL %v", c.releaseTimeout, l.ttl)
 	case l.minValidity < 0:
 		return configError("minimum validity %v must not be negative", l.minValidity)
-	case l.minValidity >= l.ttl-c.drift(l.ttl):
-		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl))
+	case l.minValidity >= l.ttl-c.drift(l.ttl+l.lockDelay):
+		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl+l.lockDelay))
 	case l.retryMin < 0 || l.retryMax < 0:
 		return configError("retry backoff %v..%v must not be negative", l.retryMin, l.retryMax)
 	case l.retryMin > l.retryMax:
@@ -338,8 +342,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("auto-renew fraction %v must be in [0, 1)", l.renew)
 	case l.renew > 0 && time.Duration(float64(l.ttl)*l.renew) < time.Millisecond:
 		return configError("auto-renew fraction %v of TTL %v renews every %v, below 1ms (Redis's resolution)", l.renew, l.ttl, time.Duration(float64(l.ttl)*l.renew))
-	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl)):
-		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl))
+	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl+l.lockDelay)):
+		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl+l.lockDelay))
 	case l.keepSet && !l.fencing:
 		return configError("fence retention %v applies to fenced locks only (WithFencing)", l.fenceKeep)
 	case l.fenceKeep < 0 || l.fenceKeep > maxKeyTTL:

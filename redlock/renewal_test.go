@@ -147,7 +147,8 @@ func TestLockDelayAfterUncleanEnd(t *testing.T) {
 		crashed, err := m.TryLock(context.Background()) // never unlocked
 		require.NoError(t, err)
 		<-crashed.Done()
-		assert.Equal(t, ttl-12*time.Millisecond, time.Since(start), "validity comes from the TTL, not TTL+delay")
+		// drift over the keys' life: (TTL+delay)*0.01 + 2ms.
+		assert.Equal(t, ttl-42*time.Millisecond, time.Since(start), "validity comes from the TTL, not TTL+delay")
 		time.Sleep(time.Until(start.Add(ttl + delay - time.Millisecond)))
 		_, err = m.TryLock(context.Background())
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "taken before the lock-delay passed")
@@ -158,6 +159,36 @@ func TestLockDelayAfterUncleanEnd(t *testing.T) {
 		synctest.Wait()
 		next, err := m.TryLock(context.Background())
 		require.NoError(t, err, "a clean Unlock frees the lock at once")
+		require.NoError(t, next.Unlock(context.Background()))
+	})
+}
+
+// The lock-delay holds on masters whose clocks run fast by as much as the
+// drift factor allows: the keys, which live TTL + delay, expire early by
+// (TTL + delay) * factor, and the validity gives that up (the drift
+// allowance is computed over TTL + delay), so the lock is not taken again
+// before the validity's end plus the delay. With the allowance over the TTL
+// alone, it was taken 28ms early here.
+func TestLockDelayOnFastClocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		for _, n := range ms {
+			require.NoError(t, n.SkewClock(0, 1/(1-0.01))) // the default factor's worst case
+		}
+		c := newClient(t, nodes)
+		ttl, delay := time.Second, 3*time.Second
+		m := newMutex(t, c, redlock.WithTTL(ttl), redlock.WithLockDelay(delay))
+		crashed, err := m.TryLock(context.Background()) // never unlocked
+		require.NoError(t, err)
+		until := crashed.Until()
+		<-crashed.Done()
+		time.Sleep(time.Until(until.Add(delay - time.Millisecond)))
+		_, err = m.TryLock(context.Background())
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "taken again before the validity's end plus the delay")
+		synctest.Wait()
+		time.Sleep(time.Until(until.Add(delay + 10*time.Millisecond)))
+		next, err := m.TryLock(context.Background())
+		require.NoError(t, err, "free once the fast clocks expired the keys")
 		require.NoError(t, next.Unlock(context.Background()))
 	})
 }
