@@ -198,7 +198,11 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl + l.lockDelay), kind: k, info: info}, nil
+	drift := c.cfg.drift(l.ttl + l.lockDelay)
+	if c.cfg.knobs.LockDelayDriftTTL { // test-only switch (internal/knobs): the allowance before 45d467a
+		drift = c.cfg.drift(l.ttl)
+	}
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: drift, kind: k, info: info}, nil
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).

@@ -27,6 +27,7 @@ var knobVars = map[string]*atomic.Bool{
 	"DialTimeoutNotSent": &knobs.DialTimeoutNotSent,
 	"NoPanicRelease":     &knobs.NoPanicRelease,
 	"NoLockDelay":        &knobs.NoLockDelay,
+	"LockDelayDriftTTL":  &knobs.LockDelayDriftTTL,
 }
 
 func knobNames() []string {

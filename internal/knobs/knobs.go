@@ -55,6 +55,11 @@ var (
 	// with the TTL alone, so a lease that ends without Unlock frees the lock
 	// as soon as its keys expire, not the lock delay later.
 	NoLockDelay atomic.Bool
+	// LockDelayDriftTTL: with WithLockDelay the drift allowance is computed
+	// over the TTL alone (the behaviour before the fix), not over the keys'
+	// whole life (TTL + delay), so on masters whose clocks run fast by the
+	// drift factor the delay ends up to f*delay early.
+	LockDelayDriftTTL atomic.Bool
 	// NoPanicRelease: Mutex.Do does not release the lease or stop its
 	// renewal when the function panics.
 	NoPanicRelease atomic.Bool
@@ -69,34 +74,36 @@ var (
 // takes it once, in redlock.New, and reads its own copy from then on:
 // switching a knob affects clients made afterwards, never one in use.
 type Set struct {
-	NoReleaseGuard   bool
-	AttachedRollback bool
-	NoDrift          bool
-	NoQuarantine     bool
-	NoVoteIdentity   bool
-	SingleIdentify   bool
-	UnreadJoins      bool
-	NoFenceWriteBack bool
-	NoFenceEpoch     bool
-	NoShapeQuorum    bool
-	NoLockDelay      bool
-	NoPanicRelease   bool
+	NoReleaseGuard    bool
+	AttachedRollback  bool
+	NoDrift           bool
+	NoQuarantine      bool
+	NoVoteIdentity    bool
+	SingleIdentify    bool
+	UnreadJoins       bool
+	NoFenceWriteBack  bool
+	NoFenceEpoch      bool
+	NoShapeQuorum     bool
+	NoLockDelay       bool
+	NoPanicRelease    bool
+	LockDelayDriftTTL bool
 }
 
 // Load returns the switches' current values.
 func Load() Set {
 	return Set{
-		NoReleaseGuard:   NoReleaseGuard.Load(),
-		AttachedRollback: AttachedRollback.Load(),
-		NoDrift:          NoDrift.Load(),
-		NoQuarantine:     NoQuarantine.Load(),
-		NoVoteIdentity:   NoVoteIdentity.Load(),
-		SingleIdentify:   SingleIdentify.Load(),
-		UnreadJoins:      UnreadJoins.Load(),
-		NoFenceWriteBack: NoFenceWriteBack.Load(),
-		NoFenceEpoch:     NoFenceEpoch.Load(),
-		NoShapeQuorum:    NoShapeQuorum.Load(),
-		NoLockDelay:      NoLockDelay.Load(),
-		NoPanicRelease:   NoPanicRelease.Load(),
+		NoReleaseGuard:    NoReleaseGuard.Load(),
+		AttachedRollback:  AttachedRollback.Load(),
+		NoDrift:           NoDrift.Load(),
+		NoQuarantine:      NoQuarantine.Load(),
+		NoVoteIdentity:    NoVoteIdentity.Load(),
+		SingleIdentify:    SingleIdentify.Load(),
+		UnreadJoins:       UnreadJoins.Load(),
+		NoFenceWriteBack:  NoFenceWriteBack.Load(),
+		NoFenceEpoch:      NoFenceEpoch.Load(),
+		NoShapeQuorum:     NoShapeQuorum.Load(),
+		NoLockDelay:       NoLockDelay.Load(),
+		NoPanicRelease:    NoPanicRelease.Load(),
+		LockDelayDriftTTL: LockDelayDriftTTL.Load(),
 	}
 }
