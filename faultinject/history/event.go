@@ -9,7 +9,8 @@ type Kind string
 const (
 	// Acquired: a lease was granted. At is when the client got it; Until is
 	// its validity deadline; Fence its fencing token (0 without fencing);
-	// Holds what Lease.Holds reported; Shared, Limit and Owner its shape.
+	// Holds what Lease.Holds reported; Shared, Limit and Owner its shape;
+	// Delay the lock's WithLockDelay (0 without).
 	Acquired Kind = "acquired"
 	// Paused: the holder stalled (a client-pause fault) after its validity
 	// check and before its write. At is when the stall began.
@@ -87,6 +88,10 @@ type Event struct {
 	// Owner, on Acquired, names a reentrant owner: leases of the same owner
 	// may overlap (re-entry).
 	Owner string `json:"owner,omitempty"`
+	// Delay, on Acquired, is the lock's WithLockDelay: once the lease's
+	// validity has ended without Unlock, no conflicting lease may be granted
+	// for Delay (LockDelay). Zero: no lock delay.
+	Delay time.Duration `json:"delay,omitempty"`
 	// Holds, on Acquired, is what Lease.Holds reported: at least 1, at
 	// most Limit for a semaphore, exactly 1 for an exclusive lease.
 	Holds int `json:"holds,omitempty"`

@@ -21,6 +21,15 @@ func lease(c int, tok string, a, u, w, un time.Duration) []Event {
 	return ev
 }
 
+// delayed returns the events of an exclusive lease of client c with token
+// tok and lock delay d: acquired at a with validity until u, unlock at un
+// (if un >= 0).
+func delayed(c int, tok string, a, u, d, un time.Duration) []Event {
+	ev := lease(c, tok, a, u, -1, un)
+	ev[0].Delay = d
+	return ev
+}
+
 // fenced returns the events of a fenced lease of client c with token
 // fence: acquired at a with validity until u, one write at w (accepted or
 // not), unlock right after.

@@ -58,7 +58,7 @@ type Invariant struct {
 // Invariants is every invariant Check judges, in the order it reports
 // them.
 var Invariants = []*Invariant{
-	&MutualExclusion, &SemaphoreBound, &QuorumCoverage, &ReleaseGuard,
+	&MutualExclusion, &SemaphoreBound, &QuorumCoverage, &ReleaseGuard, &LockDelay,
 	&TokenOrder, &FencedWriteOrder, &NewerWriteAccepted,
 	&FreshWrites, &LeasedWrites,
 	&HoldsBound, &DoReleases,

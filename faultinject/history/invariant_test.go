@@ -21,6 +21,9 @@ var violating = map[*Invariant][]Event{
 		[]Event{{Client: 0, Kind: Covered, At: 400 * ms, Lock: "l", Token: "a", Until: 500 * ms, Copies: 1, Quorum: 2}}),
 	// An acquire applied 10ms after its release, guard 400ms.
 	&ReleaseGuard: {{Client: 0, Kind: Overtaken, At: 110 * ms, Lock: "l", Token: "a", Node: 1, Released: 100 * ms, Guard: 400 * ms}},
+	// Client 0's lease (lock delay 400ms) ends at 500ms without Unlock;
+	// client 1 is granted the lock at 800ms, before 900ms.
+	&LockDelay: concat(delayed(0, "a", 0, 500*ms, 400*ms, -1), lease(1, "b", 800*ms, 1300*ms, -1, 850*ms)),
 	// The second lease's token is below the first's; neither writes.
 	&TokenOrder: {
 		{Client: 0, Kind: Acquired, At: 0, Until: 100 * ms, Token: "a", Fence: 5, Holds: 1},

@@ -27,6 +27,11 @@ type Interval struct {
 	Fence int64
 	// Paused: the holder stalled before a write (a Paused event).
 	Paused bool
+	// Delay is the lock delay (from the Acquired event; 0 without).
+	Delay time.Duration
+	// Unlocked: the holder called Unlock, first at UnlockAt.
+	Unlocked bool
+	UnlockAt time.Duration
 }
 
 // granted says whether the lease was valid when its client got it (a
@@ -101,7 +106,7 @@ func index(events []Event) *view {
 			continue
 		}
 		iv := &Interval{Client: e.Client, Lock: e.Lock, Token: e.Token, Start: e.At, End: e.Until, Until: e.Until,
-			Shared: e.Shared, Limit: e.Limit, Owner: e.Owner, Fence: e.Fence}
+			Shared: e.Shared, Limit: e.Limit, Owner: e.Owner, Fence: e.Fence, Delay: e.Delay}
 		v.leases[e.Token] = iv
 		l := lock(e.Lock)
 		l.leases = append(l.leases, iv)
@@ -127,7 +132,14 @@ func index(events []Event) *view {
 		}
 	}
 	for _, e := range events {
-		if iv := v.leases[e.Token]; iv != nil && e.Kind == Unlock && e.At < iv.End {
+		iv := v.leases[e.Token]
+		if iv == nil || e.Kind != Unlock {
+			continue
+		}
+		if !iv.Unlocked || e.At < iv.UnlockAt {
+			iv.Unlocked, iv.UnlockAt = true, e.At
+		}
+		if e.At < iv.End {
 			iv.End = max(e.At, iv.Start)
 		}
 	}

@@ -44,15 +44,12 @@ var modelCases = []struct {
 	{trail: "NoShapeQuorum", knob: "NoShapeQuorum", property: "semaphore-bound"},
 	// The holder's lease expires without Unlock; with the keys written for
 	// the TTL alone a second client is granted the lock when they expire,
-	// before the lock delay has run (judgeLockDelay).
+	// before the lock delay has run (history.LockDelay).
 	{trail: "NoLockDelay", knob: "NoLockDelay", property: "lock-delay"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 }
-
-// NoLockDelay joins the knobs setKnob knows (knobs_test.go lists the
-// others).
 
 // readModelTrail translates testdata/model/name.trail.
 func readModelTrail(t *testing.T, name string) (Script, Trail) {

@@ -41,7 +41,7 @@ func (w *world) acquired(c, ni int, h *hold, lease *redlock.Lease) {
 		h.owner = ownerName(p.Owners[c])
 	}
 	e := history.Event{Client: c, Kind: history.Acquired, At: w.at(h.start), Lock: h.name, Token: h.token,
-		Until: w.at(lease.Until()), Fence: h.fence, Owner: h.owner, Holds: lease.Holds(), Shared: sh.Kind == RWLock && !h.write}
+		Until: w.at(lease.Until()), Fence: h.fence, Owner: h.owner, Holds: lease.Holds(), Shared: sh.Kind == RWLock && !h.write, Delay: p.Delay}
 	if sh.Kind == SemaphoreLock {
 		e.Limit = sh.K
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +37,9 @@ type Script struct {
 	// Fencing: the lock is made WithFencing; Quar: the clients use
 	// WithRestartQuarantine(0).
 	Fencing, Quar bool
-	// LockDelay is the lock's WithLockDelay (0: none). With a lock delay
-	// RunScript also judges what it promises (lock-delay).
+	// LockDelay is the lock's WithLockDelay (0: none). The history's
+	// Acquired events carry it, and the checker judges what it promises
+	// (history.LockDelay).
 	LockDelay time.Duration
 	// Shape is the lock's (the zero Shape: a mutex). A read-write lock's
 	// client 0 takes the write lease, the others read leases.
@@ -266,61 +266,7 @@ func RunScript(s Script) Result {
 	}
 	wg.Wait()
 	w.finish()
-	r := w.result()
-	if s.LockDelay > 0 && s.Shape.Kind == MutexLock {
-		judgeLockDelay(&r, w.events, s.LockDelay)
-	}
-	return r
-}
-
-// judgeLockDelay judges what WithLockDelay promises (the model's
-// lock-delay property, docs/verification.md): once a lease's validity has
-// ended without Unlock (it expired, or was lost), no other client is
-// granted the lock until the lock delay has passed after that validity
-// deadline, so that writes still in flight from the old holder land before
-// a new holder starts. Unlock cuts the delay short. A lease's deadline is
-// the latest its events recorded (an Extend the history does not record
-// makes the judge miss a violation, never report a false one). A break is
-// a failure, unless the schedule broke a documented hard assumption (then
-// it is counted in Result.Unsafe), as the history checker's are (judge).
-func judgeLockDelay(r *Result, evs []history.Event, delay time.Duration) {
-	until := map[string]time.Duration{}
-	unlocked := map[string]time.Duration{}
-	for _, e := range evs {
-		until[e.Token] = max(until[e.Token], e.Until)
-		if e.Kind == history.Unlock {
-			if _, ok := unlocked[e.Token]; !ok {
-				unlocked[e.Token] = e.At
-			}
-		}
-	}
-	var out []string
-	for _, a := range evs {
-		if a.Kind != history.Acquired {
-			continue
-		}
-		for _, b := range evs {
-			if b.Kind != history.Acquired || b.Client == a.Client || b.At <= a.At || b.Lock != a.Lock {
-				continue
-			}
-			if u, ok := unlocked[a.Token]; ok && u <= b.At {
-				continue
-			}
-			if free := until[a.Token] + delay; b.At < free {
-				out = append(out, fmt.Sprintf("%v: lock-delay: client %d's lease %.8s was granted at %v, %v before the lock delay of client %d's lease %.8s (validity until %v, no Unlock) let the lock go at %v",
-					b.At, b.Client, b.Token, b.At, free-b.At, a.Client, a.Token, until[a.Token], free))
-			}
-		}
-	}
-	if len(out) == 0 {
-		return
-	}
-	if slices.ContainsFunc(r.Broken, func(b string) bool { return !strings.Contains(b, "paused past its validity") }) {
-		r.Unsafe = append(r.Unsafe, out...)
-		return
-	}
-	r.Violations = append(r.Violations, out...)
-	r.Outcome = Fail
+	return w.result()
 }
 
 // scripted runs client c's operations.

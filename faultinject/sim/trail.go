@@ -154,8 +154,11 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 		return Script{}, t, err
 	}
 	ttl := ModelTTL(t.TTL)
+	// The model's allowance is DRIFT ticks; redlock's is the factor times
+	// the keys' life (TTL + lock delay) plus driftConstant.
+	life := ttl + time.Duration(t.LockDelay)*ModelTick
 	s := Script{Name: t.Name, Masters: t.N, Clients: t.C, TTL: ttl,
-		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(ttl),
+		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(life),
 		NodeTimeout: modelNodeTimeout, ReleaseTimeout: modelNodeTimeout,
 		Fencing: t.Has("FENCING"), Quar: t.Has("QUAR"),
 		// The model's keys live TTL+LD ticks: ModelTTL(TTL+LD) is the TTL
