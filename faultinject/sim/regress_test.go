@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"strings"
 	"testing"
+	"time"
 )
 
 // fencingBugSeeds reproduced the fencing bug the simulator found
@@ -110,4 +112,52 @@ func TestProbeRegressions(t *testing.T) {
 		}
 	}
 	t.Logf("with the fix switched off, failing seeds: %v", failing)
+}
+
+// lockDelayFastClocks is the schedule of the lock-delay defect fixed in
+// 45d467a (knob LockDelayDriftTTL): with WithLockDelay the keys live
+// TTL + d on the masters, so on masters whose clocks run fast by the drift
+// factor f they expire up to f*(TTL+d) early, while the drift allowance
+// was computed over the TTL alone; a contender could then be granted the
+// lock up to f*d before the old lease's validity end + d. TTL 200ms, d 2s
+// and f 0.01 make that window 20ms wide: every master's clock runs at
+// 1.01, client 0 takes the lock and never unlocks (a crashed holder; the
+// workload's end releases it), and client 1 tries once a millisecond
+// across the window. With the old allowance client 0's validity ends at
+// 196ms, its delay at 2196ms, and its keys expire at 2200ms/1.01 = 2178ms:
+// client 1 is granted the lock about 17ms early (lock-delay). With the fix
+// the validity ends at 176ms and the delay at 2176ms, before the keys go.
+func lockDelayFastClocks() Script {
+	s := Script{Name: "lock-delay-fast-clocks", Masters: 3, Clients: 2, TTL: 200 * time.Millisecond,
+		LockDelay: 2 * time.Second, Drift: 0.01, Duration: 2500 * time.Millisecond,
+		Ops: []ScriptOp{{At: 0, Client: 0, Kind: OpLock}}}
+	for m := range s.Masters {
+		s.Faults = append(s.Faults, Fault{Kind: DriftWithin, Master: m, Rate: 1 + s.Drift})
+	}
+	for at := 2150 * time.Millisecond; at <= 2220*time.Millisecond; at += time.Millisecond {
+		s.Ops = append(s.Ops, ScriptOp{At: at, Client: 1, Kind: OpLock})
+	}
+	return s
+}
+
+// TestLockDelayFastClocks runs lockDelayFastClocks: with the fix switched
+// off (LockDelayDriftTTL) client 1 must be granted the lock within the
+// old lease's lock delay (lock-delay); with it on the schedule must pass,
+// client 1 granted the lock once the delay has run.
+func TestLockDelayFastClocks(t *testing.T) {
+	s := lockDelayFastClocks()
+	off := func() Result {
+		defer setKnob(t, "LockDelayDriftTTL")()
+		return runScript(t, s)
+	}()
+	if off.Outcome != Fail || len(broke(off, "lock-delay")) == 0 {
+		t.Errorf("with LockDelayDriftTTL the schedule does not break lock-delay: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
+			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
+	}
+	on := runScript(t, s)
+	if on.Outcome != Pass || on.Holds != 2 {
+		t.Errorf("with the fix the schedule: %v, %d leases (want pass, 2), violations %v, unsafe %v\nhistory:\n%s",
+			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
+	}
+	t.Logf("LockDelayDriftTTL: %v (%s); fix on: %v, %d leases", off.Outcome, firstOr(broke(off, "lock-delay")), on.Outcome, on.Holds)
 }
