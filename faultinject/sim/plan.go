@@ -447,16 +447,18 @@ func (p Plan) backlogPause(r *rand.Rand) (dur, full time.Duration) {
 }
 
 // driftAllowance is the validity the coordinator subtracts (redlock's
-// formula: TTL*factor + 2ms).
+// formula: (TTL + lock delay)*factor + 2ms).
 func (p Plan) driftAllowance() time.Duration {
-	return time.Duration(float64(p.TTL)*p.Drift) + 2*time.Millisecond
+	return time.Duration(float64(p.TTL+p.Delay)*p.Drift) + 2*time.Millisecond
 }
 
 // safeRate is the fastest master clock rate the drift allowance covers: a
-// key set at the acquire's start expires after TTL/rate of real time, which
-// must not come before the validity's end, TTL - drift.
+// key set at the acquire's start expires after (TTL + lock delay)/rate of
+// real time, which must not come before the validity's end plus the lock
+// delay, TTL + lock delay - drift (without a lock delay: TTL - drift).
 func (p Plan) safeRate() float64 {
-	return float64(p.TTL) / float64(p.TTL-p.driftAllowance())
+	life := p.TTL + p.Delay
+	return float64(life) / float64(life-p.driftAllowance())
 }
 
 // Broken lists the documented assumptions the plan breaks (docs/safety.md):
