@@ -3,6 +3,7 @@ package redlock
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"reflect"
@@ -33,6 +34,8 @@ type Client struct {
 	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
 
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
+
+	timers timerPool // round.go
 }
 
 // member is one node with the client's bookkeeping for it.
@@ -196,7 +199,8 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info}, nil
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info,
+		releasedErr: fmt.Errorf("%w: %q", ErrReleased, name)}, nil
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).

@@ -13,15 +13,16 @@ import (
 // reading it (Valid, Until, Done, Err, Token) never waits on the network,
 // even while an Extend or Unlock runs.
 type Lease struct {
-	m        *Mutex
-	token    string
-	value    string
-	acquired []*call       // each node's acquire call, possibly still running
-	onTime   []bool        // nodes that said yes by the decision of the acquire or of an Extend (under mu)
-	fence    int64         // fencing token (WithFencing), 0 without
-	holds    int           // live holds of the lease's group at acquire (Holds)
-	decided  time.Duration // how long the acquire took to reach its quorum
-	got      time.Time     // when the lease was handed out
+	m         *Mutex
+	token     string
+	value     string
+	acquired  []*call          // each node's acquire call, possibly still running
+	onTime    []bool           // nodes that said yes by the decision of the acquire or of an Extend (under mu)
+	onTimeBuf [smallRound]bool // onTime's array up to smallRound nodes
+	fence     int64            // fencing token (WithFencing), 0 without
+	holds     int              // live holds of the lease's group at acquire (Holds)
+	decided   time.Duration    // how long the acquire took to reach its quorum
+	got       time.Time        // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -44,13 +45,17 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		token:    token,
 		value:    value,
 		acquired: r.calls,
-		onTime:   make([]bool, len(r.calls)),
 		until:    m.deadline(r.start),
 		decided:  d.at.Sub(r.start),
 		got:      time.Now(),
 		done:     make(chan struct{}),
 
 		extending: make(chan struct{}, 1),
+	}
+	if n := len(r.calls); n <= smallRound {
+		l.onTime = l.onTimeBuf[:n]
+	} else {
+		l.onTime = make([]bool, n)
 	}
 	for i := range r.calls {
 		l.onTime[i] = r.yesBy(d, i)
@@ -230,9 +235,9 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 	switch {
 	case released:
 	case l.err == nil:
-		endedNow = l.endLocked(fmt.Errorf("%w: %q", ErrReleased, m.name))
+		endedNow = l.endLocked(m.releasedErr)
 	default: // an expired or lost lease is still released
-		l.err = fmt.Errorf("%w: %q", ErrReleased, m.name)
+		l.err = m.releasedErr
 	}
 	l.mu.Unlock()
 	if released {
@@ -281,7 +286,7 @@ func (l *Lease) healthy() (answered, pending []bool) {
 	pending = make([]bool, len(l.onTime))
 	for i, on := range l.onTime {
 		cl := l.acquired[i]
-		if isClosed(cl.done) {
+		if cl.finished() {
 			answered[i] = on || cl.err == nil
 		} else {
 			pending[i] = !l.m.c.members[i].lagging.Load()

@@ -24,6 +24,7 @@ import (
 // once published in argCache.
 type lockArgs struct {
 	key, value string
+	guard      string
 	ttl        int64 // TTL in ms boxed in ttlArg
 	keyArg     any
 	guardArg   any
@@ -51,7 +52,10 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &lockArgs{key: key, value: value, ttl: ttl, keyArg: key, guardArg: guard, valueArg: value, ttlArg: ttl}
+	a := &lockArgs{key: key, value: value, guard: guard, ttl: ttl, ttlArg: ttl}
+	// Pointers to a's own strings box without an allocation (go-redis
+	// writes a *string as the string).
+	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
 	slot.Store(a)
 	return a, nil
 }
@@ -90,7 +94,7 @@ func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
 	var res int64
 	err := n.do(ctx, func(ctx context.Context) error {
 		cmd := n.process(ctx, args)
-		if err := cmd.Err(); errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
 			eargs := append([]any{"eval", s.srcArg}, args[2:]...)
 			cmd = n.process(ctx, eargs)
 		}

@@ -18,24 +18,31 @@ func TestArgsForSharesOneAcquisitionsArguments(t *testing.T) {
 	assert.Same(t, a, b, "the second call of an attempt reuses the first's arguments")
 	g, err := guardKey("lock", "v1")
 	require.NoError(t, err)
-	assert.Equal(t, g, a.guardArg)
+	assert.Equal(t, &g, a.guardArg)
 	assert.Equal(t, any(int64(8000)), a.ms(8000))
 	assert.Equal(t, any(int64(0)), a.ms(0))
 
 	// The same value on another lock, or another value: other arguments.
 	c, err := argsFor("other", "v1", 8000)
 	require.NoError(t, err)
-	assert.Equal(t, "other", c.keyArg)
-	assert.True(t, strings.HasPrefix(c.guardArg.(string), "{other}:release-guard:"), c.guardArg)
+	assert.Equal(t, "other", *c.keyArg.(*string))
+	assert.True(t, strings.HasPrefix(c.guard, "{other}:release-guard:"), c.guard)
 	d, err := argsFor("lock", "v2", 8000)
 	require.NoError(t, err)
-	assert.Equal(t, "v2", d.valueArg)
-	assert.NotEqual(t, a.guardArg, d.guardArg)
+	assert.Equal(t, "v2", *d.valueArg.(*string))
+	assert.NotEqual(t, a.guard, d.guard)
 
 	_, err = argsFor("a}b", "v", 1)
 	require.ErrorIs(t, err, redlock.ErrNotSent)
 
 	if n := testing.AllocsPerRun(100, func() { _, _ = argsFor("lock", "v2", 8000) }); n != 0 {
 		t.Errorf("argsFor on a cached value: %v allocations, want 0", n)
+	}
+}
+
+func TestGuardKeyAllocatesOnce(t *testing.T) {
+	value := strings.Repeat("f", 32) + "?host=a-host-name&pid=12345&label=some-label"
+	if n := testing.AllocsPerRun(100, func() { _, _ = guardKey("lock", value) }); n != 1 {
+		t.Errorf("guardKey: %v allocations, want 1 (the key)", n)
 	}
 }

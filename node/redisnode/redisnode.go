@@ -472,8 +472,17 @@ func hashTag(key string) bool {
 // same Cluster slot as key: a key with a hash tag keeps it, any other key
 // becomes the tag of the guard key ("{key}" hashes like "key").
 func guardKey(key, value string) (string, error) {
-	sum := sha256.Sum256([]byte(value))
-	return slotKey(key, ":release-guard:"+hex.EncodeToString(sum[:12]))
+	var buf [160]byte // a lock's value fits: no allocation to hash it
+	sum := sha256.Sum256(append(buf[:0], value...))
+	var h [24]byte
+	hex.Encode(h[:], sum[:12])
+	if hashTag(key) {
+		return key + ":release-guard:" + string(h[:]), nil // one allocation
+	}
+	if strings.Contains(key, "}") {
+		return slotKey(key, "") // the error
+	}
+	return "{" + key + "}:release-guard:" + string(h[:]), nil
 }
 
 // fenceKey names the fencing counter of key, in key's Cluster slot.
