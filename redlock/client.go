@@ -48,6 +48,9 @@ type member struct {
 	addr     string
 	inflight atomic.Int32
 	lagging  atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
+	// straggling: an Unlock waited for its running acquire in vain, and no
+	// Unlock since found its acquire finished (Unlock does not wait for it).
+	straggling atomic.Bool
 
 	memberIdentity   // identity.go
 	memberQuarantine // quarantine.go, under mu

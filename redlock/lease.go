@@ -210,7 +210,9 @@ func (l *Lease) Err() error {
 // longer, so that a lock taken right after Unlock does not meet this lease's
 // keys on healthy nodes), plus, for at most twice the acquire's decision
 // time, nodes whose acquire is still running and whose last call did not
-// fail (a node that is a straggler is not waited for). Otherwise its *QuorumError wraps
+// fail (a node that is a straggler is not waited for: one whose last call
+// failed, or for which an earlier Unlock waited in vain while no Unlock
+// since found its acquire finished). Otherwise its *QuorumError wraps
 // ErrLockLost when more than N-quorum nodes no longer held the token
 // (expired or taken over), or ErrNotReleased when nodes failed or timed out
 // (their releases are retried in the background, see Client.Close), plus
@@ -261,6 +263,11 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 		// Just behind the quorum, or just hung: wait as long as two
 		// acquire decisions took, no more.
 		r.settle(ctx, &d, min(m.c.cfg.releaseTimeout, 2*l.decided+time.Millisecond), pending)
+		for i, p := range pending {
+			if p && !d.answered[i] {
+				m.c.members[i].straggling.Store(true) // not worth waiting for next time
+			}
+		}
 	}
 	if d.yes >= m.quorum {
 		return OutcomeOK, nil
@@ -277,19 +284,22 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 // or to an Extend (waited for up to the release timeout); pending, those
 // whose acquire is still running on a node whose last call did not fail
 // (just behind the quorum, as when Unlock follows Lock at once, or just
-// hung: waited for briefly). A node whose acquire failed, or that is lagging
-// (its last call failed or timed out), is left to the background.
+// hung: waited for briefly). A node whose acquire failed, that is lagging
+// (its last call failed or timed out), or that is straggling (an earlier
+// Unlock waited for it in vain, and no Unlock since found its acquire
+// finished: a slow node), is left to the background.
 func (l *Lease) healthy() (answered, pending []bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	answered = make([]bool, len(l.onTime))
 	pending = make([]bool, len(l.onTime))
 	for i, on := range l.onTime {
-		cl := l.acquired[i]
+		cl, mb := l.acquired[i], l.m.c.members[i]
 		if cl.finished() {
 			answered[i] = on || cl.err == nil
+			mb.straggling.Store(false) // keeping up again
 		} else {
-			pending[i] = !l.m.c.members[i].lagging.Load()
+			pending[i] = !mb.lagging.Load() && !mb.straggling.Load()
 		}
 	}
 	return answered, pending
