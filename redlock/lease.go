@@ -19,10 +19,12 @@ type Lease struct {
 	acquired  []*call          // each node's acquire call, possibly still running
 	onTime    []bool           // nodes that said yes by the decision of the acquire or of an Extend (under mu)
 	onTimeBuf [smallRound]bool // onTime's array up to smallRound nodes
-	fence     int64            // fencing token (WithFencing), 0 without
-	holds     int              // live holds of the lease's group at acquire (Holds)
-	decided   time.Duration    // how long the acquire took to reach its quorum
-	got       time.Time        // when the lease was handed out
+	// healthy's arrays up to smallRound nodes (Unlock runs once).
+	answeredBuf, pendingBuf [smallRound]bool
+	fence                   int64         // fencing token (WithFencing), 0 without
+	holds                   int           // live holds of the lease's group at acquire (Holds)
+	decided                 time.Duration // how long the acquire took to reach its quorum
+	got                     time.Time     // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -31,7 +33,7 @@ type Lease struct {
 	mu    sync.Mutex // guards the fields below; never held across a call
 	until time.Time
 	err   error
-	done  chan struct{}
+	done  chan struct{} // made by Done on first use, closed when the lease ends
 	timer *time.Timer
 	// extendErr is the error of the last Extend or renewal if it failed
 	// (nil once one succeeds): an expiry after it says why.
@@ -48,7 +50,6 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		until:    m.deadline(r.start),
 		decided:  d.at.Sub(r.start),
 		got:      time.Now(),
-		done:     make(chan struct{}),
 
 		extending: make(chan struct{}, 1),
 	}
@@ -94,7 +95,7 @@ func (l *Lease) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-l.done:
+	case <-l.Done():
 		return false
 	case <-t.C:
 		return true
@@ -137,7 +138,9 @@ func (l *Lease) endLocked(err error) bool {
 		return false
 	}
 	l.err = err
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 	l.timer.Stop()
 	return true
 }
@@ -184,7 +187,17 @@ func (l *Lease) Valid() bool {
 // Done returns a channel that is closed the moment the lease can no longer
 // be trusted: its validity deadline passed (a timer), Unlock was called, or
 // an Extend found the lock lost. Err then says which.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil { // made on first use: a lease nobody watches costs no channel
+		l.done = make(chan struct{})
+		if l.err != nil {
+			close(l.done)
+		}
+	}
+	return l.done
+}
 
 // Err returns nil while Done is open; then an error wrapping ErrReleased
 // (Unlock was called) or ErrLockLost (the validity ended, or an Extend found
@@ -291,8 +304,11 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 func (l *Lease) healthy() (answered, pending []bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	answered = make([]bool, len(l.onTime))
-	pending = make([]bool, len(l.onTime))
+	if n := len(l.onTime); n <= smallRound {
+		answered, pending = l.answeredBuf[:n], l.pendingBuf[:n]
+	} else {
+		answered, pending = make([]bool, n), make([]bool, n)
+	}
 	for i, on := range l.onTime {
 		cl, mb := l.acquired[i], l.m.c.members[i]
 		if cl.finished() {
