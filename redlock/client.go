@@ -16,7 +16,9 @@ import (
 
 // Client coordinates locks over a fixed set of nodes. Create it with New and
 // call Close to wait for background cleanup before exiting. A Client is safe
-// for concurrent use by multiple goroutines.
+// for concurrent use by multiple goroutines. The goroutines that make its
+// node calls serve the next round too: each ends after 50 ms without work,
+// or when Close is called.
 type Client struct {
 	cfg     clientConfig
 	members []*member
@@ -36,6 +38,7 @@ type Client struct {
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 
 	timers timerPool // round.go
+	tasks  chan task // idle workers take node calls from it (round.go)
 }
 
 // member is one node with the client's bookkeeping for it.
@@ -104,7 +107,8 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg)}
+	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg),
+		tasks: make(chan task)}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {

@@ -40,6 +40,7 @@ type round struct {
 	timers *timerPool // the client's
 
 	dl deadlineCtx // the shared deadline when ctx cannot end (deadline.go)
+	o  op          // the operation, for the workers
 
 	// Up to smallRound nodes, the calls live in the round (one allocation).
 	slab  [smallRound]call
@@ -152,15 +153,67 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 		}
 		r.left.Store(int32(shared))
 	}
+	r.o = o
 	for i := range n {
-		c.work.add()
-		if waits[i] {
-			go c.runWaiting(ctx, r, i, o)
-		} else {
-			go c.runShared(ctx, deadline, r, i, o)
-		}
+		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
 	return r
+}
+
+// task is one node call of a round, for a worker.
+type task struct {
+	r        *round
+	i        int
+	ctx      context.Context
+	deadline context.Context // the round's shared deadline, nil when the call waits
+	waits    bool
+}
+
+// idleWorker is how long a worker waits for its next task before it ends.
+// It is short: a worker is kept for the next round of a busy client, and a
+// client that is never closed leaves no goroutine behind for long.
+const idleWorker = 50 * time.Millisecond
+
+// spawn hands t to an idle worker of the client, or starts a worker for it:
+// the goroutines (and their grown stacks) of one round serve the next.
+func (c *Client) spawn(t task) {
+	c.work.add() // done by run
+	select {
+	case c.tasks <- t:
+	default:
+		go c.worker(t)
+	}
+}
+
+// worker runs t, then the tasks handed to it, until it has been idle for
+// idleWorker or the client is closing.
+func (c *Client) worker(t task) {
+	var idle *time.Timer
+	for {
+		c.run(t)
+		if idle == nil {
+			idle = time.NewTimer(idleWorker)
+		} else {
+			idle.Reset(idleWorker)
+		}
+		select {
+		case t = <-c.tasks:
+		case <-idle.C:
+			return
+		case <-c.closing:
+			idle.Stop()
+			return
+		}
+	}
+}
+
+// run runs one task.
+func (c *Client) run(t task) {
+	if t.waits {
+		c.runWaiting(t.ctx, t.r, t.i, t.r.o)
+	} else {
+		c.runShared(t.ctx, t.deadline, t.r, t.i, t.r.o)
+	}
 }
 
 // runShared runs call i of r on the round's shared deadline, unless it
