@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,8 +208,11 @@ func (c *Client) worker(t task) {
 	}
 }
 
-// run runs one task.
+// run runs one task, under the profiler labels of its caller's context (a
+// goroutine started per call inherited its caller's; a worker serves many
+// callers).
 func (c *Client) run(t task) {
+	pprof.SetGoroutineLabels(t.ctx)
 	if t.waits {
 		c.runWaiting(t.ctx, t.r, t.i, t.r.o)
 	} else {
