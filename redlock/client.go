@@ -3,6 +3,7 @@ package redlock
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"reflect"
@@ -17,7 +18,9 @@ import (
 
 // Client coordinates locks over a fixed set of nodes. Create it with New and
 // call Close to wait for background cleanup before exiting. A Client is safe
-// for concurrent use by multiple goroutines.
+// for concurrent use by multiple goroutines. The goroutines that make its
+// node calls serve the next round too: each ends after 50 ms without work,
+// or when Close is called.
 type Client struct {
 	cfg     clientConfig
 	members []*member
@@ -35,6 +38,9 @@ type Client struct {
 	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
 
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
+
+	timers timerPool // round.go
+	tasks  chan task // idle workers take node calls from it (round.go)
 }
 
 // member is one node with the client's bookkeeping for it.
@@ -47,6 +53,9 @@ type member struct {
 	addr     string
 	inflight atomic.Int32
 	lagging  atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
+	// straggling: an Unlock waited for its running acquire in vain, and no
+	// Unlock since found its acquire finished (Unlock does not wait for it).
+	straggling atomic.Bool
 
 	memberIdentity   // identity.go
 	memberQuarantine // quarantine.go, under mu
@@ -100,7 +109,8 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg)}
+	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg),
+		tasks: make(chan task)}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {
@@ -202,7 +212,8 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if c.cfg.knobs.LockDelayDriftTTL { // test-only switch (internal/knobs): the allowance before 45d467a
 		drift = c.cfg.drift(l.ttl)
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: drift, kind: k, info: info}, nil
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: drift, kind: k, info: info,
+		releasedErr: fmt.Errorf("%w: %q", ErrReleased, name)}, nil
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).

@@ -92,15 +92,12 @@ func (c *Client) abandonedErr(ctx context.Context, before []int) error {
 type tracker struct {
 	mu   sync.Mutex
 	n    int
-	zero chan struct{} // closed whenever n drops to 0
+	zero chan struct{} // made by idle while n > 0, closed when n drops to 0
 }
 
 func (t *tracker) add() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.n == 0 {
-		t.zero = make(chan struct{})
-	}
 	t.n++
 }
 
@@ -108,8 +105,9 @@ func (t *tracker) done() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.n--
-	if t.n == 0 {
+	if t.n == 0 && t.zero != nil {
 		close(t.zero)
+		t.zero = nil
 	}
 }
 
@@ -121,6 +119,9 @@ func (t *tracker) idle() <-chan struct{} {
 		ch := make(chan struct{})
 		close(ch)
 		return ch
+	}
+	if t.zero == nil {
+		t.zero = make(chan struct{})
 	}
 	return t.zero
 }

@@ -13,15 +13,18 @@ import (
 // reading it (Valid, Until, Done, Err, Token) never waits on the network,
 // even while an Extend or Unlock runs.
 type Lease struct {
-	m        *Mutex
-	token    string
-	value    string
-	acquired []*call       // each node's acquire call, possibly still running
-	onTime   []bool        // nodes that said yes by the decision of the acquire or of an Extend (under mu)
-	fence    int64         // fencing token (WithFencing), 0 without
-	holds    int           // live holds of the lease's group at acquire (Holds)
-	decided  time.Duration // how long the acquire took to reach its quorum
-	got      time.Time     // when the lease was handed out
+	m         *Mutex
+	token     string
+	value     string
+	acquired  []*call          // each node's acquire call, possibly still running
+	onTime    []bool           // nodes that said yes by the decision of the acquire or of an Extend (under mu)
+	onTimeBuf [smallRound]bool // onTime's array up to smallRound nodes
+	// healthy's arrays up to smallRound nodes (Unlock runs once).
+	answeredBuf, pendingBuf [smallRound]bool
+	fence                   int64         // fencing token (WithFencing), 0 without
+	holds                   int           // live holds of the lease's group at acquire (Holds)
+	decided                 time.Duration // how long the acquire took to reach its quorum
+	got                     time.Time     // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -30,7 +33,7 @@ type Lease struct {
 	mu    sync.Mutex // guards the fields below; never held across a call
 	until time.Time
 	err   error
-	done  chan struct{}
+	done  chan struct{} // made by Done on first use, closed when the lease ends
 	timer *time.Timer
 	// extendErr is the error of the last Extend or renewal if it failed
 	// (nil once one succeeds): an expiry after it says why.
@@ -44,13 +47,16 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		token:    token,
 		value:    value,
 		acquired: r.calls,
-		onTime:   make([]bool, len(r.calls)),
 		until:    m.deadline(r.start),
 		decided:  d.at.Sub(r.start),
 		got:      time.Now(),
-		done:     make(chan struct{}),
 
 		extending: make(chan struct{}, 1),
+	}
+	if n := len(r.calls); n <= smallRound {
+		l.onTime = l.onTimeBuf[:n]
+	} else {
+		l.onTime = make([]bool, n)
 	}
 	for i := range r.calls {
 		l.onTime[i] = r.yesBy(d, i)
@@ -89,7 +95,7 @@ func (l *Lease) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-l.done:
+	case <-l.Done():
 		return false
 	case <-t.C:
 		return true
@@ -132,7 +138,9 @@ func (l *Lease) endLocked(err error) bool {
 		return false
 	}
 	l.err = err
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 	l.timer.Stop()
 	return true
 }
@@ -181,7 +189,17 @@ func (l *Lease) Valid() bool {
 // Done returns a channel that is closed the moment the lease can no longer
 // be trusted: its validity deadline passed (a timer), Unlock was called, or
 // an Extend found the lock lost. Err then says which.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil { // made on first use: a lease nobody watches costs no channel
+		l.done = make(chan struct{})
+		if l.err != nil {
+			close(l.done)
+		}
+	}
+	return l.done
+}
 
 // Err returns nil while Done is open; then an error wrapping ErrReleased
 // (Unlock was called) or ErrLockLost (the validity ended, or an Extend found
@@ -207,7 +225,9 @@ func (l *Lease) Err() error {
 // longer, so that a lock taken right after Unlock does not meet this lease's
 // keys on healthy nodes), plus, for at most twice the acquire's decision
 // time, nodes whose acquire is still running and whose last call did not
-// fail (a node that is a straggler is not waited for). Otherwise its *QuorumError wraps
+// fail (a node that is a straggler is not waited for: one whose last call
+// failed, or for which an earlier Unlock waited in vain while no Unlock
+// since found its acquire finished). Otherwise its *QuorumError wraps
 // ErrLockLost when more than N-quorum nodes no longer held the token
 // (expired or taken over), or ErrNotReleased when nodes failed or timed out
 // (their releases are retried in the background, see Client.Close), plus
@@ -232,9 +252,9 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 	switch {
 	case released:
 	case l.err == nil:
-		endedNow = l.endLocked(fmt.Errorf("%w: %q", ErrReleased, m.name))
+		endedNow = l.endLocked(m.releasedErr)
 	default: // an expired or lost lease is still released
-		l.err = fmt.Errorf("%w: %q", ErrReleased, m.name)
+		l.err = m.releasedErr
 	}
 	l.mu.Unlock()
 	if released {
@@ -258,6 +278,11 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 		// Just behind the quorum, or just hung: wait as long as two
 		// acquire decisions took, no more.
 		r.settle(ctx, &d, min(m.c.cfg.releaseTimeout, 2*l.decided+time.Millisecond), pending)
+		for i, p := range pending {
+			if p && !d.answered[i] {
+				m.c.members[i].straggling.Store(true) // not worth waiting for next time
+			}
+		}
 	}
 	if d.yes >= m.quorum {
 		return OutcomeOK, nil
@@ -274,19 +299,25 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 // or to an Extend (waited for up to the release timeout); pending, those
 // whose acquire is still running on a node whose last call did not fail
 // (just behind the quorum, as when Unlock follows Lock at once, or just
-// hung: waited for briefly). A node whose acquire failed, or that is lagging
-// (its last call failed or timed out), is left to the background.
+// hung: waited for briefly). A node whose acquire failed, that is lagging
+// (its last call failed or timed out), or that is straggling (an earlier
+// Unlock waited for it in vain, and no Unlock since found its acquire
+// finished: a slow node), is left to the background.
 func (l *Lease) healthy() (answered, pending []bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	answered = make([]bool, len(l.onTime))
-	pending = make([]bool, len(l.onTime))
+	if n := len(l.onTime); n <= smallRound {
+		answered, pending = l.answeredBuf[:n], l.pendingBuf[:n]
+	} else {
+		answered, pending = make([]bool, n), make([]bool, n)
+	}
 	for i, on := range l.onTime {
-		cl := l.acquired[i]
-		if isClosed(cl.done) {
+		cl, mb := l.acquired[i], l.m.c.members[i]
+		if cl.finished() {
 			answered[i] = on || cl.err == nil
+			mb.straggling.Store(false) // keeping up again
 		} else {
-			pending[i] = !l.m.c.members[i].lagging.Load()
+			pending[i] = !mb.lagging.Load() && !mb.straggling.Load()
 		}
 	}
 	return answered, pending

@@ -23,6 +23,9 @@ type Mutex struct {
 	// suffix is appended to every value the mutex stores (an Election's
 	// candidate value).
 	suffix string
+	// releasedErr is the Err of its unlocked leases (built once: errors
+	// are values).
+	releasedErr error
 }
 
 // TryLock makes one attempt to acquire the lock.
@@ -178,18 +181,20 @@ func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error
 	token, value := c.newValue()
 	value += m.suffix
 	keyTTL := m.keyTTL()
-	grants := make([]grant, len(c.members)) // each written before its call's done
+	e := &acquireExec{m: m, value: value, ttl: keyTTL}
+	if n := len(c.members); n <= smallRound {
+		e.grants = e.gbuf[:n]
+	} else {
+		e.grants = make([]grant, n)
+	}
+	grants := e.grants // each written before its call's done
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeTaken,
 		vote:    true,
 		node:    NodeAcquire,
 		lock:    &m.info,
-		do: func(ctx context.Context, i int, mb *member) (bool, error) {
-			g, err := m.kind.acquire(ctx, mb, m.name, value, keyTTL)
-			grants[i] = g
-			return g.ok, err
-		},
+		exec:    e,
 	})
 	d := r.wait(ctx, m.quorum, 0)
 	var causes []error // why it failed, besides ErrNotObtained
@@ -224,10 +229,8 @@ func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error
 	// Report replies that arrived while rolling back too, so that the error
 	// names every node that was taken, not only those that decided it.
 	for i, cl := range r.calls {
-		select {
-		case <-cl.done:
+		if cl.finished() {
 			d.answered[i] = true
-		default:
 		}
 	}
 	return nil, d, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
@@ -317,7 +320,26 @@ func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decisi
 	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls, NodeRollback)
 	for i, cl := range rel.calls {
 		if acq.yesBy(d, i) {
-			<-cl.done // bounded by the release timeout
+			cl.wait() // bounded by the release timeout
 		}
 	}
+}
+
+// acquireExec is an acquire's per-node behaviour (opExec): one allocation
+// for the whole round, its grants included.
+type acquireExec struct {
+	m      *Mutex
+	value  string
+	ttl    time.Duration
+	grants []grant
+	gbuf   [smallRound]grant
+}
+
+func (*acquireExec) skip(int) bool     { return false }
+func (*acquireExec) busy(int, *member) {}
+
+func (e *acquireExec) do(ctx context.Context, i int, mb *member) (bool, error) {
+	g, err := e.m.kind.acquire(ctx, mb, e.m.name, e.value, e.ttl)
+	e.grants[i] = g
+	return g.ok, err
 }

@@ -50,38 +50,59 @@ func releasePlan(acq *call, ttl time.Duration, noGuard bool) (needed bool, guard
 // retry. nop says, to the client's Observer, whether it is an Unlock or a
 // rollback.
 func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call, nop NodeOp) *round {
-	if !c.cfg.knobs.AttachedRollback {
+	if !c.cfg.knobs.AttachedRollback && ctx.Done() != nil { // a ctx that cannot end needs no detaching
 		ctx = context.WithoutCancel(ctx)
 	}
 	// Each node's plan is made once, when its acquire call has finished
 	// (skip runs first, on the node's own goroutine; busy or do follow it).
-	guards := make([]time.Duration, len(acq))
+	e := &releaseExec{c: c, ctx: ctx, p: p, ttl: ttl, acq: acq}
+	if n := len(acq); n <= smallRound {
+		e.guards = e.gbuf[:n]
+	} else {
+		e.guards = make([]time.Duration, n)
+	}
 	return c.fanout(ctx, op{
 		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
 		node:    nop,
 		lock:    p.lock,
 		before:  acq,
-		skip: func(i int) bool {
-			needed, guard := releasePlan(acq[i], ttl, c.cfg.knobs.NoReleaseGuard)
-			guards[i] = guard
-			return !needed
-		},
-		busy: func(i int, m *member) {
-			q := p
-			q.guard = guards[i]
-			c.queueRelease(ctx, i, q)
-		},
-		do: func(ctx context.Context, i int, m *member) (bool, error) {
-			q := p
-			q.guard = guards[i]
-			ok, err := q.send(ctx, m)
-			if err != nil {
-				c.queueRelease(ctx, i, q)
-			}
-			return ok, err
-		},
+		exec:    e,
 	})
+}
+
+// releaseExec is a release's per-node behaviour (opExec): one allocation
+// for the whole round.
+type releaseExec struct {
+	c      *Client
+	ctx    context.Context // detached: a queued release outlives the caller
+	p      pendingRelease
+	ttl    time.Duration
+	acq    []*call
+	guards []time.Duration // node i's, written by skip before busy or do
+	gbuf   [smallRound]time.Duration
+}
+
+func (e *releaseExec) skip(i int) bool {
+	needed, guard := releasePlan(e.acq[i], e.ttl, e.c.cfg.knobs.NoReleaseGuard)
+	e.guards[i] = guard
+	return !needed
+}
+
+func (e *releaseExec) busy(i int, _ *member) {
+	q := e.p
+	q.guard = e.guards[i]
+	e.c.queueRelease(e.ctx, i, q)
+}
+
+func (e *releaseExec) do(ctx context.Context, i int, m *member) (bool, error) {
+	q := e.p
+	q.guard = e.guards[i]
+	ok, err := q.send(ctx, m)
+	if err != nil {
+		e.c.queueRelease(e.ctx, i, q)
+	}
+	return ok, err
 }
 
 // queueRelease keeps a release that failed on a node that may hold the key.

@@ -2,14 +2,18 @@ package redlock
 
 import (
 	"context"
+	"runtime/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// call is one operation on one node. Its fields are final once done is
-// closed.
+// call is one operation on one node. Its fields are final once it has
+// finished (finished, wait).
 type call struct {
-	done chan struct{}
+	mu   sync.Mutex
+	fin  bool          // under mu: the call has finished
+	wake chan struct{} // under mu: made by the first wait before the end, closed by finish
 	// err is nil when the node said yes, the operation's "no" sentinel when
 	// it said no, else why the call failed.
 	err error
@@ -30,6 +34,32 @@ type round struct {
 	timeout time.Duration
 	calls   []*call
 	replies chan int
+	// left counts the calls sharing the round's deadline still running;
+	// the last one to finish cancels it.
+	left   atomic.Int32
+	cancel context.CancelFunc
+	timers *timerPool // the client's
+
+	dl deadlineCtx // the shared deadline when ctx cannot end (deadline.go)
+	o  op          // the operation, for the workers
+
+	// Up to smallRound nodes, the calls live in the round (one allocation).
+	slab  [smallRound]call
+	slabp [smallRound]*call
+}
+
+// smallRound is the most nodes whose calls are kept inside the round.
+const smallRound = 7
+
+// finished ends a call that shared the round's deadline.
+func (r *round) finished() {
+	if r.left.Add(-1) == 0 { // the round's last call on the shared deadline is done
+		if r.cancel != nil {
+			r.cancel()
+		} else {
+			r.dl.stop()
+		}
+	}
 }
 
 // op describes one operation for fanout.
@@ -46,12 +76,22 @@ type op struct {
 	busy func(i int, m *member)
 	// do performs the operation on one node: yes or no, or an error.
 	do func(ctx context.Context, i int, m *member) (bool, error)
+	// exec, when set, stands for skip, busy and do: one value instead of
+	// three closures on the hot path (acquire, release).
+	exec opExec
 	// vote: a yes is a vote for holding the lock (acquire, extend), which
 	// the restart quarantine may refuse to count.
 	vote bool
 	// node and lock describe each node call to the client's Observer.
 	node NodeOp
 	lock *LockInfo // a pointer: op stays small enough for closures to copy (no allocation)
+}
+
+// opExec is an op's per-node behaviour (see op.skip, op.busy and op.do).
+type opExec interface {
+	skip(i int) bool
+	busy(i int, m *member)
+	do(ctx context.Context, i int, m *member) (bool, error)
 }
 
 // identifyTimeout bounds the first contact with a node (dial, TLS, AUTH and
@@ -67,65 +107,181 @@ const identifyTimeout = time.Second
 // The calls of a round start together, so they share one deadline (one
 // timer per round, not per node) measured from the round's start. A call
 // gets a deadline of its own, measured from when it is sent, when it must
-// first wait for another (o.before, not finished yet) or for its node's
-// first contact, or when it starts more than lateStart after the round (a
-// starved scheduler): no call has less than o.timeout - lateStart.
+// first wait for another (o.before, not finished when the round starts) or
+// for its node's first contact, or when it starts more than lateStart after
+// the round (a starved scheduler): no call has less than o.timeout -
+// lateStart.
+//
+// Up to smallRound nodes the round and its calls are one allocation; each
+// call's goroutine is the other per-node cost.
 func (c *Client) fanout(ctx context.Context, o op) *round {
+	n := len(c.members)
 	r := &round{
 		start:   time.Now(),
 		timeout: o.timeout,
-		calls:   make([]*call, len(c.members)),
-		replies: make(chan int, len(c.members)),
+		replies: make(chan int, n),
+		timers:  &c.timers,
 	}
-	var shared context.Context
-	finished := func() {}
-	if allDone(o.before) {
-		var cancel context.CancelFunc
-		shared, cancel = context.WithDeadline(ctx, r.start.Add(o.timeout))
-		var left atomic.Int32
-		left.Store(int32(len(c.members)))
-		finished = func() {
-			if left.Add(-1) == 0 {
-				cancel() // the round's last call is done
-			}
+	var slab []call
+	if n <= smallRound {
+		slab, r.calls = r.slab[:n], r.slabp[:n]
+	} else {
+		slab, r.calls = make([]call, n), make([]*call, n)
+	}
+	var wbuf [smallRound]bool
+	waits := wbuf[:0] // the call waits for o.before: no shared deadline
+	if n > smallRound {
+		waits = make([]bool, 0, n)
+	}
+	waits = waits[:n]
+	shared := 0
+	for i := range slab {
+		r.calls[i] = &slab[i]
+		waits[i] = o.before != nil && !o.before[i].finished()
+		if !waits[i] {
+			shared++
 		}
 	}
-	for i := range c.members {
-		cl := &call{done: make(chan struct{})}
-		r.calls[i] = cl
-		c.work.add()
-		go func() {
-			defer c.work.done()
-			if o.before != nil {
-				<-o.before[i].done // bounded by that call's own deadline
-			}
-			deadline := shared // nil: the call makes its own
-			if deadline != nil && time.Since(r.start) > lateStart {
-				deadline = nil
-			}
-			cl.err = c.callNode(ctx, deadline, i, cl, o)
-			finished()
-			close(cl.done)
-			r.replies <- i
-		}()
+	var deadline context.Context
+	if shared > 0 {
+		if ctx.Done() == nil {
+			// A ctx that never ends (Background, or values only): the
+			// round's own deadline context, kept in the round.
+			r.dl.init(ctx, r.start.Add(o.timeout))
+			deadline = &r.dl // r.cancel stays nil: finished stops r.dl
+		} else {
+			deadline, r.cancel = context.WithDeadline(ctx, r.start.Add(o.timeout))
+		}
+		r.left.Store(int32(shared))
+	}
+	r.o = o
+	for i := range n {
+		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
 	return r
+}
+
+// task is one node call of a round, for a worker.
+type task struct {
+	r        *round
+	i        int
+	ctx      context.Context
+	deadline context.Context // the round's shared deadline, nil when the call waits
+	waits    bool
+}
+
+// idleWorker is how long a worker waits for its next task before it ends.
+// It is short: a worker is kept for the next round of a busy client, and a
+// client that is never closed leaves no goroutine behind for long.
+const idleWorker = 50 * time.Millisecond
+
+// spawn hands t to an idle worker of the client, or starts a worker for it:
+// the goroutines (and their grown stacks) of one round serve the next.
+func (c *Client) spawn(t task) {
+	c.work.add() // done by run
+	select {
+	case c.tasks <- t:
+	default:
+		go c.worker(t)
+	}
+}
+
+// worker runs t, then the tasks handed to it, until it has been idle for
+// idleWorker or the client is closing.
+func (c *Client) worker(t task) {
+	var idle *time.Timer
+	for {
+		c.run(t)
+		if idle == nil {
+			idle = time.NewTimer(idleWorker)
+		} else {
+			idle.Reset(idleWorker)
+		}
+		select {
+		case t = <-c.tasks:
+		case <-idle.C:
+			return
+		case <-c.closing:
+			idle.Stop()
+			return
+		}
+	}
+}
+
+// run runs one task, under the profiler labels of its caller's context (a
+// goroutine started per call inherited its caller's; a worker serves many
+// callers).
+func (c *Client) run(t task) {
+	pprof.SetGoroutineLabels(t.ctx)
+	if t.waits {
+		c.runWaiting(t.ctx, t.r, t.i, t.r.o)
+	} else {
+		c.runShared(t.ctx, t.deadline, t.r, t.i, t.r.o)
+	}
+}
+
+// runShared runs call i of r on the round's shared deadline, unless it
+// starts too late for it.
+func (c *Client) runShared(ctx, deadline context.Context, r *round, i int, o op) {
+	defer c.work.done()
+	cl := r.calls[i]
+	if time.Since(r.start) > lateStart {
+		deadline = nil // the call makes its own
+	}
+	cl.err = c.callNode(ctx, deadline, i, cl, o)
+	r.finished()
+	cl.finish()
+	r.replies <- i
+}
+
+// runWaiting runs call i of r once o.before[i] has finished, on a deadline
+// of its own.
+func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
+	defer c.work.done()
+	cl := r.calls[i]
+	o.before[i].wait() // bounded by that call's own deadline
+	cl.err = c.callNode(ctx, nil, i, cl, o)
+	cl.finish()
+	r.replies <- i
 }
 
 // lateStart is how late after its round a call may start and still share
 // the round's deadline.
 const lateStart = time.Millisecond
 
-// allDone reports whether every call in calls has finished (true for none).
-func allDone(calls []*call) bool {
-	for _, cl := range calls {
-		select {
-		case <-cl.done:
-		default:
-			return false
-		}
+// finish marks the call finished (its fields are final) and wakes its
+// waiters.
+func (cl *call) finish() {
+	cl.mu.Lock()
+	cl.fin = true
+	if cl.wake != nil {
+		close(cl.wake)
 	}
-	return true
+	cl.mu.Unlock()
+}
+
+// finished reports whether the call has finished.
+func (cl *call) finished() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.fin
+}
+
+// wait returns once the call has finished. The channel it waits on is made
+// only when a call is waited for before its end (a release behind a
+// straggling acquire): a round's calls cost no channel each.
+func (cl *call) wait() {
+	cl.mu.Lock()
+	if cl.fin {
+		cl.mu.Unlock()
+		return
+	}
+	if cl.wake == nil {
+		cl.wake = make(chan struct{})
+	}
+	ch := cl.wake
+	cl.mu.Unlock()
+	<-ch
 }
 
 // callNode runs o on node i and reports it to the client's Observer.
@@ -147,7 +303,7 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 // runCall is callNode without the report.
 func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) error {
 	m := c.members[i]
-	if o.skip != nil && o.skip(i) {
+	if (o.exec != nil && o.exec.skip(i)) || (o.skip != nil && o.skip(i)) {
 		cl.replied = true
 		cl.skipped = true
 		return o.no
@@ -156,7 +312,9 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 		return err // never sent: the caller had already given up
 	}
 	if !m.tryTake(c.cfg.maxInFlight) {
-		if o.busy != nil {
+		if o.exec != nil {
+			o.exec.busy(i, m)
+		} else if o.busy != nil {
 			o.busy(i, m)
 		}
 		return ErrNodeBusy
@@ -178,7 +336,13 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 		defer cancel()
 	}
 	cl.sent = true
-	yes, err := o.do(cctx, i, m)
+	var yes bool
+	var err error
+	if o.exec != nil {
+		yes, err = o.exec.do(cctx, i, m)
+	} else {
+		yes, err = o.do(cctx, i, m)
+	}
 	m.lagging.Store(err != nil)
 	if err != nil {
 		return err
@@ -216,8 +380,11 @@ type decision struct {
 func (r *round) wait(ctx context.Context, need int, extra time.Duration) decision {
 	n := len(r.calls)
 	d := decision{answered: make([]bool, n)}
-	grace := time.NewTimer(r.timeout + extra + 20*time.Millisecond)
-	defer grace.Stop()
+	if d.yes >= need || d.no > n-need {
+		return d
+	}
+	grace := r.timers.get(r.timeout + extra + 20*time.Millisecond)
+	defer r.timers.put(grace)
 	for d.yes < need && d.no <= n-need {
 		select {
 		case i := <-r.replies:
@@ -253,8 +420,12 @@ func (r *round) yesBy(d decision, i int) bool {
 // expected, for at most limit. Unlock uses it so that healthy nodes just
 // behind the quorum are included while a known straggler is not waited for.
 func (r *round) settle(ctx context.Context, d *decision, limit time.Duration, expected []bool) {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			r.timers.put(timer)
+		}
+	}()
 	for {
 		pending := false
 		for i, a := range d.answered {
@@ -262,6 +433,9 @@ func (r *round) settle(ctx context.Context, d *decision, limit time.Duration, ex
 		}
 		if !pending {
 			return
+		}
+		if timer == nil {
+			timer = r.timers.get(limit)
 		}
 		select {
 		case i := <-r.replies:
@@ -285,4 +459,25 @@ func (c *Client) results(r *round, d decision) []NodeResult {
 		}
 	}
 	return out
+}
+
+// timerPool recycles the timers of wait and settle (two or three per
+// cycle). Since Go 1.23 a stopped or reset timer never delivers a stale
+// value, so a recycled timer needs no draining. Each Client has its own, so
+// that a timer never leaves the testing/synctest bubble its client runs in.
+type timerPool struct{ p sync.Pool }
+
+// get returns a running timer that fires after d.
+func (tp *timerPool) get(d time.Duration) *time.Timer {
+	if t, ok := tp.p.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// put stops t and keeps it for get.
+func (tp *timerPool) put(t *time.Timer) {
+	t.Stop()
+	tp.p.Put(t)
 }

@@ -147,11 +147,12 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 	if err != nil {
 		return false, err
 	}
-	guard, err := guardKey(key, value)
+	a, err := argsFor(key, value, ms)
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, acquireScript, []string{key, guard}, value, ms)
+	s := acquireFast
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 
@@ -271,7 +272,13 @@ func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration)
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, extendScript, []string{key}, value, ms)
+	a, err := argsFor(key, value, ms)
+	if err != nil { // a key without a valid hash tag has no guard key, but extends
+		res, err := n.run(ctx, extendScript, []string{key}, value, ms)
+		return res == 1, err
+	}
+	s := extendFast
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 
@@ -286,11 +293,12 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 	if guard > 0 {
 		gms = max(guard.Milliseconds(), 1)
 	}
-	gkey, err := guardKey(key, value)
+	a, err := argsFor(key, value, gms)
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, releaseScript, []string{key, gkey}, value, gms)
+	s := releaseFast
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(gms)})
 	return res == 1, err
 }
 
@@ -469,8 +477,17 @@ func hashTag(key string) bool {
 // same Cluster slot as key: a key with a hash tag keeps it, any other key
 // becomes the tag of the guard key ("{key}" hashes like "key").
 func guardKey(key, value string) (string, error) {
-	sum := sha256.Sum256([]byte(value))
-	return slotKey(key, ":release-guard:"+hex.EncodeToString(sum[:12]))
+	var buf [160]byte // a lock's value fits: no allocation to hash it
+	sum := sha256.Sum256(append(buf[:0], value...))
+	var h [24]byte
+	hex.Encode(h[:], sum[:12])
+	if hashTag(key) {
+		return key + ":release-guard:" + string(h[:]), nil // one allocation
+	}
+	if strings.Contains(key, "}") {
+		return slotKey(key, "") // the error
+	}
+	return "{" + key + "}:release-guard:" + string(h[:]), nil
 }
 
 // fenceKey names the fencing counter of key, in key's Cluster slot.

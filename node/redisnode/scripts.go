@@ -19,9 +19,12 @@ import (
 var Scripts embed.FS
 
 var (
-	acquireScript = mustScript("scripts/acquire.lua")
-	extendScript  = mustScript("scripts/extend.lua")
-	releaseScript = mustScript("scripts/release.lua")
+	acquireSrc    = mustRead("scripts/acquire.lua")
+	extendSrc     = mustRead("scripts/extend.lua")
+	releaseSrc    = mustRead("scripts/release.lua")
+	acquireScript = redis.NewScript(acquireSrc)
+	extendScript  = redis.NewScript(extendSrc)
+	releaseScript = redis.NewScript(releaseSrc)
 	fencedScript  = mustScript("scripts/acquire_fenced.lua")
 	raiseScript   = mustScript("scripts/raise_fence.lua")
 
@@ -30,10 +33,12 @@ var (
 	releaseHoldScript = mustScript("scripts/release_hold.lua")
 )
 
-func mustScript(name string) *redis.Script {
+func mustScript(name string) *redis.Script { return redis.NewScript(mustRead(name)) }
+
+func mustRead(name string) string {
 	src, err := Scripts.ReadFile(name)
 	if err != nil {
 		panic("redisnode: embedded script missing: " + name)
 	}
-	return redis.NewScript(string(src))
+	return string(src)
 }

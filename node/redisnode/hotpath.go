@@ -1,0 +1,116 @@
+package redisnode
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The lock's hot path (Acquire, Extend, Release) does per attempt what does
+// not change between the attempt's node calls: one attempt calls every
+// node of the quorum with the same key and value, and its release sends
+// them again. The release-guard key (a SHA-256 and two concatenations) and
+// the boxed script arguments are built once per (key, value) and kept in a
+// small cache shared by every Node of the process; each node call then
+// costs one argument slice and go-redis's command. A value that misses the
+// cache (evicted by another lock's attempt) is simply built again.
+
+// lockArgs is what the calls of one acquisition share: the lock key, the
+// value, the release-guard key and their boxed forms. It is never changed
+// once published in argCache.
+type lockArgs struct {
+	key, value string
+	guard      string
+	ttl        int64 // TTL in ms boxed in ttlArg
+	keyArg     any
+	guardArg   any
+	valueArg   any
+	ttlArg     any
+}
+
+// argCacheSize slots: more than the acquisitions one process has in flight
+// at once in the common case; a collision only costs a rebuild.
+const argCacheSize = 64
+
+var (
+	argCache [argCacheSize]atomic.Pointer[lockArgs]
+	argSeed  = maphash.MakeSeed()
+)
+
+// argsFor returns the shared arguments of key and value; ttl is the TTL in
+// milliseconds the caller will send most often (boxed once).
+func argsFor(key, value string, ttl int64) (*lockArgs, error) {
+	slot := &argCache[maphash.String(argSeed, value)%argCacheSize]
+	if a := slot.Load(); a != nil && a.value == value && a.key == key {
+		return a, nil
+	}
+	guard, err := guardKey(key, value)
+	if err != nil {
+		return nil, err
+	}
+	a := &lockArgs{key: key, value: value, guard: guard, ttl: ttl, ttlArg: ttl}
+	// Pointers to a's own strings box without an allocation (go-redis
+	// writes a *string as the string).
+	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
+	slot.Store(a)
+	return a, nil
+}
+
+// ms returns ms boxed, without an allocation when it is a's TTL.
+func (a *lockArgs) ms(ms int64) any {
+	if ms == a.ttl {
+		return a.ttlArg
+	}
+	return ms
+}
+
+// script is a Lua script with its EVALSHA arguments boxed once.
+type script struct {
+	s       *redis.Script
+	hashArg any // the SHA-1 digest
+	srcArg  any // the source, for EVAL when the server lacks the digest
+	keysArg any // the number of keys, as Redis reads it
+}
+
+func newScript(s *redis.Script, src string, keys int) *script {
+	return &script{s: s, hashArg: s.Hash(), srcArg: src, keysArg: strconv.Itoa(keys)}
+}
+
+var (
+	acquireFast = newScript(acquireScript, acquireSrc, 2)
+	extendFast  = newScript(extendScript, extendSrc, 1)
+	releaseFast = newScript(releaseScript, releaseSrc, 2)
+)
+
+// eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,
+// keys, arguments; the caller builds them, so that its boxed values are
+// reused), falling back to EVAL when the server does not know the digest,
+// as redis.Script.Run does, and returns the integer reply.
+func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
+	var res int64
+	err := n.do(ctx, func(ctx context.Context) error {
+		cmd := n.process(ctx, args)
+		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+			eargs := append([]any{"eval", s.srcArg}, args[2:]...)
+			cmd = n.process(ctx, eargs)
+		}
+		var err error
+		res, err = cmd.Int64()
+		return err
+	})
+	return res, err
+}
+
+// process sends one EVAL or EVALSHA command whose keys start at argument 3
+// (so that a Cluster client routes it by the lock key, as go-redis's own
+// Eval does).
+func (n *Node) process(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = n.client.Process(ctx, cmd)
+	return cmd
+}
