@@ -164,6 +164,14 @@ func (d *deliveries) end() {
 	d.cancels = nil
 }
 
+// dialTimedOut is a call whose dial times out, at the caller's deadline:
+// nothing is sent.
+func (l *link) dialTimedOut(ctx context.Context) reply {
+	<-ctx.Done()
+	err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+}
+
 func (l *link) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("sim link c%d-m%d: %w", l.client, l.master, ctx.Err())
 }
@@ -196,11 +204,8 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 		return reply{err: l.ctxErr(ctx)}
 	}
 	if !l.takeConn() {
-		// The master's accept queue is full: the dial times out (at the
-		// caller's deadline) and nothing is sent.
-		<-ctx.Done()
-		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
-		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+		// The master's accept queue is full.
+		return l.dialTimedOut(ctx)
 	}
 	broken := true // a call that ends without its reply discards its connection
 	defer func() { l.putConn(broken) }()

@@ -21,6 +21,15 @@ func (w *world) record(e history.Event) {
 	w.mu.Unlock()
 }
 
+// history returns a copy of the history so far. A delivery that outlived
+// the run's wait may still record (an Overtaken event) while the run is
+// judged: the history is read under its lock.
+func (w *world) history() []history.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.events)
+}
+
 // refused records that master l.master refused a release of value (a
 // key's value or a hold's id) without applying it.
 func (w *world) refused(l *link, value string) {

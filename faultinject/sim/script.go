@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
-	"github.com/quorumlock/quorumlock/internal/notsent"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -458,9 +455,7 @@ func (l *scriptLink) call(ctx context.Context, sc ScriptCall, f func(ctx context
 		return reply{err: l.ctxErr(ctx)}
 	}
 	if sc.DialTimeout || !l.take() {
-		<-ctx.Done()
-		err := notsent.Dial(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
-		return reply{err: fmt.Errorf("sim link c%d-%s: %w", l.client, l.Addr(), err), dialTimeout: true}
+		return l.dialTimedOut(ctx)
 	}
 	broken := true // a call that ends without its reply discards its connection
 	defer func() { l.put(broken) }()

@@ -34,10 +34,11 @@ var roles = map[history.Class]role{
 	history.Cleanup:   failure,
 }
 
-// judge puts the checker's findings into r by the roles table, after the
+// judge checks events and puts the findings into r by the roles table, after the
 // harness's own violations (w.viol); r.Broken holds the plan's broken
 // assumptions.
-func (w *world) judge(r *Result, f history.Findings) {
+func (w *world) judge(r *Result, events []history.Event) {
+	f := history.Check(events)
 	p := w.plan
 	var by [numRoles][]string
 	for _, v := range f.Violations {
@@ -48,7 +49,7 @@ func (w *world) judge(r *Result, f history.Findings) {
 		rl := roles[v.Invariant.Class]
 		by[rl] = append(by[rl], fmt.Sprintf("%v: %v", v.At, v))
 	}
-	keyLoss := slices.ContainsFunc(w.events, func(e history.Event) bool { return e.Kind == history.KeysLost })
+	keyLoss := slices.ContainsFunc(events, func(e history.Event) bool { return e.Kind == history.KeysLost })
 	if len(by[fencing]) > 0 && keyLoss && p.Quar && !StrictFencing.Load() {
 		r.Known = by[fencing]
 	} else {

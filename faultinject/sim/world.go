@@ -656,7 +656,7 @@ func (w *world) result() Result {
 	p := w.plan
 	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG}
 	r.Broken = p.Broken()
-	w.judge(&r, history.Check(w.events))
+	w.judge(&r, w.history())
 	switch {
 	case len(r.Violations) > 0:
 		r.Outcome = Fail
