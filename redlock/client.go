@@ -35,7 +35,7 @@ type Client struct {
 
 	identities // one vote per server (identity.go)
 
-	maxTTL atomic.Int64 // longest TTL + lock-delay of the client's mutexes
+	maxTTL atomic.Int64 // longest key TTL (TTL + lock delay) of the client's mutexes
 
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 
@@ -198,7 +198,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if err != nil {
 		return nil, err
 	}
-	for keyTTL := int64(l.ttl + l.lockDelay); ; {
+	for keyTTL := int64(l.keyTTL(c.cfg)); ; {
 		cur := c.maxTTL.Load()
 		if cur >= keyTTL || c.maxTTL.CompareAndSwap(cur, keyTTL) {
 			break
@@ -208,11 +208,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
-	drift := c.cfg.drift(l.ttl + l.lockDelay)
-	if c.cfg.knobs.LockDelayDriftTTL { // test-only switch (internal/knobs): the allowance before 45d467a
-		drift = c.cfg.drift(l.ttl)
-	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: drift, kind: k, info: info,
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info,
 		releasedErr: fmt.Errorf("%w: %q", ErrReleased, name)}, nil
 }
 

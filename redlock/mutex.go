@@ -268,7 +268,7 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 		}
 	}
 	if !m.c.cfg.knobs.NoFenceWriteBack {
-		keep := m.cfg.fenceRetention()
+		keep := m.cfg.fenceRetention(m.c.cfg)
 		r := m.c.fanout(ctx, op{
 			timeout: m.c.cfg.nodeTimeout,
 			no:      ErrNodeNotHeld,
@@ -303,13 +303,9 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 func (m *Mutex) deadline(start time.Time) time.Time { return start.Add(m.cfg.ttl - m.drift) }
 
 // keyTTL is the time to live written on the nodes: the TTL plus the lock
-// delay (WithLockDelay), which only a clean Unlock cuts short.
-func (m *Mutex) keyTTL() time.Duration {
-	if m.c.cfg.knobs.NoLockDelay { // test-only switch (internal/knobs)
-		return m.cfg.ttl
-	}
-	return m.cfg.ttl + m.cfg.lockDelay
-}
+// delay (WithLockDelay, stretched by the drift factor), which only a clean
+// Unlock cuts short.
+func (m *Mutex) keyTTL() time.Duration { return m.cfg.keyTTL(m.c.cfg) }
 
 // rollback releases a failed attempt on every node that may hold it. It
 // waits for the releases on nodes whose acquire had said yes by the decision

@@ -3,6 +3,7 @@ package redlock
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -103,11 +104,10 @@ func WithReleaseTimeout(d time.Duration) ClientOption {
 }
 
 // WithDriftFactor sets the clock drift allowance as a fraction of the TTL:
-// drift = TTL*f + 2ms is subtracted from every validity (with WithLockDelay,
-// (TTL + lock delay)*f + 2ms: the keys live that long, and a node's clock
-// running fast by f must not end the delay early). It must cover the worst
-// real clock-rate error between this process and the nodes. Default: 0.01.
-// Must be in [0, 0.5).
+// drift = TTL*f + 2ms is subtracted from every validity (and a lock delay d
+// is written as d/(1-f), see WithLockDelay). It must cover the worst real
+// clock-rate error between this process and the nodes. Default: 0.01. Must
+// be in [0, 0.5).
 func WithDriftFactor(f float64) ClientOption { return func(c *clientConfig) { c.driftFactor = f } }
 
 // WithMaxInFlight caps this client's calls outstanding on any one node
@@ -183,11 +183,12 @@ func WithMaxWait(d time.Duration) LockOption { return func(l *lockConfig) { l.ma
 // ends without Unlock (it expired, was lost, or its process died), so that
 // writes still in flight from the old holder land before a new holder
 // starts (Consul's lock-delay, Chubby's). The nodes enforce it: the keys are
-// written with a time to live of TTL + d, while the lease's validity is still
-// computed from the TTL, less a drift allowance over TTL + d (see
-// WithDriftFactor: the delay on a node whose clock runs fast ends early by
-// up to f*d, which the validity gives up instead); Unlock deletes them at
-// once. Default: 0 (off). Must be non-negative.
+// written with a time to live of TTL + d/(1-f), f the drift factor (see
+// WithDriftFactor), so that a node whose clock runs fast by f still keeps
+// them d past the lease's validity, which is computed from the TTL alone; on
+// an exact clock the lock is then unavailable for up to d/(1-f) (1% more
+// than d by default). Unlock deletes them at once. Default: 0 (off). Must be
+// non-negative.
 func WithLockDelay(d time.Duration) LockOption { return func(l *lockConfig) { l.lockDelay = d } }
 
 // WithAutoRenew makes every lease of the mutex renew itself (Extend) each
@@ -263,11 +264,26 @@ const defaultFenceRetention = 24 * time.Hour
 
 // fenceRetention is how long l's fencing counters are kept after a
 // write-back, 0 for ever.
-func (l lockConfig) fenceRetention() time.Duration {
+func (l lockConfig) fenceRetention(c clientConfig) time.Duration {
 	if l.keepSet {
 		return l.fenceKeep
 	}
-	return max(defaultFenceRetention, l.ttl+l.lockDelay)
+	return max(defaultFenceRetention, l.keyTTL(c))
+}
+
+// keyTTL is the time to live l's keys are written with: the TTL plus the
+// lock delay stretched by the drift factor f, d/(1-f), so that a node whose
+// clock runs fast by f still keeps them d past the validity's end (the
+// validity itself is computed from the TTL alone).
+func (l lockConfig) keyTTL(c clientConfig) time.Duration {
+	d := l.lockDelay
+	switch {
+	case c.knobs.NoLockDelay: // test-only switch (internal/knobs)
+		return l.ttl
+	case d > 0 && !c.knobs.NoLockDelayStretch: // test-only switch: the delay as given
+		d = time.Duration(math.Ceil(float64(d) / (1 - c.driftFactor)))
+	}
+	return l.ttl + d
 }
 
 func (c clientConfig) quorumFor(n int) int {
@@ -322,8 +338,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("release timeout %v must be below the TTL %v", c.releaseTimeout, l.ttl)
 	case l.minValidity < 0:
 		return configError("minimum validity %v must not be negative", l.minValidity)
-	case l.minValidity >= l.ttl-c.drift(l.ttl+l.lockDelay):
-		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl+l.lockDelay))
+	case l.minValidity >= l.ttl-c.drift(l.ttl):
+		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl))
 	case l.retryMin < 0 || l.retryMax < 0:
 		return configError("retry backoff %v..%v must not be negative", l.retryMin, l.retryMax)
 	case l.retryMin > l.retryMax:
@@ -342,14 +358,14 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("auto-renew fraction %v must be in [0, 1)", l.renew)
 	case l.renew > 0 && time.Duration(float64(l.ttl)*l.renew) < time.Millisecond:
 		return configError("auto-renew fraction %v of TTL %v renews every %v, below 1ms (Redis's resolution)", l.renew, l.ttl, time.Duration(float64(l.ttl)*l.renew))
-	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl+l.lockDelay)):
-		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl+l.lockDelay))
+	case l.marginSet && (l.cancelMargin < 0 || l.cancelMargin >= l.ttl-c.drift(l.ttl)):
+		return configError("cancel margin %v must be in [0, TTL %v minus drift %v)", l.cancelMargin, l.ttl, c.drift(l.ttl))
 	case l.keepSet && !l.fencing:
 		return configError("fence retention %v applies to fenced locks only (WithFencing)", l.fenceKeep)
 	case l.fenceKeep < 0 || l.fenceKeep > maxKeyTTL:
 		return configError("fence retention %v must be in [0, %v]", l.fenceKeep, maxKeyTTL)
-	case l.fenceKeep > 0 && l.fenceKeep < l.ttl+l.lockDelay:
-		return configError("fence retention %v must be 0 (for ever) or at least the TTL %v plus the lock delay %v: a counter must outlive the lease that wrote it", l.fenceKeep, l.ttl, l.lockDelay)
+	case l.fenceKeep > 0 && l.fenceKeep < l.keyTTL(c):
+		return configError("fence retention %v must be 0 (for ever) or at least the TTL %v plus the lock delay %v (its keys live %v): a counter must outlive the lease that wrote it", l.fenceKeep, l.ttl, l.lockDelay, l.keyTTL(c))
 	}
 	return nil
 }

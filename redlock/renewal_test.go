@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -147,12 +148,17 @@ func TestLockDelayAfterUncleanEnd(t *testing.T) {
 		crashed, err := m.TryLock(context.Background()) // never unlocked
 		require.NoError(t, err)
 		<-crashed.Done()
-		// drift over the keys' life: (TTL+delay)*0.01 + 2ms.
-		assert.Equal(t, ttl-42*time.Millisecond, time.Since(start), "validity comes from the TTL, not TTL+delay")
+		assert.Equal(t, ttl-12*time.Millisecond, time.Since(start), "validity comes from the TTL, not TTL+delay")
+		// The keys live TTL + delay/(1-0.01): at least the delay past the
+		// validity, even on a clock 1% fast.
+		stretched := time.Duration(math.Ceil(float64(delay) / (1 - 0.01)))
 		time.Sleep(time.Until(start.Add(ttl + delay - time.Millisecond)))
 		_, err = m.TryLock(context.Background())
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "taken before the lock-delay passed")
-		time.Sleep(time.Until(start.Add(ttl + delay)))
+		time.Sleep(time.Until(start.Add(ttl + stretched - time.Millisecond)))
+		_, err = m.TryLock(context.Background())
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "taken before the keys' time to live passed")
+		time.Sleep(time.Until(start.Add(ttl + stretched)))
 		clean, err := m.TryLock(context.Background())
 		require.NoError(t, err)
 		require.NoError(t, clean.Unlock(context.Background()))
@@ -164,11 +170,10 @@ func TestLockDelayAfterUncleanEnd(t *testing.T) {
 }
 
 // The lock-delay holds on masters whose clocks run fast by as much as the
-// drift factor allows: the keys, which live TTL + delay, expire early by
-// (TTL + delay) * factor, and the validity gives that up (the drift
-// allowance is computed over TTL + delay), so the lock is not taken again
-// before the validity's end plus the delay. With the allowance over the TTL
-// alone, it was taken 28ms early here.
+// drift factor f allows: the keys are written for TTL + delay/(1-f), so
+// they outlive the validity's end plus the delay although they expire early
+// by a factor of f. Written for TTL + delay (NoLockDelayStretch, the code
+// before the fix), the lock was taken again about 28ms early here.
 func TestLockDelayOnFastClocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms, nodes := mem(3)

@@ -27,7 +27,7 @@ var knobVars = map[string]*atomic.Bool{
 	"DialTimeoutNotSent": &knobs.DialTimeoutNotSent,
 	"NoPanicRelease":     &knobs.NoPanicRelease,
 	"NoLockDelay":        &knobs.NoLockDelay,
-	"LockDelayDriftTTL":  &knobs.LockDelayDriftTTL,
+	"NoLockDelayStretch": &knobs.NoLockDelayStretch,
 }
 
 func knobNames() []string {

@@ -11,6 +11,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -447,18 +448,22 @@ func (p Plan) backlogPause(r *rand.Rand) (dur, full time.Duration) {
 }
 
 // driftAllowance is the validity the coordinator subtracts (redlock's
-// formula: (TTL + lock delay)*factor + 2ms).
+// formula: TTL*factor + 2ms).
 func (p Plan) driftAllowance() time.Duration {
-	return time.Duration(float64(p.TTL+p.Delay)*p.Drift) + 2*time.Millisecond
+	return time.Duration(float64(p.TTL)*p.Drift) + 2*time.Millisecond
 }
 
 // safeRate is the fastest master clock rate the drift allowance covers: a
-// key set at the acquire's start expires after (TTL + lock delay)/rate of
-// real time, which must not come before the validity's end plus the lock
-// delay, TTL + lock delay - drift (without a lock delay: TTL - drift).
+// key set at the acquire's start expires after its time to live over the
+// rate, TTL + d/(1-factor) with a lock delay d (redlock stretches the
+// delay), which must not come before the validity's end plus the lock
+// delay, TTL - drift + d.
 func (p Plan) safeRate() float64 {
-	life := p.TTL + p.Delay
-	return float64(life) / float64(life-p.driftAllowance())
+	life := float64(p.TTL)
+	if p.Delay > 0 {
+		life += math.Ceil(float64(p.Delay) / (1 - p.Drift))
+	}
+	return life / float64(p.TTL-p.driftAllowance()+p.Delay)
 }
 
 // Broken lists the documented assumptions the plan breaks (docs/safety.md):

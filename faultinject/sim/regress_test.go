@@ -114,19 +114,19 @@ func TestProbeRegressions(t *testing.T) {
 	t.Logf("with the fix switched off, failing seeds: %v", failing)
 }
 
-// lockDelayFastClocks is the schedule of the lock-delay defect fixed in
-// 45d467a (knob LockDelayDriftTTL): with WithLockDelay the keys live
-// TTL + d on the masters, so on masters whose clocks run fast by the drift
-// factor f they expire up to f*(TTL+d) early, while the drift allowance
-// was computed over the TTL alone; a contender could then be granted the
-// lock up to f*d before the old lease's validity end + d. TTL 200ms, d 2s
-// and f 0.01 make that window 20ms wide: every master's clock runs at
-// 1.01, client 0 takes the lock and never unlocks (a crashed holder; the
-// workload's end releases it), and client 1 tries once a millisecond
-// across the window. With the old allowance client 0's validity ends at
-// 196ms, its delay at 2196ms, and its keys expire at 2200ms/1.01 = 2178ms:
-// client 1 is granted the lock about 17ms early (lock-delay). With the fix
-// the validity ends at 176ms and the delay at 2176ms, before the keys go.
+// lockDelayFastClocks is the schedule of a lock-delay defect (knob
+// NoLockDelayStretch): with WithLockDelay the keys were written for TTL + d,
+// so on masters whose clocks run fast by the drift factor f they expired up
+// to f*(TTL+d) early while the validity's allowance covers f*TTL; a
+// contender could then be granted the lock up to f*d before the old
+// lease's validity end + d. TTL 200ms, d 2s and f 0.01 make that window
+// 20ms wide: every master's clock runs at 1.01, client 0 takes the lock and
+// never unlocks (a crashed holder; the workload's end releases it), and
+// client 1 tries once a millisecond across the window. Client 0's validity
+// ends at 196ms, its delay at 2196ms; with keys of 2200ms they expire at
+// 2200ms/1.01 = 2178ms: client 1 is granted the lock about 17ms early
+// (lock-delay). With the fix the keys live 200ms + 2000ms/0.99 = 2220ms and
+// expire at 2198ms, after the delay.
 func lockDelayFastClocks() Script {
 	s := Script{Name: "lock-delay-fast-clocks", Masters: 3, Clients: 2, TTL: 200 * time.Millisecond,
 		LockDelay: 2 * time.Second, Drift: 0.01, Duration: 2500 * time.Millisecond,
@@ -141,17 +141,17 @@ func lockDelayFastClocks() Script {
 }
 
 // TestLockDelayFastClocks runs lockDelayFastClocks: with the fix switched
-// off (LockDelayDriftTTL) client 1 must be granted the lock within the
+// off (NoLockDelayStretch) client 1 must be granted the lock within the
 // old lease's lock delay (lock-delay); with it on the schedule must pass,
 // client 1 granted the lock once the delay has run.
 func TestLockDelayFastClocks(t *testing.T) {
 	s := lockDelayFastClocks()
 	off := func() Result {
-		defer setKnob(t, "LockDelayDriftTTL")()
+		defer setKnob(t, "NoLockDelayStretch")()
 		return runScript(t, s)
 	}()
 	if off.Outcome != Fail || len(broke(off, "lock-delay")) == 0 {
-		t.Errorf("with LockDelayDriftTTL the schedule does not break lock-delay: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
+		t.Errorf("with NoLockDelayStretch the schedule does not break lock-delay: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
 			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
 	}
 	on := runScript(t, s)
@@ -159,5 +159,5 @@ func TestLockDelayFastClocks(t *testing.T) {
 		t.Errorf("with the fix the schedule: %v, %d leases (want pass, 2), violations %v, unsafe %v\nhistory:\n%s",
 			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
 	}
-	t.Logf("LockDelayDriftTTL: %v (%s); fix on: %v, %d leases", off.Outcome, firstOr(broke(off, "lock-delay")), on.Outcome, on.Holds)
+	t.Logf("NoLockDelayStretch: %v (%s); fix on: %v, %d leases", off.Outcome, firstOr(broke(off, "lock-delay")), on.Outcome, on.Holds)
 }

@@ -155,10 +155,9 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 	}
 	ttl := ModelTTL(t.TTL)
 	// The model's allowance is DRIFT ticks; redlock's is the factor times
-	// the keys' life (TTL + lock delay) plus driftConstant.
-	life := ttl + time.Duration(t.LockDelay)*ModelTick
+	// the TTL plus driftConstant.
 	s := Script{Name: t.Name, Masters: t.N, Clients: t.C, TTL: ttl,
-		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(life),
+		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(ttl),
 		NodeTimeout: modelNodeTimeout, ReleaseTimeout: modelNodeTimeout,
 		Fencing: t.Has("FENCING"), Quar: t.Has("QUAR"),
 		// The model's keys live TTL+LD ticks: ModelTTL(TTL+LD) is the TTL

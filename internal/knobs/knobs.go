@@ -55,11 +55,11 @@ var (
 	// with the TTL alone, so a lease that ends without Unlock frees the lock
 	// as soon as its keys expire, not the lock delay later.
 	NoLockDelay atomic.Bool
-	// LockDelayDriftTTL: with WithLockDelay the drift allowance is computed
-	// over the TTL alone (the behaviour before the fix), not over the keys'
-	// whole life (TTL + delay), so on masters whose clocks run fast by the
-	// drift factor the delay ends up to f*delay early.
-	LockDelayDriftTTL atomic.Bool
+	// NoLockDelayStretch: with WithLockDelay the keys are written for
+	// TTL + d (the behaviour before the fix), not TTL + d/(1-f), so on
+	// masters whose clocks run fast by the drift factor f the delay ends up
+	// to f*(TTL+d) early, past the validity's own allowance.
+	NoLockDelayStretch atomic.Bool
 	// NoPanicRelease: Mutex.Do does not release the lease or stop its
 	// renewal when the function panics.
 	NoPanicRelease atomic.Bool
@@ -86,7 +86,7 @@ type Set struct {
 	NoShapeQuorum     bool
 	NoLockDelay       bool
 	NoPanicRelease    bool
-	LockDelayDriftTTL bool
+	NoLockDelayStretch bool
 }
 
 // Load returns the switches' current values.
@@ -104,6 +104,6 @@ func Load() Set {
 		NoShapeQuorum:     NoShapeQuorum.Load(),
 		NoLockDelay:       NoLockDelay.Load(),
 		NoPanicRelease:    NoPanicRelease.Load(),
-		LockDelayDriftTTL: LockDelayDriftTTL.Load(),
+		NoLockDelayStretch: NoLockDelayStretch.Load(),
 	}
 }

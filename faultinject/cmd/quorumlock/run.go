@@ -330,6 +330,14 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		}
 		return code
 	}
+	if _, ok := e.stderr.(*os.File); !ok {
+		// A writer that is not a file (a test's buffer) is shared by run's
+		// log lines and the child's stderr, which os/exec copies from a
+		// goroutine of its own: one lock serialises the two.
+		se := *e
+		se.stderr = &syncWriter{w: e.stderr}
+		e = &se
+	}
 	// One logger for run's own lines, the library's records and go-redis's.
 	log := slog.New(newLineHandler(e.stderr, "quorumlock run: ", rc.logLevel()))
 	logf := func(level slog.Level, format string, args ...any) {
@@ -714,4 +722,16 @@ func (rc *runConfig) notObtainedStatus(err error) int {
 		return runUnavailable
 	}
 	return rc.conflict
+}
+
+// syncWriter serialises the writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
