@@ -74,36 +74,36 @@ var (
 // takes it once, in redlock.New, and reads its own copy from then on:
 // switching a knob affects clients made afterwards, never one in use.
 type Set struct {
-	NoReleaseGuard    bool
-	AttachedRollback  bool
-	NoDrift           bool
-	NoQuarantine      bool
-	NoVoteIdentity    bool
-	SingleIdentify    bool
-	UnreadJoins       bool
-	NoFenceWriteBack  bool
-	NoFenceEpoch      bool
-	NoShapeQuorum     bool
-	NoLockDelay       bool
-	NoPanicRelease    bool
+	NoReleaseGuard     bool
+	AttachedRollback   bool
+	NoDrift            bool
+	NoQuarantine       bool
+	NoVoteIdentity     bool
+	SingleIdentify     bool
+	UnreadJoins        bool
+	NoFenceWriteBack   bool
+	NoFenceEpoch       bool
+	NoShapeQuorum      bool
+	NoLockDelay        bool
+	NoPanicRelease     bool
 	NoLockDelayStretch bool
 }
 
 // Load returns the switches' current values.
 func Load() Set {
 	return Set{
-		NoReleaseGuard:    NoReleaseGuard.Load(),
-		AttachedRollback:  AttachedRollback.Load(),
-		NoDrift:           NoDrift.Load(),
-		NoQuarantine:      NoQuarantine.Load(),
-		NoVoteIdentity:    NoVoteIdentity.Load(),
-		SingleIdentify:    SingleIdentify.Load(),
-		UnreadJoins:       UnreadJoins.Load(),
-		NoFenceWriteBack:  NoFenceWriteBack.Load(),
-		NoFenceEpoch:      NoFenceEpoch.Load(),
-		NoShapeQuorum:     NoShapeQuorum.Load(),
-		NoLockDelay:       NoLockDelay.Load(),
-		NoPanicRelease:    NoPanicRelease.Load(),
+		NoReleaseGuard:     NoReleaseGuard.Load(),
+		AttachedRollback:   AttachedRollback.Load(),
+		NoDrift:            NoDrift.Load(),
+		NoQuarantine:       NoQuarantine.Load(),
+		NoVoteIdentity:     NoVoteIdentity.Load(),
+		SingleIdentify:     SingleIdentify.Load(),
+		UnreadJoins:        UnreadJoins.Load(),
+		NoFenceWriteBack:   NoFenceWriteBack.Load(),
+		NoFenceEpoch:       NoFenceEpoch.Load(),
+		NoShapeQuorum:      NoShapeQuorum.Load(),
+		NoLockDelay:        NoLockDelay.Load(),
+		NoPanicRelease:     NoPanicRelease.Load(),
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
 	}
 }
