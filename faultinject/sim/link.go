@@ -207,10 +207,18 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 		// The master's accept queue is full.
 		return l.dialTimedOut(ctx)
 	}
-	broken := true // a call that ends without its reply discards its connection
-	defer func() { l.putConn(broken) }()
-	// The delivery applies the request on the master after its delay, and
-	// its reply comes back after the reply's delay.
+	r, ok := l.exchange(ctx, f, w.req, func() time.Duration { return w.rep }, w.dropRep, func() { l.w.cover(DropReply) })
+	l.putConn(!ok) // a call that ends without its reply discards its connection
+	return r       // a refused connection (ErrNotSent) answers at once
+}
+
+// exchange sends a request on a connection the caller took: the master
+// applies it (f) once apply has passed, and its reply comes back
+// replyDelay() after that (read once applied; a refused connection answers
+// at once). The reply is lost when dropReply (then onDrop is called) or the
+// link is cut by then; the caller waits for its deadline. exchange reports
+// whether the reply arrived: only then can the connection be reused.
+func (l *link) exchange(ctx context.Context, f func(context.Context) reply, apply time.Duration, replyDelay func() time.Duration, dropReply bool, onDrop func()) (reply, bool) {
 	res := make(chan reply, 1)
 	run := l.m.Runs()
 	deliver := func() {
@@ -218,29 +226,28 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 			return // sent to a run that died: lost with its connection
 		}
 		r := f(l.w.deliveries.current())
-		if w.rep > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
-			time.Sleep(w.rep)
+		if d := replyDelay(); d > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
+			time.Sleep(d)
 		}
 		res <- r
 	}
-	if w.req > 0 {
-		time.AfterFunc(w.req, deliver)
+	if apply > 0 {
+		time.AfterFunc(apply, deliver)
 	} else {
 		go deliver()
 	}
 	select {
 	case r := <-res:
-		if w.dropRep || l.w.isCut(l.client, l.master) {
-			if w.dropRep {
-				l.w.cover(DropReply)
+		if dropReply || l.w.isCut(l.client, l.master) {
+			if dropReply {
+				onDrop()
 			}
 			<-ctx.Done() // applied, reply lost
-			return reply{err: l.ctxErr(ctx)}
+			return reply{err: l.ctxErr(ctx)}, false
 		}
-		broken = false
-		return r // a refused connection (ErrNotSent) answers at once
+		return r, true
 	case <-ctx.Done():
-		return reply{err: l.ctxErr(ctx)}
+		return reply{err: l.ctxErr(ctx)}, false
 	}
 }
 

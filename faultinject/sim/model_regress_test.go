@@ -54,7 +54,13 @@ var modelCases = []struct {
 // readModelTrail translates testdata/model/name.trail.
 func readModelTrail(t *testing.T, name string) (Script, Trail) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "model", name+".trail"))
+	return readTrail(t, filepath.Join("testdata", "model", name+".trail"))
+}
+
+// readTrail translates the trail in the file at path.
+func readTrail(t *testing.T, path string) (Script, Trail) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,15 +209,7 @@ func TestReplayTrail(t *testing.T) {
 	if *flagTrail == "" {
 		t.Skip("replay needs -args -trail FILE [-trail-knob K]")
 	}
-	f, err := os.Open(*flagTrail)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s, tr, err := ParseTrail(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := readTrail(t, *flagTrail)
 	for _, e := range tr.Events {
 		t.Logf("%12v %s", e.At, e.Line)
 	}

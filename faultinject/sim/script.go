@@ -457,36 +457,19 @@ func (l *scriptLink) call(ctx context.Context, sc ScriptCall, f func(ctx context
 	if sc.DialTimeout || !l.take() {
 		return l.dialTimedOut(ctx)
 	}
-	broken := true // a call that ends without its reply discards its connection
-	defer func() { l.put(broken) }()
-	res := make(chan reply, 1)
-	run := l.m.Runs()
-	deliver := func() {
-		if l.m.Runs() != run {
-			return // sent to a run that died: lost with its connection
-		}
-		r := f(l.w.deliveries.current())
-		if d := time.Until(l.w.t0.Add(sc.ReplyAt)); sc.ReplyAt > 0 && d > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
-			time.Sleep(d)
-		}
-		res <- r
+	apply := time.Duration(0)
+	if sc.ApplyAt > 0 {
+		apply = time.Until(l.w.t0.Add(sc.ApplyAt))
 	}
-	if d := time.Until(l.w.t0.Add(sc.ApplyAt)); sc.ApplyAt > 0 && d > 0 {
-		time.AfterFunc(d, deliver)
-	} else {
-		go deliver()
-	}
-	select {
-	case r := <-res:
-		if sc.DropReply || l.w.isCut(l.client, l.master) {
-			<-ctx.Done() // applied, reply lost
-			return reply{err: l.ctxErr(ctx)}
+	replyDelay := func() time.Duration {
+		if sc.ReplyAt > 0 {
+			return time.Until(l.w.t0.Add(sc.ReplyAt))
 		}
-		broken = false
-		return r
-	case <-ctx.Done():
-		return reply{err: l.ctxErr(ctx)}
+		return 0
 	}
+	r, ok := l.exchange(ctx, f, apply, replyDelay, sc.DropReply, func() {})
+	l.put(!ok) // a call that ends without its reply discards its connection
+	return r
 }
 
 func (l *scriptLink) Info(ctx context.Context) (redlock.ServerInfo, error) {
