@@ -134,6 +134,59 @@ type Hold struct {
 	Yield bool
 }
 
+// WatchNode is a Node that tells waiting clients when a lock is released:
+// the optional capability behind Lock's prompt wake-ups (docs/algorithm.md,
+// "Waiting"). Lock works without it, polling with its backoff alone, and
+// falls back to that when Watch fails or a notification is lost.
+type WatchNode interface {
+	Node
+	// Watch calls fn each time a release on this node removes key's value
+	// or one of its holds (Release, ReleaseHold), with the ID of the first
+	// live waiter in key's fair queue after the release ("" when the queue
+	// is empty; see QueueNode). A key that expires is not reported.
+	// Notifications can be lost (a reconnect) or late; fn is called from
+	// the node's own goroutine and must not block. Watch returns once the
+	// node listens for key, or with an error when it cannot (ctx ended, the
+	// server refused: an ACL user without channel permissions). stop ends
+	// the watch; it may be called more than once and does not block on
+	// the network. Close ends every watch of the node.
+	Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error)
+}
+
+// QueueNode is a Node that keeps a fair queue of waiters per lock: the
+// optional capability behind WithFairQueue (docs/algorithm.md, "Fair
+// queue"). The queue only ever makes an acquire fail that would otherwise
+// succeed, never the reverse, so it changes no safety argument.
+type QueueNode interface {
+	Node
+	// AcquireQueued is the fair Acquire of waiter w. In one atomic step it
+	// drops the waiters whose entries expired, enters w in key's queue
+	// when absent (ordered by w.Arrival, then by w.ID; an entry keeps its
+	// first arrival), sets w's entry to expire w.TTL from now, and then
+	// acquires exactly as Acquire does (release guards included) but only
+	// when w is the queue's first waiter; it also reads the lock's fencing
+	// counter as AcquireFenced does (0 when absent). When key holds value
+	// afterwards, w leaves the queue.
+	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
+	// LeaveQueue removes w from key's queue (a waiter that gave up); the
+	// queue's next waiter, if any, is then reported to watchers as after a
+	// release.
+	LeaveQueue(ctx context.Context, key string, w Waiter) error
+}
+
+// Waiter is one Lock call waiting in a fair queue (QueueNode).
+type Waiter struct {
+	// ID is unique to the Lock call; it contains no newline.
+	ID string
+	// Arrival orders the queue (in milliseconds since 1970 on the nodes;
+	// ties are broken by ID): when the Lock call began, on its client's
+	// clock.
+	Arrival time.Time
+	// TTL is how long the entry lives without another AcquireQueued: a
+	// waiter that dies leaves the queue after it.
+	TTL time.Duration
+}
+
 // ServerInfo identifies one run of a server.
 type ServerInfo struct {
 	// RunID is unique to one run of the server process (Redis's run_id).
