@@ -34,6 +34,7 @@ const (
 	roleFence               // a fencing counter (RaiseFence)
 	roleHolds               // a shared lock's holds (AcquireHold)
 	roleWaiting             // a shared lock's waiting writers (AcquireHold)
+	roleQueue               // a fair queue's arrivals or entry expiries (AcquireQueued)
 )
 
 // value is one key's value: a string, or a sorted set (set != nil).
@@ -44,8 +45,12 @@ type value struct {
 	// (the score of redisnode's scripts). The scripts keep a set's key
 	// expiry at its latest member's and prune expired members before they
 	// read a set, so a set lives exactly while one of its members does.
-	set  holdSet
-	role role
+	set holdSet
+	// scored marks a sorted set whose scores are no expiries (a fair
+	// queue's arrivals, queue.go): its members stay until removed, and the
+	// key lives until exp (the scripts' PEXPIRE), zero: for ever.
+	scored bool
+	role   role
 }
 
 // holdSet is a sorted set of the scripts: member -> expiry.
@@ -59,7 +64,11 @@ func (n *Node) lookupLocked(key string, now time.Time) *value {
 	if !ok {
 		return nil
 	}
-	if v.set != nil {
+	if v.set != nil && v.scored {
+		if len(v.set) > 0 && (v.exp.IsZero() || now.Before(v.exp)) {
+			return v
+		}
+	} else if v.set != nil {
 		for m, exp := range v.set {
 			if !now.Before(exp) {
 				delete(v.set, m)
@@ -108,6 +117,16 @@ func (n *Node) zsetLocked(key string, now time.Time) (holdSet, error) {
 		return nil, nil
 	case v.set == nil:
 		return nil, errWrongType
+	case v.scored: // a queue's arrivals read as holds: the scores are times all the same
+		for m, score := range v.set {
+			if !now.Before(score) {
+				delete(v.set, m)
+			}
+		}
+		if len(v.set) == 0 {
+			delete(n.data, key)
+			return nil, nil
+		}
 	}
 	return v.set, nil
 }
@@ -191,6 +210,12 @@ func (n *Node) guardKey(key, who string) (string, error) {
 
 // fenceKey names the fencing counter of key.
 func (n *Node) fenceKey(key string) (string, error) { return n.slotKey(key, ":fence") }
+
+// queueKey names the fair queue of key: its waiters' arrivals.
+func (n *Node) queueKey(key string) (string, error) { return n.slotKey(key, ":queue") }
+
+// queueTTLKey names the expiries of the entries of key's fair queue.
+func (n *Node) queueTTLKey(key string) (string, error) { return n.slotKey(key, ":queue:ttl") }
 
 // waitingKey names the waiting writers of shared lock key.
 func (n *Node) waitingKey(key string) (string, error) { return n.slotKey(key, ":waiting") }

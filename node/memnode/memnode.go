@@ -70,6 +70,11 @@ type Node struct {
 	anchor time.Time
 	base   time.Time
 	rate   float64
+	// Watches (watch.go): the live watches by key, the notifications owed
+	// to them, and whether a goroutine is delivering them.
+	watches    map[string]map[*watch]struct{}
+	pending    []note
+	delivering bool
 }
 
 // command is one call on its way to the node.
@@ -82,6 +87,8 @@ type command struct {
 var (
 	_ redlock.FenceExpiryNode = (*Node)(nil)
 	_ redlock.PeekNode        = (*Node)(nil)
+	_ redlock.QueueNode       = (*Node)(nil)
+	_ redlock.WatchNode       = (*Node)(nil)
 )
 
 // New returns a running node named addr (its Addr), with no delay and a
@@ -140,12 +147,13 @@ func (n *Node) Pause() (resume func()) {
 	return func() {
 		once.Do(func() {
 			n.mu.Lock()
-			defer n.mu.Unlock()
 			n.paused = false
 			for _, c := range n.queue {
 				n.runLocked(c)
 			}
 			n.queue = nil
+			n.mu.Unlock()
+			n.deliver()
 		})
 	}
 }
@@ -198,8 +206,8 @@ func (n *Node) forgetLocked() {
 }
 
 // Keys returns the lock keys the node holds now and their values; the keys
-// the node keeps for the locks (release guards, fencing counters) are left
-// out. Tests use it to look for orphan keys. A shared lock
+// the node keeps for the locks (release guards, fencing counters, fair
+// queues) are left out. Tests use it to look for orphan keys. A shared lock
 // (redlock.ShapeNode) shows as its key with its live holds as the value
 // ("<group>\n<id>" each, sorted, space separated), and its waiting writers
 // under the key that holds them on Redis: "{key}:waiting", or
@@ -212,7 +220,7 @@ func (n *Node) Keys() map[string]string {
 	for k := range n.data {
 		v := n.lookupLocked(k, now)
 		switch {
-		case v == nil || v.role == roleGuard || v.role == roleFence:
+		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue:
 		case v.set == nil:
 			out[k] = v.str
 		default:
@@ -244,13 +252,15 @@ func (n *Node) do(ctx context.Context, apply func()) error {
 	if n.delay > 0 {
 		time.AfterFunc(n.delay, func() {
 			n.mu.Lock()
-			defer n.mu.Unlock()
 			n.arriveLocked(c)
+			n.mu.Unlock()
+			n.deliver()
 		})
 	} else {
 		n.arriveLocked(c)
 	}
 	n.mu.Unlock()
+	n.deliver()
 	select {
 	case <-c.done:
 		return nil
@@ -504,6 +514,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
+			n.notifyLocked(key, now)
 		case guard > 0:
 			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)
 		}

@@ -127,6 +127,7 @@ func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 			fail = err
 		case n.zremLocked(key, mine, holds):
 			ok = true
+			n.notifyLocked(key, now)
 		case guard > 0:
 			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)
 		}

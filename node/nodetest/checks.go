@@ -15,7 +15,7 @@ import (
 )
 
 // groups lists the suite's checks. A check that needs a capability the
-// node lacks calls needFencing or needShapes, which skip it.
+// node lacks calls needFencing, needShapes, needQueue (...), which skip it.
 func groups() []group {
 	return []group{
 		{"Mutex", []check{
@@ -61,6 +61,29 @@ func groups() []group {
 			{"GroupWithNewline", groupWithNewline},
 			{"Concurrent", concurrentHolds},
 		}},
+		{"Queue", []check{
+			{"Order", queueOrder},
+			{"Ties", queueTies},
+			{"KeepsArrival", queueKeepsArrival},
+			{"PlainAcquire", queuePlainAcquire},
+			{"PerLock", queuePerLock},
+			{"EntryExpires", queueEntryExpires},
+			{"Leave", queueLeave},
+			{"Fence", queueFence},
+			{"Guard", queueGuard},
+			{"RetriedCopy", queueRetriedCopy},
+			{"LeavesOnSuccess", queueLeavesOnSuccess},
+		}},
+		{"Watch", []check{
+			{"Release", watchRelease},
+			{"NextWaiter", watchNextWaiter},
+			{"NothingDeleted", watchNothingDeleted},
+			{"ReleaseHold", watchReleaseHold},
+			{"LeaveQueue", watchLeaveQueue},
+			{"PerKey", watchPerKey},
+			{"Stop", watchStop},
+			{"Context", watchContext},
+		}},
 		{"Info", []check{
 			{"Consistent", infoConsistent},
 		}},
@@ -87,6 +110,7 @@ func groups() []group {
 			{"WaitingMarkName", waitingMarkName},
 			{"TaggedName", taggedName},
 			{"GuardKeyName", guardKeyName},
+			{"QueueName", queueName},
 		}},
 		{"Down", []check{
 			{"Down", downServer},
@@ -789,6 +813,27 @@ func (c *checker) failures(ctxFor func() (context.Context, context.CancelFunc)) 
 				return c.s.ReleaseHold(ctx, "guarded shared", reader("r1"), long)
 			}), func() {
 				c.want(c.acquireHold("guarded shared", reader("r1"), long), 1, "the failed ReleaseHold wrapped redlock.ErrNotSent: it left no guard")
+			}})
+	}
+	if c.qn != nil {
+		c.want(c.acquire("queued for LeaveQueue", "holder", long), true, "a free key is taken")
+		c.want(c.acquireQueued("queued for LeaveQueue", "v", long, waiterAt("q1", 1, long)), fenced{false, 0}, "the key is held: q1 enters the queue")
+		c.want(c.release("queued for LeaveQueue", "holder", 0), true, "the holder releases its key")
+		fs = append(fs,
+			failure{call(func(ctx context.Context) (bool, error) {
+				w := waiterAt("f1", 1, long)
+				c.last = fmt.Sprintf("AcquireQueued(%q, %q, %v, %s)", "new queued", "v", long, waiterString(w))
+				ok, fence, err := c.qn.AcquireQueued(ctx, "new queued", "v", long, w)
+				return ok || fence != 0, err
+			}), func() {
+				c.want(c.acquireQueued("new queued", "w", long, waiterAt("f2", 2, long)), fenced{true, 0}, "the failed AcquireQueued wrapped redlock.ErrNotSent: it took nothing and entered no waiter")
+			}},
+			failure{call(func(ctx context.Context) (bool, error) {
+				w := waiterAt("q1", 1, long)
+				c.last = fmt.Sprintf("LeaveQueue(%q, %s)", "queued for LeaveQueue", waiterString(w))
+				return false, c.qn.LeaveQueue(ctx, "queued for LeaveQueue", w)
+			}), func() {
+				c.want(c.acquireQueued("queued for LeaveQueue", "w", long, waiterAt("q2", 2, long)), fenced{false, 0}, "the failed LeaveQueue wrapped redlock.ErrNotSent: q1 is still first")
 			}})
 	}
 	return fs

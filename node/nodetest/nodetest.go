@@ -12,8 +12,8 @@
 // The reference is a Redis master running the Lua scripts of package
 // redisnode (node/redisnode/scripts/*.lua), and the suite expects what such
 // a master answers, including where a lock's name meets a key the scripts
-// derive from another lock's name ({k}:fence, {k}:waiting,
-// {k}:release-guard:<hash>; see docs/nodes.md, "Checking a Node: package
+// derive from another lock's name ({k}:fence, {k}:waiting, {k}:queue,
+// {k}:queue:ttl, {k}:release-guard:<hash>; see docs/nodes.md, "Checking a Node: package
 // nodetest"), and where one name is used as two kinds of lock (Redis answers
 // WRONGTYPE: an error, not a refusal).
 //
@@ -54,7 +54,8 @@ import (
 )
 
 // Run runs the suite: one subtest per behaviour, in the groups Mutex,
-// Fencing, Peek, Shapes, Info, Context, Names, Kinds, DerivedKeys and Down.
+// Fencing, Peek, Shapes, Queue, Watch, Info, Context, Names, Kinds,
+// DerivedKeys and Down.
 //
 // newNode is called once per subtest with that subtest's t, and must return
 // a node whose server holds no keys (a new server, or one emptied), ready
@@ -63,8 +64,10 @@ import (
 // so newNode may empty and reuse one server. The Fencing checks run when the
 // node is a redlock.FencingNode (its Retention checks when it is also a
 // redlock.FenceExpiryNode), the Peek checks when it is a redlock.PeekNode,
-// and the Shapes and Kinds checks when it is a redlock.ShapeNode;
-// DerivedKeys runs the part the node's capabilities allow. The rest are
+// the Shapes and Kinds checks when it is a redlock.ShapeNode, the Queue
+// checks when it is a redlock.QueueNode and the Watch checks when it is a
+// redlock.WatchNode (some of them when it is also a QueueNode or a
+// ShapeNode); DerivedKeys runs the part the node's capabilities allow. The rest are
 // skipped with a message that says why.
 //
 // down is optional: nil skips the Down checks. Otherwise down(t, n) takes
@@ -168,6 +171,8 @@ type checker struct {
 	k     redlock.FenceExpiryNode // nil when n is not one
 	p     redlock.PeekNode        // nil when n is not one
 	s     redlock.ShapeNode       // nil when n is not one
+	qn    redlock.QueueNode       // nil when n is not one
+	wn    redlock.WatchNode       // nil when n is not one
 	down  func(t *testing.T, n redlock.Node) func()
 	errs  []error
 	last  string // the last call made, for messages
@@ -181,6 +186,8 @@ func newChecker(t *testing.T, n redlock.Node, down func(t *testing.T, n redlock.
 	c.k, _ = n.(redlock.FenceExpiryNode)
 	c.p, _ = n.(redlock.PeekNode)
 	c.s, _ = n.(redlock.ShapeNode)
+	c.qn, _ = n.(redlock.QueueNode)
+	c.wn, _ = n.(redlock.WatchNode)
 	return c
 }
 

@@ -1,0 +1,115 @@
+package memnode
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// watch is one Watch call's registration.
+type watch struct {
+	fn      func(next string)
+	stopped bool // n.mu
+}
+
+// note is a notification owed to a watch.
+type note struct {
+	w    *watch
+	next string
+}
+
+// Watch implements redlock.WatchNode. After each Release or ReleaseHold
+// that removes key's value or one of its holds (also a late command that
+// applies after its caller gave up), and after a LeaveQueue that leaves a
+// free key a new first waiter, it calls fn with the first live waiter of
+// key's fair queue ("" when none). A release that removes nothing, an
+// expiry, a restart and a node that Fails report nothing.
+//
+// fn is called synchronously, in order, by the goroutine whose call
+// applied the release (the caller of Release, or the timer of a delayed
+// call, or the caller of Pause's resume), after the release's change and
+// outside the node's lock: fn may call the node, and a notification such a
+// call causes is delivered after fn returns. When another goroutine is
+// delivering already, it delivers this one too, so a Release may return
+// before fn is called. fn must not block.
+//
+// Watch fails only when ctx has ended (the error wraps redlock.ErrNotSent
+// and ctx.Err()); it ignores Fail, Pause and SetDelay: a watch is not a
+// command. It starts no goroutine. stop is idempotent and never blocks:
+// after it returns fn is not called again, except by a delivery already
+// under way on another goroutine. The node has no Close: a watch ends only
+// with its stop (memnode holds no connection to close).
+func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memnode %s: %w: %w", n.addr, redlock.ErrNotSent, err)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("memnode %s: %w: Watch of %s with a nil fn", n.addr, redlock.ErrNotSent, quote(key))
+	}
+	w := &watch{fn: fn}
+	n.mu.Lock()
+	if n.watches == nil {
+		n.watches = map[string]map[*watch]struct{}{}
+	}
+	if n.watches[key] == nil {
+		n.watches[key] = map[*watch]struct{}{}
+	}
+	n.watches[key][w] = struct{}{}
+	n.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			w.stopped = true
+			delete(n.watches[key], w)
+			if len(n.watches[key]) == 0 {
+				delete(n.watches, key)
+			}
+		})
+	}, nil
+}
+
+// notifyLocked owes key's watches a notification with the first live waiter
+// of key's queue; deliver sends it. n.mu must be held.
+func (n *Node) notifyLocked(key string, now time.Time) {
+	ws := n.watches[key]
+	if len(ws) == 0 {
+		return
+	}
+	next := n.firstLiveLocked(key, now)
+	for w := range ws {
+		n.pending = append(n.pending, note{w, next})
+	}
+}
+
+// deliver calls the watches' fns with the notifications owed, in order,
+// outside n.mu; n.mu must not be held. Only one goroutine delivers at a
+// time: another one that finds it delivering leaves its notifications to
+// it.
+func (n *Node) deliver() {
+	n.mu.Lock()
+	if n.delivering || len(n.pending) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	n.delivering = true
+	defer func() { // also when fn panics: the next release delivers again
+		n.delivering = false
+		n.mu.Unlock()
+	}()
+	for len(n.pending) > 0 {
+		nt := n.pending[0]
+		n.pending = n.pending[1:]
+		if nt.w.stopped {
+			continue
+		}
+		n.mu.Unlock()
+		nt.w.fn(nt.next)
+		n.mu.Lock()
+	}
+	n.pending = nil
+}

@@ -1,0 +1,424 @@
+package nodetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// The checks of the two capabilities behind Lock's wake-ups and
+// WithFairQueue: redlock.QueueNode (a fair queue per lock: only its first
+// live waiter may take a free key) and redlock.WatchNode (a notification
+// with the queue's first waiter after each release that removed
+// something). A notification's absence is proved by order, never by
+// waiting: a check makes the absent notification and a real one whose
+// content differs, and the first notification received must be the real
+// one.
+
+func (c *checker) needQueue() {
+	if c.qn == nil {
+		panic(skipCheck{fmt.Sprintf("%T is not a redlock.QueueNode", c.n)})
+	}
+}
+
+func (c *checker) needWatch() {
+	if c.wn == nil {
+		panic(skipCheck{fmt.Sprintf("%T is not a redlock.WatchNode", c.n)})
+	}
+}
+
+// arrivalBase is the checks' time of arrival: waiters arrive ms after it.
+var arrivalBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// waiterAt is waiter id, arrived ms milliseconds after arrivalBase, whose
+// entry lives ttl.
+func waiterAt(id string, ms int, ttl time.Duration) redlock.Waiter {
+	return redlock.Waiter{ID: id, Arrival: arrivalBase.Add(time.Duration(ms) * time.Millisecond), TTL: ttl}
+}
+
+func waiterString(w redlock.Waiter) string {
+	return fmt.Sprintf("Waiter{ID: %s, Arrival: +%v, TTL: %v}", q(w.ID), w.Arrival.Sub(arrivalBase), w.TTL)
+}
+
+func (c *checker) tryAcquireQueued(key, value string, ttl time.Duration, w redlock.Waiter) (fenced, error) {
+	c.last = fmt.Sprintf("AcquireQueued(%s, %s, %v, %s)", q(key), q(value), ttl, waiterString(w))
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	ok, fence, err := c.qn.AcquireQueued(ctx, key, value, ttl, w)
+	c.zero(err, ok || fence != 0)
+	return fenced{ok, fence}, err
+}
+
+func (c *checker) acquireQueued(key, value string, ttl time.Duration, w redlock.Waiter) fenced {
+	r, err := c.tryAcquireQueued(key, value, ttl, w)
+	c.must(err)
+	return r
+}
+
+func (c *checker) leaveQueue(key string, w redlock.Waiter) {
+	c.last = fmt.Sprintf("LeaveQueue(%s, %s)", q(key), waiterString(w))
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	c.must(c.qn.LeaveQueue(ctx, key, w))
+}
+
+// watched records the notifications of one Watch.
+type watched struct {
+	key   string
+	mu    sync.Mutex
+	notes []string
+	stop  func()
+}
+
+func (w *watched) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.notes)
+}
+
+// watch starts a watch of key that records its notifications; it stops
+// when the check ends.
+func (c *checker) watch(key string) *watched {
+	w := &watched{key: key}
+	c.last = fmt.Sprintf("Watch(%s, fn)", q(key))
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	stop, err := c.wn.Watch(ctx, key, func(next string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.notes = append(w.notes, next)
+	})
+	c.must(err)
+	if stop == nil {
+		c.fatalf("%s returned a nil stop function and no error", c.last)
+	}
+	w.stop = stop
+	c.atEnd(stop)
+	return w
+}
+
+// note waits for the i-th notification (from 0) of w and returns it; what
+// is the call that should have caused it.
+func (c *checker) note(w *watched, i int, what string) string {
+	last := c.last
+	c.eventually(fmt.Sprintf("notification #%d of Watch(%s) after %s (got %d)", i+1, q(w.key), what, w.count()),
+		func() bool { return w.count() > i })
+	c.last = last
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.notes[i]
+}
+
+// wantNote records a failure when notification i of w is not want.
+func (c *checker) wantNote(w *watched, i int, want, what, why string) {
+	if got := c.note(w, i, what); got != want {
+		c.errorf("Watch(%s): notification #%d = %q, want %q (after %s): %s", q(w.key), i+1, got, want, what, why)
+	}
+}
+
+// ---- Queue ----
+
+func queueOrder(c *checker) {
+	c.needQueue()
+	early, late := waiterAt("early", 1, long), waiterAt("late", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key is held: late enters the queue")
+	c.want(c.acquireQueued("lock", "ve", long, early), fenced{false, 0}, "the key is held: early enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key is free but early arrived 1ms before late: the queue is ordered by Arrival, not by entry")
+	c.want(c.acquireQueued("lock", "ve", long, early), fenced{true, 0}, "the first waiter takes the free key")
+	c.want(c.release("lock", "ve", 0), true, "early holds the key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "early left the queue when it acquired: late is first")
+}
+
+func queueTies(c *checker) {
+	c.needQueue()
+	a, b := waiterAt("a", 1, long), waiterAt("B", 1, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "the key is held: a enters the queue")
+	c.want(c.acquireQueued("lock", "vb", long, b), fenced{false, 0}, "the key is held: B enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "a and B arrived in the same millisecond: the tie is broken by ID in byte order, and \"B\" < \"a\"")
+	c.want(c.acquireQueued("lock", "vb", long, b), fenced{true, 0}, "B is first")
+}
+
+func queueKeepsArrival(c *checker) {
+	c.needQueue()
+	first, second := waiterAt("first", 5, long), waiterAt("second", 3, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v1", long, first), fenced{false, 0}, "the key is held: first enters at +5ms")
+	c.want(c.acquireQueued("lock", "v2", long, second), fenced{false, 0}, "the key is held: second enters at +3ms")
+	moved := first
+	moved.Arrival = arrivalBase // a later call of the same waiter claiming an earlier arrival
+	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "the key is held")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "an entry keeps its first arrival (+5ms): second (+3ms) is first")
+	c.want(c.acquireQueued("lock", "v2", long, second), fenced{true, 0}, "second is first")
+}
+
+func queuePlainAcquire(c *checker) {
+	c.needQueue()
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquire("lock", "plain", long), true, "Acquire ignores the queue (only AcquireQueued is fair)")
+}
+
+func queuePerLock(c *checker) {
+	c.needQueue()
+	c.want(c.acquire("a", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters a's queue")
+	c.want(c.acquireQueued("b", "v", long, waiterAt("w2", 2, long)), fenced{true, 0}, "a queue is per lock: w2 is first in b's")
+}
+
+func queueEntryExpires(c *checker) {
+	c.needQueue()
+	c.timed(func(ttl time.Duration, attempt string) bool {
+		k := "expiring" + attempt
+		early, late := waiterAt("early", 1, ttl), waiterAt("late", 2, long)
+		c.acquire(k, "holder", long)
+		quick := stopwatch()
+		entered := c.rec(c.acquireQueued(k, "ve", long, early))
+		c.release(k, "holder", 0)
+		refused := c.rec(c.acquireQueued(k, "vl", long, late))
+		if !quick(ttl) {
+			return false
+		}
+		c.wantRec(entered, fenced{false, 0}, "the key is held: early enters the queue")
+		c.wantRec(refused, fenced{false, 0}, fmt.Sprintf("the key is free, but early's entry (TTL %v) lives and it arrived first", ttl))
+		c.eventually(fmt.Sprintf("early's entry in the queue of %s, with TTL %v, expires: late takes the free key", q(k), ttl),
+			func() bool { return c.acquireQueued(k, "vl", long, late).ok })
+		return true
+	})
+}
+
+func queueLeave(c *checker) {
+	c.needQueue()
+	early, late := waiterAt("early", 1, long), waiterAt("late", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "ve", long, early), fenced{false, 0}, "the key is held: early enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "early is first")
+	c.leaveQueue("lock", waiterAt("absent", 0, long)) // no error: nothing to remove
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "LeaveQueue of another waiter left early first")
+	c.leaveQueue("lock", early)
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "early left the queue: late is first")
+}
+
+func queueFence(c *checker) {
+	c.needQueue()
+	c.want(c.acquireQueued("lock", "v", long, waiterAt("w1", 1, long)), fenced{true, 0}, "the only waiter takes the free key; no counter reads 0")
+	if c.f == nil {
+		return
+	}
+	c.want(c.raiseFence("lock", "v", 7), true, "the holder raises the counter")
+	c.want(c.acquireQueued("lock", "x", long, waiterAt("w3", 3, long)), fenced{false, 7}, "a refused AcquireQueued reads the counter too")
+	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "w", long, waiterAt("w2", 2, long)), fenced{true, 7}, "AcquireQueued reads the counter as AcquireFenced does")
+}
+
+func queueGuard(c *checker) {
+	c.needQueue()
+	w := waiterAt("w1", 1, long)
+	c.want(c.release("lock", "late", long), false, "nothing to release: a guard is left")
+	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard of key and value refuses, though w1 is the only waiter and the key is free")
+	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard stays")
+	c.want(c.acquireQueued("lock", "x", long, waiterAt("w2", 2, long)), fenced{false, 0}, "w1, refused by the guard, is still in the queue and first")
+	c.want(c.acquireQueued("lock", "other", long, w), fenced{true, 0}, "the guard refuses no other value")
+}
+
+func queueRetriedCopy(c *checker) {
+	c.needQueue()
+	first, second := waiterAt("first", 1, long), waiterAt("second", 2, long)
+	c.want(c.acquireQueued("lock", "v", long, first), fenced{true, 0}, "the only waiter takes the free key")
+	c.want(c.acquireQueued("lock", "v", long, first), fenced{true, 0}, "a retried copy reports the key held")
+	c.want(c.acquireQueued("lock", "w", long, second), fenced{false, 0}, "v holds the key: second enters the queue")
+	c.want(c.acquireQueued("lock", "v", long, first), fenced{true, 0}, "a retried copy reports the key held, also with another waiter in the queue")
+	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "w", long, second), fenced{true, 0}, "the retried copy left first out of the queue (key held by its value): second is first")
+}
+
+func queueLeavesOnSuccess(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 is first")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w1 holds the key")
+	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1 left the queue when it acquired: w2 is first")
+}
+
+// ---- Watch ----
+
+func watchRelease(c *checker) {
+	c.needWatch()
+	w := c.watch("lock")
+	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
+	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "", c.last, "no queue: no next waiter")
+	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
+	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.wantNote(w, 1, "", c.last, "each release is reported")
+}
+
+func watchNextWaiter(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	w := c.watch("lock")
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.acquireQueued("lock", "v1", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
+}
+
+func watchNothingDeleted(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	w := c.watch("lock")
+	c.want(c.release("lock", "nobody", 0), false, "nothing to release")
+	c.want(c.release("lock", "nobody", long), false, "nothing to release: a guard is left")
+	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
+	c.want(c.release("lock", "other", 0), false, "v holds the key")
+	c.want(c.extend("lock", "v", long), true, "the holder extends its key")
+	c.want(c.acquireQueued("lock", "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last+" (after Releases that deleted nothing, with no waiter then)", "only a release that deleted something is reported: the ones before would have reported \"\"")
+}
+
+func watchReleaseHold(c *checker) {
+	c.needWatch()
+	c.needShapes()
+	w := c.watch("lock")
+	c.want(c.acquireHold("lock", reader("r1"), long), 1, "a free lock is taken")
+	c.want(c.acquireHold("lock", reader("r2"), long), 2, "holds of one group share the lock")
+	c.want(c.releaseHold("lock", reader("r1"), 0), true, "the hold is released")
+	c.wantNote(w, 0, "", c.last, "a released hold is reported, also when others remain; no queue: no next waiter")
+	if c.qn == nil {
+		return
+	}
+	// A queue of w1, then a release that removes nothing (it would report
+	// w1), w1 leaving while the lock is held (nothing to report), and a
+	// real release (reporting "").
+	c.want(c.releaseHold("lock", reader("r2"), 0), true, "the hold is released")
+	c.wantNote(w, 1, "", c.last, "a released hold is reported")
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 2, "w1", c.last, "the first live waiter after the release")
+	c.want(c.acquireHold("lock", reader("r3"), long), 1, "AcquireHold ignores the queue")
+	c.want(c.releaseHold("lock", reader("absent"), 0), false, "nothing to release")
+	c.leaveQueue("lock", waiterAt("w1", 1, long))
+	c.want(c.releaseHold("lock", reader("r3"), 0), true, "the hold is released")
+	c.wantNote(w, 3, "", c.last+" (after a ReleaseHold that removed nothing while w1 waited)", "only a release that removed a hold is reported: the one before would have reported \"w1\"")
+}
+
+func watchLeaveQueue(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	w := c.watch("lock")
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
+	c.leaveQueue("lock", w2)
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w2 enters the queue again, behind w1")
+	c.leaveQueue("lock", w1)
+	c.wantNote(w, 1, "w2", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported; w2's leaving, not first, reported nothing (it would have said \"w1\")")
+}
+
+func watchPerKey(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	w := c.watch("a")
+	c.want(c.acquire("b", "v", long), true, "a free key is taken")
+	c.want(c.release("b", "v", 0), true, "the holder releases its key")
+	c.want(c.acquire("a", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("a", "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last+" (after a release of \"b\")", "a watch is for one key: b's release would have reported \"\"")
+}
+
+func watchStop(c *checker) {
+	c.needWatch()
+	stopped, control := c.watch("lock"), c.watch("lock")
+	cycle := func() {
+		c.want(c.acquire("lock", "v", long), true, "a free key is taken")
+		c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	}
+	cycle()
+	c.note(stopped, 0, c.last)
+	c.note(control, 0, c.last)
+	stopped.stop()
+	stopped.stop() // stop may be called more than once
+	cycle()
+	c.note(control, 1, c.last)
+	cycle()
+	c.note(control, 2, c.last)
+	if n := stopped.count(); n != 1 {
+		c.errorf("Watch(%q): %d notifications, want 1: two releases after stop were reported (another watch of the key got them)", "lock", n)
+	}
+}
+
+func watchContext(c *checker) {
+	c.needWatch()
+	ctx, cancel := context.WithCancel(c.ctx)
+	cancel()
+	c.last = fmt.Sprintf("Watch(%q, fn) with a cancelled context", "lock")
+	stop, err := c.wn.Watch(ctx, "lock", func(string) {})
+	switch {
+	case err == nil:
+		if stop != nil {
+			stop()
+		}
+		c.errorf("%s returned no error, want one wrapping context.Canceled", c.last)
+	case !errors.Is(err, context.Canceled):
+		c.errorf("%s returned %v: want an error wrapping ctx.Err() (context.Canceled)", c.last, err)
+	}
+}
+
+// ---- Derived keys of the queue ----
+
+// queueName: the keys "{k}:queue" and "{k}:queue:ttl" hold k's queue; a
+// lock named like one of them meets a sorted set (Redis: WRONGTYPE), and
+// its failures leave k's queue as it was.
+func queueName(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire("k", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("k", "x", long, w1), fenced{false, 0}, "the key is held: w1 enters k's queue")
+	for _, name := range []string{"{k}:queue", "{k}:queue:ttl"} {
+		_, err := c.tryAcquire(name, "y", long)
+		c.wantErr(err, "the name holds k's queue, a sorted set: Redis's SET NX refuses and its GET answers WRONGTYPE")
+	}
+	c.want(c.release("k", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("k", "z", long, w2), fenced{false, 0}, "k's queue is intact: w1 is first")
+	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "w1 is first")
+	for i, name := range []string{"{m}:queue", "{m}:queue:ttl"} {
+		m := fmt.Sprint("m", i)
+		name = "{" + m + "}" + name[len("{m}"):]
+		c.want(c.acquire(name, "x", long), true, "a free key is taken")
+		_, err := c.tryAcquireQueued(m, "v", long, w1)
+		c.wantErr(err, fmt.Sprintf("the key of %s's queue holds a mutex: Redis's script answers WRONGTYPE", q(m)))
+		c.want(c.acquire(m, "other", long), true, "the failed AcquireQueued took nothing: its queue steps come first")
+		c.want(c.acquire(name, "y", long), false, "x still holds the name")
+		c.want(c.release(name, "x", 0), true, "x still holds the name")
+	}
+	// "q" and "{q}" share their queue, {q}:queue.
+	c.want(c.acquire("q", "h1", long), true, "a free key is taken")
+	c.want(c.acquire("{q}", "h2", long), true, "\"{q}\" is another lock key than \"q\"")
+	c.want(c.acquireQueued("q", "a", long, w1), fenced{false, 0}, "the key is held: w1 enters q's queue")
+	c.want(c.release("{q}", "h2", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("{q}", "b", long, w2), fenced{false, 0}, "\"q\" and \"{q}\" share the queue {q}:queue: w1 is first")
+	c.leaveQueue("q", w1)
+	c.want(c.acquireQueued("{q}", "b", long, w2), fenced{true, 0}, "w1 left the shared queue: w2 is first")
+}
