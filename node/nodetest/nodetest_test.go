@@ -73,6 +73,12 @@ type broken struct {
 	noYield  bool            // AcquireHold ignores Yield
 	liar     bool            // a call with an ended context runs and wraps ErrNotSent
 	newRunID bool            // Info makes up a RunID per call
+	noOrder  bool            // AcquireQueued ignores the queue (AcquireFenced)
+	keepIn   bool            // AcquireQueued leaves the waiter in the queue when it acquires
+	silent   bool            // Watch never calls fn
+	noStop   bool            // Watch's stop does nothing
+	noopNote bool            // Release notifies watches also when it deleted nothing
+	watches  map[string][]func(string)
 }
 
 func (b *broken) inner() *memnode.Node { return b.Node }
@@ -113,7 +119,48 @@ func (b *broken) Release(ctx context.Context, key, value string, guard time.Dura
 	if b.noGuard {
 		guard = 0
 	}
-	return b.Node.Release(ctx, key, value, guard)
+	ok, err := b.Node.Release(ctx, key, value, guard)
+	if b.noopNote && err == nil && !ok {
+		b.mu.Lock()
+		fns := b.watches[key]
+		b.mu.Unlock()
+		for _, fn := range fns {
+			fn("") // as if it had deleted the key of a lock nobody waits for
+		}
+	}
+	return ok, err
+}
+
+func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	if b.noOrder {
+		return b.Node.AcquireFenced(ctx, key, value, ttl)
+	}
+	ok, fence, err := b.Node.AcquireQueued(ctx, key, value, ttl, w)
+	if b.keepIn && ok && err == nil {
+		// Another value's refused AcquireQueued enters w again, at its
+		// arrival: as if the acquire had left it in the queue.
+		_, _, _ = b.Node.AcquireQueued(ctx, key, value+"\x00stale", ttl, w)
+	}
+	return ok, fence, err
+}
+
+func (b *broken) Watch(ctx context.Context, key string, fn func(next string)) (func(), error) {
+	if b.silent {
+		fn = func(string) {}
+	}
+	stop, err := b.Node.Watch(ctx, key, fn)
+	if err == nil && b.noopNote {
+		b.mu.Lock()
+		if b.watches == nil {
+			b.watches = map[string][]func(string){}
+		}
+		b.watches[key] = append(b.watches[key], fn)
+		b.mu.Unlock()
+	}
+	if err == nil && b.noStop {
+		return func() {}, nil
+	}
+	return stop, err
 }
 
 func (b *broken) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
@@ -194,6 +241,16 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Context/Cancelled", `Acquire("new", "w", 1h0m0s) = false, want true: the failed Acquire wrapped redlock.ErrNotSent`},
 		{"RunID per call", func() *broken { return &broken{newRunID: true} }, nil,
 			"Info/Consistent", "the same server's RunID changed"},
+		{"queue order ignored", func() *broken { return &broken{noOrder: true} }, nil,
+			"Queue/Order", `AcquireQueued("lock", "vl", 1h0m0s, Waiter{ID: "late", Arrival: +2ms, TTL: 1h0m0s}) = (true, 0), want (false, 0): the key is free but early arrived 1ms before late`},
+		{"waiter left in the queue", func() *broken { return &broken{keepIn: true} }, nil,
+			"Queue/LeavesOnSuccess", `AcquireQueued("lock", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s}) = (false, 0), want (true, 0): w1 left the queue when it acquired`},
+		{"Watch never calls fn", func() *broken { return &broken{silent: true} }, nil,
+			"Watch/Release", `notification #1 of Watch("lock") after Release("lock", "v", 0s) (got 0): not within 3s`},
+		{"stop ignored", func() *broken { return &broken{noStop: true} }, nil,
+			"Watch/Stop", `Watch("lock"): 3 notifications, want 1: two releases after stop were reported`},
+		{"release of nothing notified", func() *broken { return &broken{noopNote: true} }, nil,
+			"Watch/NothingDeleted", `notification #1 = "", want "w1"`},
 		{"down does nothing", func() *broken { return &broken{} }, noDown,
 			"Down/Down", `Acquire("new", "v", 1h0m0s) returned no error, want one: every call fails while the server is down`},
 	} {
@@ -235,10 +292,10 @@ func (p plain) Release(ctx context.Context, key, value string, guard time.Durati
 	return p.m.Release(ctx, key, value, guard)
 }
 
-// TestPlainNodeSkipsCapabilities: a node without FencingNode and ShapeNode
-// passes; the checks of those capabilities say why they skip.
+// TestPlainNodeSkipsCapabilities: a node without FencingNode, ShapeNode,
+// QueueNode and WatchNode passes; the checks of those capabilities say why they skip.
 func TestPlainNodeSkipsCapabilities(t *testing.T) {
-	for _, f := range []func(*checker){fenceMax, sharedGroup, mutexThenHold, downServer} {
+	for _, f := range []func(*checker){fenceMax, sharedGroup, mutexThenHold, downServer, queueOrder, watchRelease, queueName} {
 		errs, skip := newChecker(t, plain{memnode.New("plain")}, nil).run(f)
 		if len(errs) != 0 || skip == "" {
 			t.Errorf("a check on a plain node: failures %v, skip %q; want none, and a reason to skip", errs, skip)
