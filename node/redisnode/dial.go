@@ -46,7 +46,7 @@ func Dial(addr string) (*Node, error) {
 		return nil, err
 	}
 	lockclient.Configure(opt)
-	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true}, nil
+	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true, watch: new(watcher)}, nil
 }
 
 // maxShown bounds how much of a value a Dial error quotes.

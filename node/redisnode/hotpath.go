@@ -20,16 +20,23 @@ import (
 // cache (evicted by another lock's attempt) is simply built again.
 
 // lockArgs is what the calls of one acquisition share: the lock key, the
-// value, the release-guard key and their boxed forms. It is never changed
-// once published in argCache.
+// value, the release-guard key, the fair queue's keys and the release
+// channel (release.lua's), and their boxed forms. It is never changed once
+// published in argCache.
 type lockArgs struct {
 	key, value string
 	guard      string
-	ttl        int64 // TTL in ms boxed in ttlArg
+	queue      string // {key}:queue
+	queueTTL   string // {key}:queue:ttl
+	channel    string // {key}:released
+	ttl        int64  // TTL in ms boxed in ttlArg
 	keyArg     any
 	guardArg   any
 	valueArg   any
 	ttlArg     any
+	queueArg   any
+	qttlArg    any
+	chanArg    any
 }
 
 // argCacheSize slots: more than the acquisitions one process has in flight
@@ -53,9 +60,11 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 		return nil, err
 	}
 	a := &lockArgs{key: key, value: value, guard: guard, ttl: ttl, ttlArg: ttl}
+	a.queue, a.queueTTL, a.channel = queueKeys(key)
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
+	a.queueArg, a.qttlArg, a.chanArg = &a.queue, &a.queueTTL, &a.channel
 	slot.Store(a)
 	return a, nil
 }
@@ -83,7 +92,7 @@ func newScript(s *redis.Script, src string, keys int) *script {
 var (
 	acquireFast = newScript(acquireScript, acquireSrc, 2)
 	extendFast  = newScript(extendScript, extendSrc, 1)
-	releaseFast = newScript(releaseScript, releaseSrc, 2)
+	releaseFast = newScript(releaseScript, releaseSrc, 4)
 )
 
 // eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,

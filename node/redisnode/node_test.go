@@ -20,7 +20,7 @@ import (
 func TestScriptsHaveHeaders(t *testing.T) {
 	names, err := fs.Glob(Scripts, "scripts/*.lua")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"scripts/acquire.lua", "scripts/acquire_fenced.lua", "scripts/acquire_hold.lua", "scripts/extend.lua", "scripts/extend_hold.lua", "scripts/raise_fence.lua", "scripts/release.lua", "scripts/release_hold.lua"}, names)
+	assert.Equal(t, []string{"scripts/acquire.lua", "scripts/acquire_fenced.lua", "scripts/acquire_hold.lua", "scripts/acquire_queued.lua", "scripts/extend.lua", "scripts/extend_hold.lua", "scripts/leave_queue.lua", "scripts/raise_fence.lua", "scripts/release.lua", "scripts/release_hold.lua"}, names)
 	for _, name := range names {
 		src, err := Scripts.ReadFile(name)
 		require.NoError(t, err)

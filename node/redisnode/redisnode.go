@@ -46,8 +46,9 @@ import (
 
 // Node is one Redis master (or one Redis Cluster, or one Sentinel-managed
 // master) behind the lock actions the quorum coordinator needs. Build it with
-// Dial or New. It is safe for concurrent use by multiple goroutines; it starts
-// no goroutines and puts no cap on calls in flight.
+// Dial or New. It is safe for concurrent use by multiple goroutines and puts
+// no cap on calls in flight. It starts no goroutines, except one for release
+// notifications from its first Watch until Close.
 type Node struct {
 	client redis.UniversalClient
 	addr   string
@@ -55,6 +56,8 @@ type Node struct {
 	// client that never retries commands).
 	notSent bool
 	owned   bool
+	// watch is shared by copies of the Node (String has a value receiver).
+	watch *watcher
 }
 
 // New wraps a go-redis client the caller built and keeps owning: Close leaves
@@ -89,10 +92,10 @@ func New(client redis.UniversalClient) (*Node, error) {
 			return nil, errors.New("redisnode: the *redis.Client's options lack ContextTimeoutEnabled: true" + why)
 		}
 		if o.Addr == "FailoverClient" {
-			return &Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c)}, nil
+			return &Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c), watch: new(watcher)}, nil
 		}
 		// go-redis normalises MaxRetries: -1 (none) becomes 0, 0 becomes 3.
-		return &Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0}, nil
+		return &Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0, watch: new(watcher)}, nil
 	case *redis.ClusterClient:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.ClusterClient")
@@ -104,7 +107,7 @@ func New(client redis.UniversalClient) (*Node, error) {
 		if len(o.Addrs) == 0 {
 			return nil, errors.New("redisnode: the *redis.ClusterClient has no Options().Addrs (built with ClusterSlots or NewFailoverClusterClient?); give it the cluster's seed addresses")
 		}
-		return &Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")"}, nil
+		return &Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")", watch: new(watcher)}, nil
 	case *redis.Ring:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.Ring")
@@ -127,9 +130,11 @@ func (n Node) GoString() string { return n.String() }
 // password.
 func (n *Node) Addr() string { return n.addr }
 
-// Close closes the client if Dial built it; a client passed to New is left
-// open for its owner.
+// Close ends the Node's watches (Watch) and waits for their goroutine, and
+// closes the client if Dial built it; a client passed to New is left open
+// for its owner.
 func (n *Node) Close() error {
+	n.watch.close()
 	if n.owned {
 		return n.client.Close()
 	}
@@ -287,7 +292,8 @@ func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration)
 // release guard for guard (rounded down to milliseconds, at least one): an
 // Acquire of the same key and value that reaches the server later (a copy
 // sent before the release, on a slow path) is refused instead of leaving an
-// orphan key.
+// orphan key. After a delete it tells the lock's watchers, with the first
+// live waiter of the lock's fair queue (see Watch).
 func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
 	var gms int64
 	if guard > 0 {
@@ -298,7 +304,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		return false, err
 	}
 	s := releaseFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(gms)})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.valueArg, a.ms(gms), a.chanArg})
 	return res == 1, err
 }
 

@@ -10,12 +10,15 @@ import (
 // scripts/extend.lua, scripts/release.lua, and for fencing tokens
 // scripts/acquire_fenced.lua and scripts/raise_fence.lua, and for the lock
 // shapes (reentrant, read-write, semaphore) scripts/acquire_hold.lua,
-// scripts/extend_hold.lua and scripts/release_hold.lua. Each starts with a header naming
-// its KEYS, ARGV, the commands it calls and its return values, so that
-// adapters for other clients can run exactly the same scripts. Every key a
-// script touches for one lock shares the lock key's Redis Cluster hash slot.
+// scripts/extend_hold.lua and scripts/release_hold.lua, and for the fair
+// queue scripts/acquire_queued.lua and scripts/leave_queue.lua (release.lua,
+// release_hold.lua and leave_queue.lua also publish the release
+// notifications that Watch receives). Each starts with a header naming its
+// KEYS, ARGV, the commands it calls and its return values, so that adapters
+// for other clients can run exactly the same scripts. Every key a script
+// touches for one lock shares the lock key's Redis Cluster hash slot.
 //
-//go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua
+//go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua scripts/acquire_queued.lua scripts/leave_queue.lua
 var Scripts embed.FS
 
 var (
@@ -31,6 +34,9 @@ var (
 	acquireHoldScript = mustScript("scripts/acquire_hold.lua")
 	extendHoldScript  = mustScript("scripts/extend_hold.lua")
 	releaseHoldScript = mustScript("scripts/release_hold.lua")
+
+	acquireQueuedScript = mustScript("scripts/acquire_queued.lua")
+	leaveQueueScript    = mustScript("scripts/leave_queue.lua")
 )
 
 func mustScript(name string) *redis.Script { return redis.NewScript(mustRead(name)) }

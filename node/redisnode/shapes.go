@@ -49,8 +49,9 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 }
 
 // ReleaseHold removes one hold of key (release_hold.lua), leaving a release
-// guard when it was not there and guard > 0 (as Release does). It implements
-// redlock.ShapeNode.
+// guard when it was not there and guard > 0 (as Release does). After a
+// removal it tells the lock's watchers, as Release does (see Watch). It
+// implements redlock.ShapeNode.
 func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
 	var gms int64
 	if guard > 0 {
@@ -60,7 +61,8 @@ func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, releaseHoldScript, []string{key, gkey}, h.Group, h.ID, gms)
+	queue, queueTTL, channel := queueKeys(key)
+	res, err := n.run(ctx, releaseHoldScript, []string{key, gkey, queue, queueTTL}, h.Group, h.ID, gms, channel)
 	return res == 1, err
 }
 

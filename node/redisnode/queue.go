@@ -1,0 +1,119 @@
+package redisnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+var _ redlock.QueueNode = (*Node)(nil)
+
+// AcquireQueued is the fair Acquire of waiter w (acquire_queued.lua): in one
+// atomic step it drops expired waiters, enters w in key's queue when absent,
+// sets w's entry to expire w.TTL from now, reads the fencing counter (as
+// AcquireFenced does) and acquires as Acquire does, but only when w is the
+// queue's first live waiter; when key holds value afterwards w leaves the
+// queue. The queue is two sorted sets in key's Cluster slot, "{key}:queue"
+// (waiter ID -> arrival in Unix milliseconds; ties in ID order) and
+// "{key}:queue:ttl" (waiter ID -> expiry in server milliseconds), or
+// "key:queue" and "key:queue:ttl" when key has a hash tag; both expire with
+// their last entry. ttl and w.TTL are rounded down to whole milliseconds and
+// must be at least one; w.ID must be non-empty without a newline. It
+// implements redlock.QueueNode.
+func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return false, 0, err
+	}
+	wms, err := checkWaiter(w)
+	if err != nil {
+		return false, 0, err
+	}
+	guard, err := guardKey(key, value)
+	if err != nil {
+		return false, 0, err
+	}
+	fence, err := fenceKey(key)
+	if err != nil {
+		return false, 0, err
+	}
+	queue, queueTTL, _ := queueKeys(key)
+	var res []any
+	err = n.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = acquireQueuedScript.Run(ctx, n.client, []string{key, guard, fence, queue, queueTTL},
+			value, ms, w.ID, w.Arrival.UnixMilli(), wms).Slice()
+		return err
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	acquired, counter, ok := twoInts(res)
+	if !ok {
+		return false, 0, fmt.Errorf("redisnode: %s: acquire_queued.lua returned %v, want [int, int]", n.addr, res)
+	}
+	return acquired == 1, counter, nil
+}
+
+// LeaveQueue removes w from key's queue (leave_queue.lua); when w was its
+// first live waiter and key is free, it tells the lock's watchers (Watch)
+// the next waiter, as a release does. Leaving a queue w is not in is no
+// error. w.ID must be non-empty without a newline. It implements
+// redlock.QueueNode.
+func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if err := checkWaiterID(w.ID); err != nil {
+		return err
+	}
+	if _, err := slotKey(key, ""); err != nil {
+		return err
+	}
+	queue, queueTTL, channel := queueKeys(key)
+	_, err := n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel)
+	return err
+}
+
+// queueKeys names key's fair queue, its expiries and its release channel, in
+// key's Cluster slot. key must have a valid hash tag or no '}' (as slotKey
+// checks).
+func queueKeys(key string) (queue, queueTTL, channel string) {
+	base := "{" + key + "}"
+	if hashTag(key) {
+		base = key
+	}
+	return base + ":queue", base + ":queue:ttl", base + ":released"
+}
+
+// checkWaiter checks w and returns its TTL in milliseconds.
+func checkWaiter(w redlock.Waiter) (int64, error) {
+	if err := checkWaiterID(w.ID); err != nil {
+		return 0, err
+	}
+	ms := w.TTL.Milliseconds()
+	if ms < 1 {
+		return 0, fmt.Errorf("redisnode: %w: waiter TTL %v is below one millisecond", redlock.ErrNotSent, w.TTL)
+	}
+	return ms, nil
+}
+
+func checkWaiterID(id string) error {
+	if id == "" {
+		return fmt.Errorf("redisnode: %w: empty waiter ID", redlock.ErrNotSent)
+	}
+	if strings.ContainsRune(id, '\n') {
+		return fmt.Errorf("redisnode: %w: waiter ID %s contains a newline", redlock.ErrNotSent, quote(id))
+	}
+	return nil
+}
+
+// twoInts reads a script's [int, int] reply.
+func twoInts(res []any) (int64, int64, bool) {
+	if len(res) != 2 {
+		return 0, 0, false
+	}
+	a, ok1 := res[0].(int64)
+	b, ok2 := res[1].(int64)
+	return a, b, ok1 && ok2
+}

@@ -1,0 +1,79 @@
+-- acquire_queued.lua: the fair acquire of one waiter (redlock.QueueNode). In
+-- one atomic step it drops the waiters whose entries expired, enters this
+-- waiter in the lock's queue when absent (ordered by arrival, ties by waiter
+-- ID: sorted-set order, the same on every node), sets its entry to expire
+-- ARGV[5] ms from now, reads the lock's fencing counter, and then acquires
+-- as acquire.lua does (release guards included) but only when this waiter
+-- is the first of the queue. When the key holds our value afterwards the
+-- waiter leaves the queue. Both queue keys expire with their last entry, so
+-- nothing is left behind when every waiter dies.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the release-guard key for this value (same Redis Cluster hash
+--          slot as KEYS[1]; see release.lua)
+-- KEYS[3]  the fencing counter of the lock (same hash slot; no TTL)
+-- KEYS[4]  the lock's fair queue (sorted set: waiter ID -> arrival in ms;
+--          same hash slot)
+-- KEYS[5]  the queue's expiries (sorted set: waiter ID -> expiry in server
+--          ms; same hash slot)
+-- ARGV[1]  the value to store: the lock's token
+-- ARGV[2]  TTL in milliseconds (positive integer)
+-- ARGV[3]  the waiter's ID (no newline)
+-- ARGV[4]  the waiter's arrival in milliseconds since 1970 (integer); an
+--          entry keeps its first arrival
+-- ARGV[5]  how long the waiter's entry lives, in milliseconds (positive)
+--
+-- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
+-- PEXPIREAT, GET, EXISTS, SET.
+--
+-- Returns: a two-element array
+--   [1]  1 acquired (or the key already held ARGV[1]: a retried copy, its
+--        TTL unchanged), 0 held by another value or another waiter is
+--        first, -1 refused by a release guard (as acquire.lua)
+--   [2]  the fencing counter, 0 when the lock has none yet
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+for _, id in ipairs(dead) do
+  redis.call('ZREM', KEYS[4], id)
+end
+if #dead > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+end
+
+-- Sets both queue keys to expire with the latest entry.
+local function cover()
+  local top = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+  if top[2] then
+    local at = string.format('%d', tonumber(top[2]))
+    redis.call('PEXPIREAT', KEYS[4], at)
+    redis.call('PEXPIREAT', KEYS[5], at)
+  end
+end
+
+-- Takes the waiter out of the queue.
+local function leave()
+  redis.call('ZREM', KEYS[4], ARGV[3])
+  redis.call('ZREM', KEYS[5], ARGV[3])
+  cover()
+end
+
+redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[3])
+redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[3])
+cover()
+local fence = tonumber(redis.call('GET', KEYS[3]) or '0')
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return { -1, fence }
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  leave()
+  return { 1, fence }
+end
+if redis.call('ZRANGE', KEYS[4], 0, 0)[1] ~= ARGV[3] then
+  return { 0, fence }
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  leave()
+  return { 1, fence }
+end
+return { 0, fence }

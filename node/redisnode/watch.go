@@ -1,0 +1,408 @@
+package redisnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+var _ redlock.WatchNode = (*Node)(nil)
+
+// Health checks of the watch connection: after watchCheck without a reply
+// the reader sends a PING, and a connection that answers nothing within
+// watchPingTimeout after it is closed and dialed again (go-redis then
+// subscribes its channels again). watchRetry bounds the pause between
+// failed dials.
+const (
+	watchCheck       = 3 * time.Second
+	watchPingTimeout = 3 * time.Second
+	watchRetry       = time.Second
+)
+
+// Watch calls fn each time a Release or ReleaseHold on this node removes
+// key's value or one of its holds, or LeaveQueue lets the next waiter go,
+// with the first live waiter of key's fair queue ("" when there is none;
+// see AcquireQueued). Expiries are not reported. The notifications are
+// Redis pub/sub messages on the channel "{key}:released" ("key:released"
+// when key has a hash tag), which the release scripts publish; they can be
+// lost (a reconnect) or late.
+//
+// Every watch of the Node shares one go-redis PubSub connection, opened by
+// the first Watch, and one goroutine that reads it and calls the fns, until
+// Close: fn must not block. A channel is subscribed by its first watcher and
+// unsubscribed after its last one stopped. The goroutine pings a quiet
+// connection and dials again when it gets no answer, so a paused or dead
+// server costs lost notifications, never a stuck watch.
+//
+// Watch returns once the server confirmed the subscription, so a release
+// that runs after Watch returned is reported. It fails when ctx ends first
+// (the error wraps ctx.Err()), when the server refuses (an ACL user without
+// channel permissions, Redis 7's default: the error wraps
+// redlock.ErrNodeDenied and the NOPERM reply and names the node), or when
+// the Node is closed. stop ends the watch without waiting for the network;
+// it may be called more than once. A notification being delivered while
+// stop runs may still call fn once. It implements redlock.WatchNode.
+func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
+	if fn == nil {
+		return nil, fmt.Errorf("redisnode: %s: Watch of key %s with a nil fn", n.addr, quote(key))
+	}
+	channel, err := slotKey(key, ":released")
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)
+	}
+	w := n.watch
+	c, id, subscribe, err := w.add(n.client, channel, fn)
+	if err != nil {
+		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)
+	}
+	stop = w.stopFunc(c, id)
+	if subscribe {
+		if err := w.subscribe(ctx, c); err != nil {
+			stop()
+			return nil, n.watchError(ctx, key, err)
+		}
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		stop()
+		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), ctx.Err())
+	}
+	if c.err != nil {
+		stop()
+		return nil, n.watchError(ctx, key, c.err)
+	}
+	return stop, nil
+}
+
+// watchError classifies an error of Watch as n.do does: a denial wraps
+// redlock.ErrNodeDenied and names the node, a context's end wraps
+// ctx.Err().
+func (n *Node) watchError(ctx context.Context, key string, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && denied(rerr) {
+		return &deniedError{addr: n.addr, reply: rerr}
+	}
+	return fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), ctxerr.Wrap(ctx, err))
+}
+
+// watcher is the release notifications of one Node: one PubSub shared by
+// every watched channel, made by the first Watch, and one goroutine reading
+// it (read). The zero watcher is ready for use.
+type watcher struct {
+	// sem is held while a SUBSCRIBE or UNSUBSCRIBE is decided and written,
+	// so that the SUBSCRIBEs are written in the order of pending and a
+	// channel is never unsubscribed after a new watcher subscribed it.
+	sem chan struct{}
+
+	mu      sync.Mutex
+	ps      *redis.PubSub // nil until the first Watch
+	closed  bool
+	chans   map[string]*watchChan
+	pending []*watchChan        // SUBSCRIBEs written, not yet answered, oldest first
+	unsub   map[string]struct{} // channels to unsubscribe when nobody watches them
+	nextID  uint64
+	quit    chan struct{} // closed by close
+	done    chan struct{} // closed when read returns
+}
+
+// watchChan is one subscribed channel and its watchers.
+type watchChan struct {
+	name  string
+	fns   map[uint64]func(string)
+	ready chan struct{} // closed once the server answered the SUBSCRIBE
+	err   error         // the server's refusal, set before ready is closed
+	ok    bool          // subscribed (ready closed without err)
+}
+
+// add registers fn for channel, starting the PubSub and its reader on the
+// first call. subscribe tells the caller to subscribe c (its first watcher).
+func (w *watcher) add(client redis.UniversalClient, channel string, fn func(string)) (c *watchChan, id uint64, subscribe bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, 0, false, errClosed
+	}
+	if w.ps == nil {
+		// No channel: go-redis connects on the first SUBSCRIBE.
+		w.ps = client.Subscribe(context.Background())
+		w.sem = make(chan struct{}, 1)
+		w.chans = make(map[string]*watchChan)
+		w.unsub = make(map[string]struct{})
+		w.quit = make(chan struct{})
+		w.done = make(chan struct{})
+		go w.read(w.ps)
+	}
+	c = w.chans[channel]
+	if c == nil {
+		c = &watchChan{name: channel, fns: make(map[uint64]func(string)), ready: make(chan struct{})}
+		w.chans[channel] = c
+		subscribe = true
+	}
+	w.nextID++
+	id = w.nextID
+	c.fns[id] = fn
+	return c, id, subscribe, nil
+}
+
+// stopFunc returns the stop of fn id on c: it removes fn and, when c has no
+// watcher left, leaves c to the reader to unsubscribe.
+func (w *watcher) stopFunc(c *watchChan, id uint64) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			delete(c.fns, id)
+			if len(c.fns) == 0 && w.chans[c.name] == c && !w.closed {
+				if c.ok {
+					w.unsub[c.name] = struct{}{}
+				}
+				// A pending c is unsubscribed once answered (read).
+			}
+		})
+	}
+}
+
+// subscribe writes SUBSCRIBE for c; the reader resolves c when the server
+// answers.
+func (w *watcher) subscribe(ctx context.Context, c *watchChan) error {
+	select {
+	case w.sem <- struct{}{}:
+	case <-ctx.Done():
+		w.fail(c, ctx.Err())
+		return ctx.Err()
+	case <-w.quit:
+		return errClosed
+	}
+	defer func() { <-w.sem }()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return errClosed
+	}
+	w.pending = append(w.pending, c)
+	w.mu.Unlock()
+	if err := w.ps.Subscribe(ctx, c.name); err != nil {
+		w.fail(c, err)
+		return err
+	}
+	return nil
+}
+
+// errClosed fails the watches of a closed Node.
+var errClosed = errors.New("node closed")
+
+// fail ends c with err (before or instead of the server's answer) and
+// leaves its channel to the reader to unsubscribe (go-redis keeps every
+// channel it was asked for, to subscribe it again after a reconnect).
+func (w *watcher) fail(c *watchChan, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.resolve(c, err)
+}
+
+// resolve ends c's wait for the server with err (nil: subscribed). w.mu is
+// held.
+func (w *watcher) resolve(c *watchChan, err error) {
+	if i := indexOf(w.pending, c); i >= 0 {
+		w.pending = append(w.pending[:i], w.pending[i+1:]...)
+	}
+	select {
+	case <-c.ready:
+		return
+	default:
+	}
+	c.err, c.ok = err, err == nil
+	close(c.ready)
+	if err != nil && w.chans[c.name] == c {
+		delete(w.chans, c.name)
+	}
+	if (err != nil || len(c.fns) == 0) && !w.closed {
+		w.unsub[c.name] = struct{}{}
+	}
+}
+
+// subscribeDenied reports whether an error reply on the watch connection
+// refuses a SUBSCRIBE: a NOPERM for the channels or the command, not for a
+// health check's PING or an UNSUBSCRIBE.
+func subscribeDenied(rerr redis.Error) bool {
+	msg := rerr.Error()
+	return denied(rerr) && !strings.Contains(msg, "'ping'") && !strings.Contains(msg, "'unsubscribe'")
+}
+
+func indexOf(cs []*watchChan, c *watchChan) int {
+	for i, x := range cs {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// read is the Node's watch goroutine: it reads the PubSub until close,
+// calls the fns of each notification, resolves the subscriptions, writes
+// the UNSUBSCRIBEs that stop left, and checks the connection's health.
+func (w *watcher) read(ps *redis.PubSub) {
+	defer close(w.done)
+	var (
+		pinged bool // a PING is out: the next read must get an answer in time
+		fails  int  // connection errors in a row
+		fns    []func(string)
+	)
+	for {
+		select {
+		case <-w.quit:
+			return
+		default:
+		}
+		w.unsubscribe(ps)
+		var msg any
+		var err error
+		if pinged {
+			// No timeout of its own: a read that runs into the context's
+			// deadline counts as a dead connection, which go-redis closes
+			// (to dial it again on the next read).
+			ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
+			msg, err = ps.ReceiveTimeout(ctx, 0)
+			cancel()
+		} else {
+			msg, err = ps.ReceiveTimeout(context.Background(), watchCheck)
+		}
+		var rerr redis.Error
+		var nerr net.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &rerr):
+			// An error reply is an answer too. A refused SUBSCRIBE is the
+			// oldest one pending (replies come in order).
+			if subscribeDenied(rerr) {
+				w.mu.Lock()
+				if len(w.pending) > 0 {
+					w.resolve(w.pending[0], rerr)
+				}
+				w.mu.Unlock()
+			}
+			pinged, fails = false, 0
+			continue
+		case !pinged && errors.As(err, &nerr) && nerr.Timeout():
+			ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
+			_ = ps.Ping(ctx)
+			cancel()
+			pinged = true
+			continue
+		default:
+			// Closed, or a broken connection go-redis has dropped: the next
+			// read dials again, after a pause when the last one failed too.
+			pinged = false
+			fails++
+			if fails > 1 {
+				t := time.NewTimer(min(time.Duration(fails-1)*100*time.Millisecond, watchRetry))
+				select {
+				case <-w.quit:
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			continue
+		}
+		pinged, fails = false, 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				w.mu.Lock()
+				if c := w.chans[m.Channel]; c != nil {
+					w.resolve(c, nil)
+				}
+				w.mu.Unlock()
+			}
+		case *redis.Message:
+			fns = fns[:0]
+			w.mu.Lock()
+			if c := w.chans[m.Channel]; c != nil && c.ok {
+				for _, fn := range c.fns {
+					fns = append(fns, fn)
+				}
+			}
+			w.mu.Unlock()
+			for _, fn := range fns {
+				fn(m.Payload)
+			}
+			clear(fns)
+		}
+	}
+}
+
+// unsubscribe writes UNSUBSCRIBE for the channels nobody watches any more.
+func (w *watcher) unsubscribe(ps *redis.PubSub) {
+	w.mu.Lock()
+	empty := len(w.unsub) == 0
+	w.mu.Unlock()
+	if empty {
+		return
+	}
+	select {
+	case w.sem <- struct{}{}:
+	case <-w.quit:
+		return
+	}
+	defer func() { <-w.sem }()
+	var names []string
+	w.mu.Lock()
+	for name := range w.unsub {
+		delete(w.unsub, name)
+		c := w.chans[name]
+		if c != nil && (len(c.fns) > 0 || !c.ok) {
+			continue // watched again, or a new SUBSCRIBE is pending
+		}
+		delete(w.chans, name)
+		names = append(names, name)
+	}
+	w.mu.Unlock()
+	if len(names) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
+		_ = ps.Unsubscribe(ctx, names...)
+		cancel()
+	}
+}
+
+// close ends the watches: it fails those still waiting for the server,
+// closes the PubSub and waits for the reader.
+func (w *watcher) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	ps := w.ps
+	for _, c := range w.chans {
+		select {
+		case <-c.ready:
+		default:
+			c.err = errClosed
+			close(c.ready)
+		}
+	}
+	w.pending = nil
+	w.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	close(w.quit)
+	_ = ps.Close()
+	<-w.done
+}
