@@ -14,14 +14,21 @@
 //
 // It answers as a Redis master running package redisnode's Lua scripts
 // does, step by step, on one keyspace with the key names redisnode uses: a
-// lock's release guards, fencing counter and waiting writers live in keys
-// derived from its name ("{name}:release-guard:<hash>", "{name}:fence",
-// "{name}:waiting"; name and the suffix when name has a hash tag), which a
-// lock named like one of them meets, as on Redis; one name used as a mutex
-// and as a shared lock fails with WRONGTYPE; and a name with '}' but no
+// lock's release guards, fencing counter, waiting writers and fair queue
+// live in keys derived from its name ("{name}:release-guard:<hash>",
+// "{name}:fence", "{name}:waiting", "{name}:queue", "{name}:queue:ttl";
+// name and the suffix when name has a hash tag), which a lock named like
+// one of them meets, as on Redis; one name used as a mutex and as a shared
+// lock fails with WRONGTYPE; and a name with '}' but no
 // valid hash tag is refused as redisnode refuses it. Package nodetest
 // checks this on memnode and on real servers (TestNodetest here,
 // TestNodetestStandalone and TestNodetestCluster in redisnode).
+//
+// It implements every optional capability of package redlock: fencing
+// (with expiring counters), Peek, the lock shapes, the fair queue
+// (AcquireQueued, LeaveQueue; queue.go) and release notifications (Watch;
+// watch.go), which it delivers itself, without a goroutine, after the
+// release's change and outside its lock.
 //
 // It reads time through the time package, so inside a testing/synctest
 // bubble its TTLs, delays and uptime run on the bubble's virtual clock and

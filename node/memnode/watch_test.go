@@ -1,0 +1,206 @@
+package memnode_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// notes records a watch's notifications.
+type notes struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *notes) fn(next string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, next)
+}
+
+func (r *notes) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+func mustWatch(t *testing.T, n *memnode.Node, key string, fn func(string)) func() {
+	t.Helper()
+	stop, err := n.Watch(t.Context(), key, fn)
+	if err != nil {
+		t.Fatalf("Watch(%q): %v", key, err)
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// mustFor returns a function that stops t on an error and returns the
+// result of a call that reports a bool.
+func mustFor(t *testing.T) func(ok bool, err error) bool {
+	return func(ok bool, err error) bool {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+}
+
+// TestWatchCallbackMayCallNode: fn runs outside the node's lock, on the
+// releasing goroutine before Release returns (nobody else delivering): it
+// may call the node, and a release it makes is delivered after it returns.
+func TestWatchCallbackMayCallNode(t *testing.T) {
+	ctx := t.Context()
+	must := mustFor(t)
+	n := memnode.New("callback")
+	var order []string
+	var took bool
+	mustWatch(t, n, "other", func(next string) { order = append(order, "other:"+next) })
+	mustWatch(t, n, "lock", func(next string) {
+		order = append(order, "lock:"+next+":begin")
+		took = must(n.Acquire(ctx, "lock", "next holder", time.Hour))
+		must(n.Release(ctx, "other", "o", 0))
+		order = append(order, "lock:"+next+":end")
+	})
+	must(n.Acquire(ctx, "lock", "v", time.Hour))
+	must(n.Acquire(ctx, "other", "o", time.Hour))
+	if ok := must(n.Release(ctx, "lock", "v", 0)); !ok {
+		t.Fatal(`Release("lock", "v") = false, want true`)
+	}
+	if !took {
+		t.Error("fn's Acquire of the released lock = false, want true: fn runs after the release's change")
+	}
+	if want := []string{"lock::begin", "lock::end", "other:"}; !slices.Equal(order, want) {
+		t.Errorf("deliveries %q, want %q: synchronous, in order, the nested one after fn returns", order, want)
+	}
+}
+
+// TestWatchStraggler: a Release that applies after its caller gave up (a
+// delayed node) is reported when it applies; one on a paused node when it
+// resumes; a Fail'ed node reports nothing.
+func TestWatchStraggler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		must := mustFor(t)
+		n := memnode.New("straggler")
+		var r notes
+		mustWatch(t, n, "lock", r.fn)
+		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		n.SetDelay(time.Second)
+		short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		defer cancel()
+		if _, err := n.Release(short, "lock", "v", 0); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Release on a node 1s away with a 10ms deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if got := r.list(); len(got) != 0 {
+			t.Fatalf("notifications %q before the late Release applied, want none", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := r.list(); !slices.Equal(got, []string{""}) {
+			t.Fatalf("notifications %q after the late Release applied, want [\"\"]", got)
+		}
+		n.SetDelay(0)
+		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		resume := n.Pause()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = n.Release(ctx, "lock", "v", 0)
+		}()
+		synctest.Wait()
+		if got := r.list(); len(got) != 1 {
+			t.Fatalf("notifications %q while the node is paused, want one", got)
+		}
+		resume()
+		<-done
+		if got := r.list(); len(got) != 2 {
+			t.Fatalf("notifications %q after resume, want two", got)
+		}
+		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		n.Fail(errors.New("unknown outcome"))
+		if _, err := n.Release(ctx, "lock", "v", 0); err == nil {
+			t.Fatal("Release on a failing node returned no error")
+		}
+		n.Fail(nil)
+		if got := r.list(); len(got) != 2 {
+			t.Fatalf("notifications %q after a failed Release, want two", got)
+		}
+	})
+}
+
+// TestWatchEndedContext: Watch fails only with an ended context, wrapping
+// redlock.ErrNotSent and ctx.Err(); a failing node still watches.
+func TestWatchEndedContext(t *testing.T) {
+	n := memnode.New("ctx")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := n.Watch(ctx, "lock", func(string) {}); !errors.Is(err, context.Canceled) || !errors.Is(err, redlock.ErrNotSent) {
+		t.Errorf("Watch with a cancelled context: %v, want an error wrapping redlock.ErrNotSent and context.Canceled", err)
+	}
+	n.Fail(redlock.ErrNotSent)
+	stop, err := n.Watch(t.Context(), "lock", func(string) {})
+	if err != nil {
+		t.Errorf("Watch on a failing node: %v, want none (a watch is no command)", err)
+	} else {
+		stop()
+		stop()
+	}
+}
+
+// TestQueueOnVirtualTime: a queue entry expires exactly w.TTL after the
+// AcquireQueued that set it, on the node clock.
+func TestQueueOnVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		must := mustFor(t)
+		n := memnode.New("virtual")
+		at := time.Now()
+		early := redlock.Waiter{ID: "early", Arrival: at, TTL: 100 * time.Millisecond}
+		late := redlock.Waiter{ID: "late", Arrival: at.Add(time.Millisecond), TTL: time.Hour}
+		must(n.Acquire(ctx, "lock", "holder", time.Hour))
+		if ok, _, err := n.AcquireQueued(ctx, "lock", "ve", time.Hour, early); ok || err != nil {
+			t.Fatalf("AcquireQueued of early on a held key = %v, %v; want false", ok, err)
+		}
+		must(n.Release(ctx, "lock", "holder", 0))
+		time.Sleep(99 * time.Millisecond)
+		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); ok || err != nil {
+			t.Fatalf("AcquireQueued of late 99ms after early's entry (TTL 100ms) = %v, %v; want false", ok, err)
+		}
+		time.Sleep(time.Millisecond)
+		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); !ok || err != nil {
+			t.Fatalf("AcquireQueued of late 100ms after early's entry (TTL 100ms) = %v, %v; want true", ok, err)
+		}
+	})
+}
+
+// TestQueueKeys: the queue's keys are no lock keys for Keys, and go with a
+// restart without persistence.
+func TestQueueKeys(t *testing.T) {
+	ctx := t.Context()
+	must := mustFor(t)
+	n := memnode.New("keys")
+	w1 := redlock.Waiter{ID: "w1", Arrival: time.Now(), TTL: time.Hour}
+	w2 := redlock.Waiter{ID: "w2", Arrival: w1.Arrival.Add(time.Millisecond), TTL: time.Hour}
+	must(n.Acquire(ctx, "lock", "holder", time.Hour))
+	_, _, _ = n.AcquireQueued(ctx, "lock", "v1", time.Hour, w1)
+	if got := n.Keys(); len(got) != 1 || got["lock"] != "holder" {
+		t.Errorf("Keys() = %q, want only the lock (the queue's keys are the lock's own)", got)
+	}
+	n.Restart(true)
+	must(n.Release(ctx, "lock", "holder", 0))
+	if ok, _, _ := n.AcquireQueued(ctx, "lock", "v2", time.Hour, w2); ok {
+		t.Error("AcquireQueued of w2 after a restart that kept the keys = true, want false: w1 is first")
+	}
+	n.Restart(false)
+	if ok, _, _ := n.AcquireQueued(ctx, "lock", "v2", time.Hour, w2); !ok {
+		t.Error("AcquireQueued of w2 after a restart without persistence = false, want true: the queue went with the keys")
+	}
+}
