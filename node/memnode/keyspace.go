@@ -46,9 +46,10 @@ type value struct {
 	// expiry at its latest member's and prune expired members before they
 	// read a set, so a set lives exactly while one of its members does.
 	set holdSet
-	// scored marks a sorted set whose scores are no expiries (a fair
-	// queue's arrivals, queue.go): its members stay until removed, and the
-	// key lives until exp (the scripts' PEXPIRE), zero: for ever.
+	// scored marks a sorted set whose members stay until a script removes
+	// them (a fair queue's arrivals and expiries, queue.go); the key lives
+	// while the node clock is not past exp (the scripts' PEXPIREAT), zero:
+	// for ever.
 	scored bool
 	role   role
 }
@@ -64,8 +65,8 @@ func (n *Node) lookupLocked(key string, now time.Time) *value {
 	if !ok {
 		return nil
 	}
-	if v.set != nil && v.scored {
-		if len(v.set) > 0 && (v.exp.IsZero() || now.Before(v.exp)) {
+	if v.set != nil && v.scored { // Redis's own rule: expired once now is past exp
+		if len(v.set) > 0 && (v.exp.IsZero() || !now.After(v.exp)) {
 			return v
 		}
 	} else if v.set != nil {

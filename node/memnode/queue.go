@@ -9,38 +9,56 @@ import (
 )
 
 // A lock's fair queue (redlock.QueueNode) lives in two sorted sets, as on
-// Redis: "{key}:queue" maps each waiter's ID to its arrival (Unix
-// milliseconds), "{key}:queue:ttl" maps it to its entry's expiry on the node
-// clock. Both keys live as long as the latest entry (the scripts' PEXPIRE).
-// The first waiter is the one with the lowest arrival, ties broken by ID in
-// byte order.
+// Redis (redisnode's acquire_queued.lua): "{key}:queue" maps each waiter's
+// ID to its arrival (Unix milliseconds), "{key}:queue:ttl" maps it to its
+// entry's expiry on the node clock. Both are scored sets (keyspace.go): an
+// entry is dropped by the queue's own steps once its expiry has passed
+// (ZRANGEBYSCORE ttl -inf (now: an entry expiring now still lives), and
+// both keys expire with the latest entry (PEXPIREAT), as on Redis, where a
+// key expires once the time is past its expiry. The first waiter is the
+// one with the lowest arrival, ties broken by ID in byte order (sorted-set
+// order).
 
-// queueLocked drops the expired entries of key's queue and returns its
-// arrivals and expiries (nil when the queue is empty); errWrongType when
-// either key holds a string. n.mu must be held.
-func (n *Node) queueLocked(qk, tk string, now time.Time) (arrivals, expiries holdSet, err error) {
-	expiries, err = n.zsetLocked(tk, now) // ZREMRANGEBYSCORE ttl -inf now
-	if err != nil {
-		return nil, nil, err
-	}
-	v := n.lookupLocked(qk, now)
+// scoredLocked returns key's scored set, nil when key is absent, and
+// errWrongType when key holds a string. n.mu must be held.
+func (n *Node) scoredLocked(key string, now time.Time) (holdSet, error) {
+	v := n.lookupLocked(key, now)
 	switch {
 	case v == nil:
-		return nil, expiries, nil
+		return nil, nil
 	case v.set == nil:
-		return nil, nil, errWrongType
+		return nil, errWrongType
 	}
-	arrivals = v.set
-	for m := range arrivals {
-		if _, live := expiries[m]; !live {
-			delete(arrivals, m) // ZREM queue <the waiters whose entries expired>
+	return v.set, nil
+}
+
+// queueLocked drops the expired entries of key's queue (qk, tk: its keys)
+// and returns its arrivals and expiries (nil when empty); errWrongType
+// when either key holds a string. n.mu must be held.
+func (n *Node) queueLocked(qk, tk string, now time.Time) (arrivals, expiries holdSet, err error) {
+	if expiries, err = n.scoredLocked(tk, now); err != nil {
+		return nil, nil, err
+	}
+	if arrivals, err = n.scoredLocked(qk, now); err != nil {
+		return nil, nil, err
+	}
+	for m, exp := range expiries {
+		if now.After(exp) {
+			delete(expiries, m)
+			delete(arrivals, m)
 		}
 	}
-	if len(arrivals) == 0 {
-		delete(n.data, qk)
-		return nil, expiries, nil
+	return n.dropEmpty(qk, arrivals), n.dropEmpty(tk, expiries), nil
+}
+
+// dropEmpty deletes key when its set is empty, and returns the set, nil
+// when empty.
+func (n *Node) dropEmpty(key string, set holdSet) holdSet {
+	if set != nil && len(set) == 0 {
+		delete(n.data, key)
+		return nil
 	}
-	return arrivals, expiries, nil
+	return set
 }
 
 // firstWaiter returns the first waiter of a queue's arrivals, "" when there
@@ -56,33 +74,59 @@ func firstWaiter(arrivals holdSet) string {
 	return first
 }
 
-// enterLocked enters id in the queue with arrival when absent and sets its
-// entry to expire at exp; both keys then expire with their latest entry.
-func (n *Node) enterLocked(qk, tk, id string, arrival, exp time.Time, now time.Time) {
-	n.zaddLocked(tk, id, exp, roleQueue, now)
-	v := n.lookupLocked(qk, now)
+// scoredSet returns key's scored set, creating it when absent.
+func (n *Node) scoredSet(key string, now time.Time) *value {
+	v := n.lookupLocked(key, now)
 	if v == nil {
 		v = &value{set: holdSet{}, scored: true, role: roleQueue}
-		n.data[qk] = v
-		defer n.sweepLocked(now)
+		n.data[key] = v
+		n.sweepLocked(now)
 	}
-	if _, in := v.set[id]; !in {
-		v.set[id] = arrival
+	return v
+}
+
+// enterLocked enters id in the queue with arrival when absent (ZADD NX) and
+// sets its entry to expire at exp (ZADD); then both keys expire with the
+// latest entry. queueLocked has checked the keys' types.
+func (n *Node) enterLocked(qk, tk, id string, arrival, exp time.Time, now time.Time) {
+	q := n.scoredSet(qk, now)
+	if _, in := q.set[id]; !in {
+		q.set[id] = arrival
 	}
-	if exp.After(v.exp) {
-		v.exp = exp
+	n.scoredSet(tk, now).set[id] = exp
+	n.coverLocked(qk, tk, now)
+}
+
+// coverLocked makes both queue keys expire with the latest entry (the
+// scripts' PEXPIREAT of the highest expiry).
+func (n *Node) coverLocked(qk, tk string, now time.Time) {
+	t := n.lookupLocked(tk, now)
+	if t == nil || t.set == nil {
+		return
+	}
+	var top time.Time
+	for _, exp := range t.set {
+		if exp.After(top) {
+			top = exp
+		}
+	}
+	t.exp = top
+	if q := n.lookupLocked(qk, now); q != nil {
+		q.exp = top
 	}
 }
 
-// leaveLocked removes id from the queue (arrivals and expiries as
-// queueLocked returned them), dropping the keys with their last entry.
-func (n *Node) leaveLocked(qk, tk, id string, arrivals, expiries holdSet) {
-	if arrivals != nil {
-		n.zremLocked(qk, id, arrivals)
-	}
-	if expiries != nil {
-		n.zremLocked(tk, id, expiries)
-	}
+// leaveLocked removes id from the queue and reports whether it was in it.
+func (n *Node) leaveLocked(qk, tk, id string, now time.Time) bool {
+	arrivals, _ := n.scoredLocked(qk, now)
+	expiries, _ := n.scoredLocked(tk, now)
+	_, in := arrivals[id]
+	delete(arrivals, id)
+	delete(expiries, id)
+	n.dropEmpty(qk, arrivals)
+	n.dropEmpty(tk, expiries)
+	n.coverLocked(qk, tk, now)
+	return in
 }
 
 // AcquireQueued implements redlock.QueueNode in one step, as redisnode's
@@ -121,7 +165,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 			return
 		}
 		n.enterLocked(qk, tk, w.ID, arrival, now.Add(max(w.TTL.Truncate(time.Millisecond), time.Millisecond)), now)
-		arrivals, expiries, _ := n.queueLocked(qk, tk, now)
+		arrivals, _, _ := n.queueLocked(qk, tk, now)
 		s, found, err := n.getLocked(fenceKey, now)
 		if err != nil {
 			fail = err
@@ -144,7 +188,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		case !found:
 			n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
 		}
-		n.leaveLocked(qk, tk, w.ID, arrivals, expiries)
+		n.leaveLocked(qk, tk, w.ID, now)
 		ok = true
 	})
 	switch {
@@ -158,10 +202,11 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	return ok, luaInteger(fence), nil
 }
 
-// LeaveQueue implements redlock.QueueNode: it removes w from key's queue
-// (after dropping the expired entries) and, when w was the first waiter,
-// key is free (no value, no holds) and a waiter is left, reports that
-// waiter to key's watches as a release does (see Watch).
+// LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it
+// removes w from key's queue (after dropping the expired entries) and,
+// when w was its first waiter and key is free (no value, no holds),
+// reports the new first waiter ("" when none is left) to key's watches as
+// a release does (see Watch).
 func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
 	_, qk, tk, err := n.queueKeys(key)
 	if err != nil {
@@ -170,17 +215,14 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		arrivals, expiries, err := n.queueLocked(qk, tk, now)
+		arrivals, _, err := n.queueLocked(qk, tk, now)
 		if err != nil {
 			fail = err
 			return
 		}
 		wasFirst := firstWaiter(arrivals) == w.ID
-		n.leaveLocked(qk, tk, w.ID, arrivals, expiries)
-		if wasFirst && n.lookupLocked(key, now) == nil {
-			if next := n.firstLiveLocked(key, now); next != "" {
-				n.notifyLocked(key, now)
-			}
+		if n.leaveLocked(qk, tk, w.ID, now) && wasFirst && n.lookupLocked(key, now) == nil {
+			n.notifyLocked(key, now)
 		}
 	})
 	if err != nil {

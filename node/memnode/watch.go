@@ -15,6 +15,12 @@ type watch struct {
 	stopped bool // n.mu
 }
 
+// channel names the release notifications of key as redisnode names its
+// pub/sub channel: "{key}:released", or key+":released" when key has a hash
+// tag. So "x" and "{x}" share their notifications, as on Redis; a name
+// with '}' but no valid hash tag is refused (slotKey).
+func (n *Node) channel(key string) (string, error) { return n.slotKey(key, ":released") }
+
 // note is a notification owed to a watch.
 type note struct {
 	w    *watch
@@ -36,9 +42,14 @@ type note struct {
 // delivering already, it delivers this one too, so a Release may return
 // before fn is called. fn must not block.
 //
+// The notifications of key are those of its channel, named as redisnode
+// names it ("{key}:released"; key+":released" when key has a hash tag):
+// so a watch of "x" also reports the releases of "{x}", as on Redis.
+//
 // Watch fails only when ctx has ended (the error wraps redlock.ErrNotSent
-// and ctx.Err()); it ignores Fail, Pause and SetDelay: a watch is not a
-// command. It starts no goroutine. stop is idempotent and never blocks:
+// and ctx.Err()), and for a name with '}' but no valid hash tag, which
+// redisnode refuses too (the error wraps redlock.ErrNotSent); it ignores
+// Fail, Pause and SetDelay: a watch is not a command. It starts no goroutine. stop is idempotent and never blocks:
 // after it returns fn is not called again, except by a delivery already
 // under way on another goroutine. The node has no Close: a watch ends only
 // with its stop (memnode holds no connection to close).
@@ -49,15 +60,19 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 	if fn == nil {
 		return nil, fmt.Errorf("memnode %s: %w: Watch of %s with a nil fn", n.addr, redlock.ErrNotSent, quote(key))
 	}
+	ch, err := n.channel(key)
+	if err != nil {
+		return nil, err
+	}
 	w := &watch{fn: fn}
 	n.mu.Lock()
 	if n.watches == nil {
 		n.watches = map[string]map[*watch]struct{}{}
 	}
-	if n.watches[key] == nil {
-		n.watches[key] = map[*watch]struct{}{}
+	if n.watches[ch] == nil {
+		n.watches[ch] = map[*watch]struct{}{}
 	}
-	n.watches[key][w] = struct{}{}
+	n.watches[ch][w] = struct{}{}
 	n.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -65,9 +80,9 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			w.stopped = true
-			delete(n.watches[key], w)
-			if len(n.watches[key]) == 0 {
-				delete(n.watches, key)
+			delete(n.watches[ch], w)
+			if len(n.watches[ch]) == 0 {
+				delete(n.watches, ch)
 			}
 		})
 	}, nil
@@ -76,7 +91,11 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 // notifyLocked owes key's watches a notification with the first live waiter
 // of key's queue; deliver sends it. n.mu must be held.
 func (n *Node) notifyLocked(key string, now time.Time) {
-	ws := n.watches[key]
+	ch, err := n.channel(key)
+	if err != nil {
+		return
+	}
+	ws := n.watches[ch]
 	if len(ws) == 0 {
 		return
 	}

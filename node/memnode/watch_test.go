@@ -155,8 +155,9 @@ func TestWatchEndedContext(t *testing.T) {
 	}
 }
 
-// TestQueueOnVirtualTime: a queue entry expires exactly w.TTL after the
-// AcquireQueued that set it, on the node clock.
+// TestQueueOnVirtualTime: a queue entry lives w.TTL after the
+// AcquireQueued that set it, on the node clock, and is gone 1ms later (the
+// scripts drop entries whose expiry is below now).
 func TestQueueOnVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -170,13 +171,13 @@ func TestQueueOnVirtualTime(t *testing.T) {
 			t.Fatalf("AcquireQueued of early on a held key = %v, %v; want false", ok, err)
 		}
 		must(n.Release(ctx, "lock", "holder", 0))
-		time.Sleep(99 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); ok || err != nil {
-			t.Fatalf("AcquireQueued of late 99ms after early's entry (TTL 100ms) = %v, %v; want false", ok, err)
+			t.Fatalf("AcquireQueued of late 100ms after early's entry (TTL 100ms) = %v, %v; want false (an entry expiring now still lives, as on Redis)", ok, err)
 		}
 		time.Sleep(time.Millisecond)
 		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); !ok || err != nil {
-			t.Fatalf("AcquireQueued of late 100ms after early's entry (TTL 100ms) = %v, %v; want true", ok, err)
+			t.Fatalf("AcquireQueued of late 101ms after early's entry (TTL 100ms) = %v, %v; want true", ok, err)
 		}
 	})
 }
@@ -202,5 +203,37 @@ func TestQueueKeys(t *testing.T) {
 	n.Restart(false)
 	if ok, _, _ := n.AcquireQueued(ctx, "lock", "v2", time.Hour, w2); !ok {
 		t.Error("AcquireQueued of w2 after a restart without persistence = false, want true: the queue went with the keys")
+	}
+}
+
+// TestWatchChannelNames: a watch is for the channel redisnode would use,
+// so "x" and "{x}" share notifications and a name without a valid hash tag
+// is refused; LeaveQueue of the first waiter of a free key reports the next
+// one, "" when none is left.
+func TestWatchChannelNames(t *testing.T) {
+	ctx := t.Context()
+	must := mustFor(t)
+	n := memnode.New("channels")
+	var r notes
+	mustWatch(t, n, "x", r.fn)
+	must(n.Acquire(ctx, "{x}", "v", time.Hour))
+	must(n.Release(ctx, "{x}", "v", 0))
+	if got := r.list(); !slices.Equal(got, []string{""}) {
+		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"\"] (one channel, {x}:released)", got)
+	}
+	if _, err := n.Watch(ctx, "a}b", r.fn); !errors.Is(err, redlock.ErrNotSent) {
+		t.Errorf("Watch(\"a}b\") = %v, want an error wrapping redlock.ErrNotSent", err)
+	}
+	var q notes
+	mustWatch(t, n, "lock", q.fn)
+	w1 := redlock.Waiter{ID: "w1", Arrival: time.Now(), TTL: time.Hour}
+	must(n.Acquire(ctx, "lock", "holder", time.Hour))
+	_, _, _ = n.AcquireQueued(ctx, "lock", "v1", time.Hour, w1)
+	must(n.Release(ctx, "lock", "holder", 0))
+	if err := n.LeaveQueue(ctx, "lock", w1); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.list(); !slices.Equal(got, []string{"w1", ""}) {
+		t.Errorf("notifications %q, want [\"w1\" \"\"]: the release, then the first waiter leaving a free key with nobody behind it", got)
 	}
 }
