@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/internal/ctxerr"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -63,17 +62,11 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)
 	}
 	w := n.watch
-	c, id, subscribe, err := w.add(n.client, channel, fn)
+	c, id, err := w.add(n.client, channel, fn)
 	if err != nil {
 		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)
 	}
 	stop = w.stopFunc(c, id)
-	if subscribe {
-		if err := w.subscribe(ctx, c); err != nil {
-			stop()
-			return nil, n.watchError(ctx, key, err)
-		}
-	}
 	select {
 	case <-c.ready:
 	case <-ctx.Done():
@@ -82,25 +75,25 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 	}
 	if c.err != nil {
 		stop()
-		return nil, n.watchError(ctx, key, c.err)
+		return nil, n.watchError(c.err)
 	}
 	return stop, nil
 }
 
-// watchError classifies an error of Watch as n.do does: a denial wraps
-// redlock.ErrNodeDenied and names the node, a context's end wraps
-// ctx.Err().
-func (n *Node) watchError(ctx context.Context, key string, err error) error {
+// watchError classifies the reason a subscription failed as n.do does: a
+// denial wraps redlock.ErrNodeDenied and names the node.
+func (n *Node) watchError(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && denied(rerr) {
 		return &deniedError{addr: n.addr, reply: rerr}
 	}
-	return fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), ctxerr.Wrap(ctx, err))
+	return fmt.Errorf("redisnode: %s: watch: %w", n.addr, err)
 }
 
 // watcher is the release notifications of one Node: one PubSub shared by
-// every watched channel, made by the first Watch, and one goroutine reading
-// it (read). The zero watcher is ready for use.
+// every watched channel, made by the first Watch, one goroutine reading it
+// (read), and a short-lived one per new subscription (subscribe). The zero
+// watcher is ready for use.
 type watcher struct {
 	// sem is held while a SUBSCRIBE or UNSUBSCRIBE is decided and written,
 	// so that the SUBSCRIBEs are written in the order of pending and a
@@ -114,8 +107,9 @@ type watcher struct {
 	pending []*watchChan        // SUBSCRIBEs written, not yet answered, oldest first
 	unsub   map[string]struct{} // channels to unsubscribe when nobody watches them
 	nextID  uint64
-	quit    chan struct{} // closed by close
-	done    chan struct{} // closed when read returns
+	quit    chan struct{}  // closed by close
+	done    chan struct{}  // closed when read returns
+	writers sync.WaitGroup // subscribe's goroutines
 }
 
 // watchChan is one subscribed channel and its watchers.
@@ -128,12 +122,12 @@ type watchChan struct {
 }
 
 // add registers fn for channel, starting the PubSub and its reader on the
-// first call. subscribe tells the caller to subscribe c (its first watcher).
-func (w *watcher) add(client redis.UniversalClient, channel string, fn func(string)) (c *watchChan, id uint64, subscribe bool, err error) {
+// first call, and subscribes the channel for its first watcher.
+func (w *watcher) add(client redis.UniversalClient, channel string, fn func(string)) (*watchChan, uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return nil, 0, false, errClosed
+		return nil, 0, errClosed
 	}
 	if w.ps == nil {
 		// No channel: go-redis connects on the first SUBSCRIBE.
@@ -145,16 +139,15 @@ func (w *watcher) add(client redis.UniversalClient, channel string, fn func(stri
 		w.done = make(chan struct{})
 		go w.read(w.ps)
 	}
-	c = w.chans[channel]
+	c := w.chans[channel]
 	if c == nil {
 		c = &watchChan{name: channel, fns: make(map[uint64]func(string)), ready: make(chan struct{})}
 		w.chans[channel] = c
-		subscribe = true
+		w.subscribe(c)
 	}
 	w.nextID++
-	id = w.nextID
-	c.fns[id] = fn
-	return c, id, subscribe, nil
+	c.fns[w.nextID] = fn
+	return c, w.nextID, nil
 }
 
 // stopFunc returns the stop of fn id on c: it removes fn and, when c has no
@@ -176,43 +169,38 @@ func (w *watcher) stopFunc(c *watchChan, id uint64) func() {
 	}
 }
 
-// subscribe writes SUBSCRIBE for c; the reader resolves c when the server
-// answers.
-func (w *watcher) subscribe(ctx context.Context, c *watchChan) error {
-	select {
-	case w.sem <- struct{}{}:
-	case <-ctx.Done():
-		w.fail(c, ctx.Err())
-		return ctx.Err()
-	case <-w.quit:
-		return errClosed
-	}
-	defer func() { <-w.sem }()
-	w.mu.Lock()
-	if w.closed {
+// subscribe writes SUBSCRIBE for c in a goroutine of its own, so that no
+// Watch waits beyond its context for the connection (held by the reader
+// while it dials a paused server, say), and so that c is subscribed for
+// the watchers that joined it even when the first one gives up. The reader
+// resolves c when the server answers; a write that fails leaves it to
+// go-redis, which subscribes every channel it was asked for again when it
+// reconnects. w.mu is held.
+func (w *watcher) subscribe(c *watchChan) {
+	w.writers.Add(1)
+	go func() {
+		defer w.writers.Done()
+		select {
+		case w.sem <- struct{}{}:
+		case <-w.quit:
+			return
+		}
+		defer func() { <-w.sem }()
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		w.pending = append(w.pending, c)
 		w.mu.Unlock()
-		return errClosed
-	}
-	w.pending = append(w.pending, c)
-	w.mu.Unlock()
-	if err := w.ps.Subscribe(ctx, c.name); err != nil {
-		w.fail(c, err)
-		return err
-	}
-	return nil
+		ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
+		_ = w.ps.Subscribe(ctx, c.name)
+		cancel()
+	}()
 }
 
 // errClosed fails the watches of a closed Node.
 var errClosed = errors.New("node closed")
-
-// fail ends c with err (before or instead of the server's answer) and
-// leaves its channel to the reader to unsubscribe (go-redis keeps every
-// channel it was asked for, to subscribe it again after a reconnect).
-func (w *watcher) fail(c *watchChan, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.resolve(c, err)
-}
 
 // resolve ends c's wait for the server with err (nil: subscribed). w.mu is
 // held.
@@ -404,5 +392,6 @@ func (w *watcher) close() {
 	}
 	close(w.quit)
 	_ = ps.Close()
+	w.writers.Wait()
 	<-w.done
 }
