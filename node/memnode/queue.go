@@ -3,6 +3,7 @@ package memnode
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/redlock"
@@ -132,19 +133,21 @@ func (n *Node) leaveLocked(qk, tk, id string, now time.Time) bool {
 // AcquireQueued implements redlock.QueueNode in one step, as redisnode's
 // script does: it drops the expired entries of key's queue, enters w when
 // absent (at w.Arrival in whole milliseconds; an entry keeps its first
-// arrival), sets w's entry to expire w.TTL (whole milliseconds, at least
-// one) from now on the node clock, and reads the lock's fencing counter.
+// arrival), sets w's entry to expire w.TTL (whole milliseconds) from now on
+// the node clock, and reads the lock's fencing counter.
 // Then a release guard of key and value refuses; a key that holds value
 // already is a retried copy (true); otherwise w takes a free key only when
 // it is the queue's first waiter. When key holds value afterwards, w leaves
 // the queue. A key, queue or counter of the wrong type fails as on Redis
 // (WRONGTYPE; a counter that holds no number), after the queue's changes.
+// ttl and w.TTL must be at least a millisecond and w.ID non-empty without
+// a newline, or it fails with an error wrapping redlock.ErrNotSent.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, 0, err
 	}
-	if err := checkTTL(n.addr, w.TTL); err != nil {
-		return false, 0, fmt.Errorf("%w (the waiter's TTL)", err)
+	if err := n.checkWaiter(w); err != nil {
+		return false, 0, err
 	}
 	guard, err := n.guardKey(key, value)
 	if err != nil {
@@ -208,6 +211,9 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 // reports the new first waiter ("" when none is left) to key's watches as
 // a release does (see Watch).
 func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if err := n.checkWaiterID(w.ID); err != nil {
+		return err
+	}
 	_, qk, tk, err := n.queueKeys(key)
 	if err != nil {
 		return err
@@ -230,6 +236,26 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	}
 	if fail != nil {
 		return n.scriptError("leave_queue.lua", fail)
+	}
+	return nil
+}
+
+// checkWaiter refuses, as redisnode does, a waiter whose entry would live
+// less than a millisecond or whose ID is empty or has a newline, with an
+// error wrapping redlock.ErrNotSent.
+func (n *Node) checkWaiter(w redlock.Waiter) error {
+	if err := n.checkWaiterID(w.ID); err != nil {
+		return err
+	}
+	if w.TTL < time.Millisecond {
+		return fmt.Errorf("memnode %s: %w: waiter TTL %v is below one millisecond", n.addr, redlock.ErrNotSent, w.TTL)
+	}
+	return nil
+}
+
+func (n *Node) checkWaiterID(id string) error {
+	if id == "" || strings.Contains(id, "\n") {
+		return fmt.Errorf("memnode %s: %w: waiter ID %s is empty or has a newline", n.addr, redlock.ErrNotSent, quote(id))
 	}
 	return nil
 }

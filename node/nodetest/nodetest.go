@@ -90,7 +90,10 @@ import (
 // Call Run from t's goroutine (it calls t.Run). The node is called from
 // the subtest's goroutine and, by the Concurrent checks, from 8 goroutines
 // at once; every goroutine the suite starts has ended when its subtest
-// returns.
+// returns. The Watch checks stop every watch they start before their
+// subtest returns; a node that keeps goroutines for its watches until it
+// is closed (package redisnode's Close) must be closed by newNode's
+// cleanup, or a goroutine leak check (goleak) finds them.
 func Run(t *testing.T, newNode func(t *testing.T) redlock.Node, down func(t *testing.T, n redlock.Node) (up func())) {
 	t.Helper()
 	run(t, newNode, down, func(t *testing.T, err error) {
