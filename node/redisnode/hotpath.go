@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -55,18 +56,49 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	if a := slot.Load(); a != nil && a.value == value && a.key == key {
 		return a, nil
 	}
-	guard, err := guardKey(key, value)
-	if err != nil {
+	if !hashTag(key) && strings.Contains(key, "}") {
+		_, err := slotKey(key, "") // the error
 		return nil, err
 	}
-	a := &lockArgs{key: key, value: value, guard: guard, ttl: ttl, ttlArg: ttl}
-	a.queue, a.queueTTL, a.channel = queueKeys(key)
+	a := &lockArgs{key: key, value: value, ttl: ttl, ttlArg: ttl}
+	a.guard, a.queue, a.queueTTL, a.channel = lockKeys(key, value)
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
 	a.queueArg, a.qttlArg, a.chanArg = &a.queue, &a.queueTTL, &a.channel
 	slot.Store(a)
 	return a, nil
+}
+
+// lockKeys returns guardKey(key, value) and queueKeys(key), cut from one
+// allocation (the release path sends them all). key has a valid hash tag or
+// no '}'.
+func lockKeys(key, value string) (guard, queue, queueTTL, channel string) {
+	h := guardHash(value)
+	tag := hashTag(key)
+	var b strings.Builder
+	b.Grow(3*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released"))
+	base := func() {
+		if tag {
+			b.WriteString(key)
+		} else {
+			b.WriteByte('{')
+			b.WriteString(key)
+			b.WriteByte('}')
+		}
+	}
+	base()
+	b.WriteString(":release-guard:")
+	b.Write(h[:])
+	g := b.Len()
+	base()
+	q := b.Len() + len(":queue")
+	b.WriteString(":queue:ttl")
+	qt := b.Len()
+	base()
+	b.WriteString(":released")
+	s := b.String()
+	return s[:g], s[g:q], s[g:qt], s[qt:]
 }
 
 // ms returns ms boxed, without an allocation when it is a's TTL.

@@ -46,3 +46,20 @@ func TestGuardKeyAllocatesOnce(t *testing.T) {
 		t.Errorf("guardKey: %v allocations, want 1 (the key)", n)
 	}
 }
+
+func TestLockKeysAllocateOnce(t *testing.T) {
+	for _, key := range []string{"lock", "locks:{t}:x"} {
+		g, err := guardKey(key, "v")
+		require.NoError(t, err)
+		q, qt, ch := queueKeys(key)
+		g2, q2, qt2, ch2 := lockKeys(key, "v")
+		assert.Equal(t, []string{g, q, qt, ch}, []string{g2, q2, qt2, ch2}, key)
+		if n := testing.AllocsPerRun(100, func() { _, _, _, _ = lockKeys(key, "v") }); n != 1 {
+			t.Errorf("lockKeys(%q): %v allocations, want 1", key, n)
+		}
+	}
+	_, _, ch := queueKeys("lock")
+	assert.Equal(t, "{lock}:released", ch)
+	q, qt, ch := queueKeys("locks:{t}:x")
+	assert.Equal(t, []string{"locks:{t}:x:queue", "locks:{t}:x:queue:ttl", "locks:{t}:x:released"}, []string{q, qt, ch})
+}

@@ -483,10 +483,7 @@ func hashTag(key string) bool {
 // same Cluster slot as key: a key with a hash tag keeps it, any other key
 // becomes the tag of the guard key ("{key}" hashes like "key").
 func guardKey(key, value string) (string, error) {
-	var buf [160]byte // a lock's value fits: no allocation to hash it
-	sum := sha256.Sum256(append(buf[:0], value...))
-	var h [24]byte
-	hex.Encode(h[:], sum[:12])
+	h := guardHash(value)
 	if hashTag(key) {
 		return key + ":release-guard:" + string(h[:]), nil // one allocation
 	}
@@ -494,6 +491,16 @@ func guardKey(key, value string) (string, error) {
 		return slotKey(key, "") // the error
 	}
 	return "{" + key + "}:release-guard:" + string(h[:]), nil
+}
+
+// guardHash is the part of the release-guard key that names the value: 24
+// hex digits of its SHA-256.
+func guardHash(value string) [24]byte {
+	var buf [160]byte // a lock's value fits: no allocation to hash it
+	sum := sha256.Sum256(append(buf[:0], value...))
+	var h [24]byte
+	hex.Encode(h[:], sum[:12])
+	return h
 }
 
 // fenceKey names the fencing counter of key, in key's Cluster slot.
