@@ -21,6 +21,17 @@
 // Keys: every key a script touches for one lock shares the lock key's hash
 // slot, so the scripts run through a Redis Cluster client. A lock key that
 // contains '}' must carry a valid hash tag (a non-empty {...}).
+//
+// Release notifications and the fair queue (redlock.WatchNode and
+// redlock.QueueNode): a release publishes the first live waiter of the
+// lock's queue on the pub/sub channel "{key}:released", and Node.Watch
+// subscribes to it through one PubSub connection per Node, read by one
+// goroutine from the first Watch until Close. The queue is two sorted sets,
+// "{key}:queue" and "{key}:queue:ttl", that expire with their last waiter.
+// An ACL user needs channel permissions (&{key}:released) to watch, and
+// TIME and the sorted-set commands to queue; the minimal ACL of
+// docs/nodes.md still releases (the PUBLISH of a user without channel
+// permissions is refused inside the script and ignored).
 package redisnode
 
 import (
@@ -47,8 +58,9 @@ import (
 // Node is one Redis master (or one Redis Cluster, or one Sentinel-managed
 // master) behind the lock actions the quorum coordinator needs. Build it with
 // Dial or New. It is safe for concurrent use by multiple goroutines and puts
-// no cap on calls in flight. It starts no goroutines, except one for release
-// notifications from its first Watch until Close.
+// no cap on calls in flight. It starts no goroutines, except for release
+// notifications: one from its first Watch until Close, and a short-lived one
+// per newly watched key.
 type Node struct {
 	client redis.UniversalClient
 	addr   string

@@ -37,7 +37,8 @@ const (
 //
 // Every watch of the Node shares one go-redis PubSub connection, opened by
 // the first Watch, and one goroutine that reads it and calls the fns, until
-// Close: fn must not block. A channel is subscribed by its first watcher and
+// Close: fn must not block (a short-lived goroutine writes each new
+// channel's SUBSCRIBE, so that Watch returns by its context). A channel is subscribed by its first watcher and
 // unsubscribed after its last one stopped. The goroutine pings a quiet
 // connection and dials again when it gets no answer, so a paused or dead
 // server costs lost notifications, never a stuck watch.
@@ -102,7 +103,8 @@ type watcher struct {
 
 	mu      sync.Mutex
 	ps      *redis.PubSub // nil until the first Watch
-	closed  bool
+	closed  bool          // by Node.Close
+	ended   bool          // the reader found the client closed (by its owner)
 	chans   map[string]*watchChan
 	pending []*watchChan        // SUBSCRIBEs written, not yet answered, oldest first
 	unsub   map[string]struct{} // channels to unsubscribe when nobody watches them
@@ -126,7 +128,7 @@ type watchChan struct {
 func (w *watcher) add(client redis.UniversalClient, channel string, fn func(string)) (*watchChan, uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || w.ended {
 		return nil, 0, errClosed
 	}
 	if w.ps == nil {
@@ -137,7 +139,7 @@ func (w *watcher) add(client redis.UniversalClient, channel string, fn func(stri
 		w.unsub = make(map[string]struct{})
 		w.quit = make(chan struct{})
 		w.done = make(chan struct{})
-		go w.read(w.ps)
+		go w.read(client, w.ps)
 	}
 	c := w.chans[channel]
 	if c == nil {
@@ -187,7 +189,7 @@ func (w *watcher) subscribe(c *watchChan) {
 		}
 		defer func() { <-w.sem }()
 		w.mu.Lock()
-		if w.closed {
+		if w.closed || w.ended {
 			w.mu.Unlock()
 			return
 		}
@@ -240,10 +242,12 @@ func indexOf(cs []*watchChan, c *watchChan) int {
 	return -1
 }
 
-// read is the Node's watch goroutine: it reads the PubSub until close,
-// calls the fns of each notification, resolves the subscriptions, writes
-// the UNSUBSCRIBEs that stop left, and checks the connection's health.
-func (w *watcher) read(ps *redis.PubSub) {
+// read is the Node's watch goroutine: it reads the PubSub until close (or
+// until the client is closed: the owner of a client passed to New may close
+// it without closing the Node), calls the fns of each notification,
+// resolves the subscriptions, writes the UNSUBSCRIBEs that stop left, and
+// checks the connection's health.
+func (w *watcher) read(client redis.UniversalClient, ps *redis.PubSub) {
 	defer close(w.done)
 	var (
 		pinged bool // a PING is out: the next read must get an answer in time
@@ -291,9 +295,12 @@ func (w *watcher) read(ps *redis.PubSub) {
 			cancel()
 			pinged = true
 			continue
+		case errors.Is(err, redis.ErrClosed) && clientClosed(client):
+			w.end()
+			return
 		default:
-			// Closed, or a broken connection go-redis has dropped: the next
-			// read dials again, after a pause when the last one failed too.
+			// A broken connection go-redis has dropped: the next read dials
+			// again, after a pause when the last one failed too.
 			pinged = false
 			fails++
 			if fails > 1 {
@@ -332,6 +339,36 @@ func (w *watcher) read(ps *redis.PubSub) {
 			clear(fns)
 		}
 	}
+}
+
+// clientClosed reports whether the Node's client was closed (a PubSub says
+// "closed" also for a cluster node's client that left the cluster).
+func clientClosed(client redis.UniversalClient) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
+	defer cancel()
+	return errors.Is(client.Ping(ctx).Err(), redis.ErrClosed)
+}
+
+// end fails the watches when the client was closed under the Node: Watch
+// fails from then on, and Close still closes the PubSub.
+func (w *watcher) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	w.failAll()
+}
+
+// failAll fails the watches still waiting for the server. w.mu is held.
+func (w *watcher) failAll() {
+	for _, c := range w.chans {
+		select {
+		case <-c.ready:
+		default:
+			c.err = errClosed
+			close(c.ready)
+		}
+	}
+	w.pending = nil
 }
 
 // unsubscribe writes UNSUBSCRIBE for the channels nobody watches any more.
@@ -377,15 +414,7 @@ func (w *watcher) close() {
 	}
 	w.closed = true
 	ps := w.ps
-	for _, c := range w.chans {
-		select {
-		case <-c.ready:
-		default:
-			c.err = errClosed
-			close(c.ready)
-		}
-	}
-	w.pending = nil
+	w.failAll()
 	w.mu.Unlock()
 	if ps == nil {
 		return

@@ -285,3 +285,26 @@ func TestWatchDeniedWithoutChannelPermissions(t *testing.T) {
 		assert.Zero(t, setup.Exists(ctx, "locks:acl").Val(), user)
 	}
 }
+
+// The owner of a client passed to New may close it without closing the
+// Node: the watch goroutine ends with it, and Watch fails from then on.
+func TestWatchEndsWithTheClient(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	n, err := New(c)
+	require.NoError(t, err)
+	_, _ = watchT(t, n, "locks:owner")
+	require.NoError(t, c.Close())
+	var werr error
+	for i := 0; i < 500 && werr == nil; i++ { // until the reader has seen the client closed
+		var stop func()
+		if stop, werr = n.Watch(context.Background(), "locks:other", func(string) {}); werr == nil {
+			stop()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.Error(t, werr)
+	assert.Contains(t, werr.Error(), "closed")
+	require.NoError(t, n.Close())
+}
