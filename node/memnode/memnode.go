@@ -53,6 +53,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
@@ -81,6 +82,7 @@ type Node struct {
 	// to them, and whether a goroutine is delivering them.
 	watches    map[string]map[*watch]struct{}
 	pending    []note
+	owed       atomic.Bool // pending is not empty (set and cleared under mu)
 	delivering bool
 }
 

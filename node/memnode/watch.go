@@ -40,7 +40,9 @@ type note struct {
 // outside the node's lock: fn may call the node, and a notification such a
 // call causes is delivered after fn returns. When another goroutine is
 // delivering already, it delivers this one too, so a Release may return
-// before fn is called. fn must not block.
+// before fn is called. fn must not block; a fn that panics panics in the
+// delivering goroutine (the release has applied), and later notifications
+// are delivered as usual.
 //
 // The notifications of key are those of its channel, named as redisnode
 // names it ("{key}:released"; key+":released" when key has a hash tag):
@@ -103,6 +105,7 @@ func (n *Node) notifyLocked(key string, now time.Time) {
 	for w := range ws {
 		n.pending = append(n.pending, note{w, next})
 	}
+	n.owed.Store(true)
 }
 
 // deliver calls the watches' fns with the notifications owed, in order,
@@ -110,14 +113,22 @@ func (n *Node) notifyLocked(key string, now time.Time) {
 // time: another one that finds it delivering leaves its notifications to
 // it.
 func (n *Node) deliver() {
+	if !n.owed.Load() { // the common case: no lock taken again
+		return
+	}
 	n.mu.Lock()
 	if n.delivering || len(n.pending) == 0 {
 		n.mu.Unlock()
 		return
 	}
 	n.delivering = true
+	locked := true
 	defer func() { // also when fn panics: the next release delivers again
+		if !locked {
+			n.mu.Lock()
+		}
 		n.delivering = false
+		n.owed.Store(len(n.pending) > 0)
 		n.mu.Unlock()
 	}()
 	for len(n.pending) > 0 {
@@ -127,8 +138,10 @@ func (n *Node) deliver() {
 			continue
 		}
 		n.mu.Unlock()
+		locked = false
 		nt.w.fn(nt.next)
 		n.mu.Lock()
+		locked = true
 	}
 	n.pending = nil
 }

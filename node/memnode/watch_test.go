@@ -237,3 +237,37 @@ func TestWatchChannelNames(t *testing.T) {
 		t.Errorf("notifications %q, want [\"w1\" \"\"]: the release, then the first waiter leaving a free key with nobody behind it", got)
 	}
 }
+
+// TestWatchPanickingCallback: a fn that panics panics in the releasing
+// goroutine after the release applied, and the node delivers the next
+// release's notification all the same.
+func TestWatchPanickingCallback(t *testing.T) {
+	ctx := t.Context()
+	must := mustFor(t)
+	n := memnode.New("panic")
+	var r notes
+	first := true
+	mustWatch(t, n, "lock", func(next string) {
+		if first {
+			first = false
+			panic("fn failed")
+		}
+		r.fn(next)
+	})
+	must(n.Acquire(ctx, "lock", "v", time.Hour))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Release with a panicking fn did not panic")
+			}
+		}()
+		_, _ = n.Release(ctx, "lock", "v", 0)
+	}()
+	if ok := must(n.Acquire(ctx, "lock", "w", time.Hour)); !ok {
+		t.Fatal(`Acquire("lock", "w") after the panicking release = false, want true: the release applied`)
+	}
+	must(n.Release(ctx, "lock", "w", 0))
+	if got := r.list(); !slices.Equal(got, []string{""}) {
+		t.Errorf("notifications after the panic %q, want [\"\"]", got)
+	}
+}
