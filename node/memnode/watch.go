@@ -29,9 +29,9 @@ type note struct {
 
 // Watch implements redlock.WatchNode. After each Release or ReleaseHold
 // that removes key's value or one of its holds (also a late command that
-// applies after its caller gave up), and after a LeaveQueue that leaves a
-// free key a new first waiter, it calls fn with the first live waiter of
-// key's fair queue ("" when none). A release that removes nothing, an
+// applies after its caller gave up), and after a LeaveQueue of the first
+// waiter of a free key, it calls fn with the first live waiter of key's
+// fair queue ("" when none). A release that removes nothing, an
 // expiry, a restart and a node that Fails report nothing.
 //
 // fn is called synchronously, in order, by the goroutine whose call
@@ -51,10 +51,11 @@ type note struct {
 // Watch fails only when ctx has ended (the error wraps redlock.ErrNotSent
 // and ctx.Err()), and for a name with '}' but no valid hash tag, which
 // redisnode refuses too (the error wraps redlock.ErrNotSent); it ignores
-// Fail, Pause and SetDelay: a watch is not a command. It starts no goroutine. stop is idempotent and never blocks:
-// after it returns fn is not called again, except by a delivery already
-// under way on another goroutine. The node has no Close: a watch ends only
-// with its stop (memnode holds no connection to close).
+// Fail, Pause and SetDelay: a watch is not a command. It starts no
+// goroutine. stop is idempotent and never blocks: after it returns fn is
+// not called again, except by a delivery already under way on another
+// goroutine. The node has no Close: a watch ends only with its stop
+// (memnode holds no connection to close), and Restart keeps it.
 func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memnode %s: %w: %w", n.addr, redlock.ErrNotSent, err)
