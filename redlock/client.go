@@ -39,6 +39,8 @@ type Client struct {
 
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 
+	watches watches // Lock's wake-ups (wait.go)
+
 	timers timerPool // round.go
 	tasks  chan task // idle workers take node calls from it (round.go)
 }
@@ -50,12 +52,17 @@ type member struct {
 	keeper   FenceExpiryNode
 	peek     PeekNode
 	shape    ShapeNode
+	queue    QueueNode
+	watcher  WatchNode
 	addr     string
 	inflight atomic.Int32
 	lagging  atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
 	// straggling: an Unlock waited for its running acquire in vain, and no
 	// Unlock since found its acquire finished (Unlock does not wait for it).
 	straggling atomic.Bool
+	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
+	// without channel permissions); Lock polls it without asking again.
+	watchDenied atomic.Bool
 
 	memberIdentity   // identity.go
 	memberQuarantine // quarantine.go, under mu
@@ -126,6 +133,8 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		mb.keeper, _ = n.(FenceExpiryNode)
 		mb.peek, _ = n.(PeekNode)
 		mb.shape, _ = n.(ShapeNode)
+		mb.queue, _ = n.(QueueNode)
+		mb.watcher, _ = n.(WatchNode)
 		c.members = append(c.members, mb)
 	}
 	for _, d := range cfg.durable {

@@ -33,6 +33,7 @@ import (
 func (c *Client) Close(ctx context.Context) error {
 	c.closed.Store(true)
 	c.closeOnce.Do(func() { close(c.closing) })
+	c.closeWatches()
 	before := c.abandonedNow()
 	var bound <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {

@@ -19,8 +19,9 @@ type kind interface {
 	capability() string
 	// capable reports whether mb's node implements it.
 	capable(mb *member) bool
-	// acquire asks mb for the lock for value.
-	acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error)
+	// acquire asks mb for the lock for value; w is the Lock call's place
+	// in the fair queue (nil unless WithFairQueue).
+	acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error)
 	// extend resets the expiry of value's acquisition on mb.
 	extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error)
 	// release removes value's acquisition from mb, leaving a release guard
@@ -41,7 +42,7 @@ type mutexKind struct{}
 func (mutexKind) capability() string   { return "" }
 func (mutexKind) capable(*member) bool { return true }
 
-func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, _ *Waiter) (grant, error) {
 	ok, err := mb.node.Acquire(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1}, err
 }
@@ -61,9 +62,33 @@ type fencedKind struct{ mutexKind }
 func (fencedKind) capability() string      { return "FencingNode" }
 func (fencedKind) capable(mb *member) bool { return mb.fencing != nil }
 
-func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, _ *Waiter) (grant, error) {
 	ok, fence, err := mb.fencing.AcquireFenced(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1, fence: fence}, err
+}
+
+// fairKind: a mutex, fenced or not, whose acquire waits its turn in the
+// nodes' fair queue (WithFairQueue; QueueNode). AcquireQueued reads the
+// fencing counter in the same step, so the fenced kind needs nothing more
+// here; its write-back is the fenced kind's.
+type fairKind struct{ base kind } // mutexKind or fencedKind
+
+func (fairKind) capability() string { return "QueueNode" }
+func (k fairKind) capable(mb *member) bool {
+	return mb.queue != nil && k.base.capable(mb)
+}
+
+func (fairKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
+	ok, fence, err := mb.queue.AcquireQueued(ctx, key, value, ttl, *w)
+	return grant{ok: ok, holds: 1, fence: fence}, err
+}
+
+func (k fairKind) extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error) {
+	return k.base.extend(ctx, mb, key, value, ttl)
+}
+
+func (k fairKind) release(ctx context.Context, mb *member, key, value string, guard time.Duration) (bool, error) {
+	return k.base.release(ctx, mb, key, value, guard)
 }
 
 // holdKind: a hold in a shared lock (ShapeNode); hold is the lock's hold
@@ -79,7 +104,7 @@ func (k *holdKind) holdFor(value string) Hold {
 	return h
 }
 
-func (k *holdKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration) (grant, error) {
+func (k *holdKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, _ *Waiter) (grant, error) {
 	n, err := mb.shape.AcquireHold(ctx, key, k.holdFor(value), ttl)
 	return grant{ok: n > 0, holds: n}, err
 }

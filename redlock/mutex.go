@@ -43,7 +43,11 @@ type Mutex struct {
 // TryLock returned); errors.As gives a *QuorumError with every node's result.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	ctx, start := m.opStart(ctx, OpAcquire, false)
-	lease, err := m.attempt(ctx, m.cfg.renew)
+	q := m.queued()
+	lease, err := m.attempt(ctx, m.cfg.renew, q)
+	if err != nil && q != nil {
+		m.leaveQueue(ctx, q, nil)
+	}
 	err = withCtxErr(ctx, err)
 	m.acquired(ctx, start, lease, err, 1)
 	return lease, err
@@ -80,13 +84,28 @@ func (m *Mutex) acquired(ctx context.Context, start time.Time, lease *Lease, err
 }
 
 // retry is Lock's loop; it also returns the number of attempts it made.
-func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
+// After its first failed attempt it also listens for releases (wait.go).
+func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempts int, err error) {
 	var giveUp time.Time // WithMaxWait: no attempt starts after it
 	if m.cfg.maxWait > 0 {
 		giveUp = time.Now().Add(m.cfg.maxWait)
 	}
+	q := m.queued()
+	var w *watch
+	var wt *waiter
+	defer func() {
+		if w != nil {
+			m.leave(w, wt)
+		}
+		if err != nil && q != nil {
+			m.leaveQueue(ctx, q, nil)
+		}
+	}()
 	for k := 0; ; k++ {
-		lease, err := m.attempt(ctx, renew)
+		if w != nil {
+			w.reset(wt)
+		}
+		lease, err := m.attempt(ctx, renew, q)
 		switch {
 		case err == nil:
 			return lease, k + 1, nil
@@ -97,6 +116,22 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 			return nil, k + 1, err
 		}
+		var wake <-chan struct{}
+		if k == 0 {
+			var fresh bool
+			id := ""
+			if q != nil {
+				id = q.ID
+			}
+			if w, wt, fresh = m.waitFor(ctx, id); fresh {
+				// A release between the attempt and the watch went
+				// unreported: look once more now that it listens.
+				continue
+			}
+		}
+		if wt != nil {
+			wake = wt.wake
+		}
 		delay := m.backoff(k)
 		if !giveUp.IsZero() && !time.Now().Add(delay).Before(giveUp) {
 			// The next attempt would start after the bound.
@@ -105,6 +140,8 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
+		case <-wake:
+			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return nil, k + 1, withCtxErr(ctx, err)
@@ -158,14 +195,15 @@ func (m *Mutex) backoff(k int) time.Duration {
 }
 
 // attempt makes one attempt and reports it to the client's Observer.
-func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
+// q is the Lock call's place in the fair queue (nil unless WithFairQueue).
+func (m *Mutex) attempt(ctx context.Context, renew float64, q *Waiter) (*Lease, error) {
 	obs := m.c.obs
 	if obs == nil {
-		lease, _, err := m.try(ctx, renew)
+		lease, _, err := m.try(ctx, renew, q)
 		return lease, err
 	}
 	start := time.Now()
-	lease, d, err := m.try(ctx, renew)
+	lease, d, err := m.try(ctx, renew, q)
 	err = withCtxErr(ctx, err)
 	obs.Attempt(ctx, AttemptEvent{Lock: m.info, Outcome: outcomeOf(err), Took: time.Since(start), Yes: d.yes, Quorum: m.quorum, RolledBack: err != nil && d.answered != nil, Err: err})
 	return lease, err
@@ -173,7 +211,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64) (*Lease, error) {
 
 // try is one attempt; it also returns the round's decision (zero when no
 // round ran).
-func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error) {
+func (m *Mutex) try(ctx context.Context, renew float64, q *Waiter) (*Lease, decision, error) {
 	c := m.c
 	if err := c.usable(); err != nil {
 		return nil, decision{}, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
@@ -181,7 +219,7 @@ func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error
 	token, value := c.newValue()
 	value += m.suffix
 	keyTTL := m.keyTTL()
-	e := &acquireExec{m: m, value: value, ttl: keyTTL}
+	e := &acquireExec{m: m, value: value, ttl: keyTTL, w: q}
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]
 	} else {
@@ -216,6 +254,9 @@ func (m *Mutex) try(ctx context.Context, renew float64) (*Lease, decision, error
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, grants)
+			if q != nil {
+				m.leaveQueue(ctx, q, r) // where it did not acquire
+			}
 			return lease, d, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
@@ -327,6 +368,7 @@ type acquireExec struct {
 	m      *Mutex
 	value  string
 	ttl    time.Duration
+	w      *Waiter // the fair queue's entry (WithFairQueue), else nil
 	grants []grant
 	gbuf   [smallRound]grant
 }
@@ -335,7 +377,7 @@ func (*acquireExec) skip(int) bool     { return false }
 func (*acquireExec) busy(int, *member) {}
 
 func (e *acquireExec) do(ctx context.Context, i int, mb *member) (bool, error) {
-	g, err := e.m.kind.acquire(ctx, mb, e.m.name, e.value, e.ttl)
+	g, err := e.m.kind.acquire(ctx, mb, e.m.name, e.value, e.ttl, e.w)
 	e.grants[i] = g
 	return g.ok, err
 }

@@ -194,6 +194,7 @@ const (
 	NodeRollback NodeOp = "rollback" // the release of a failed attempt
 	NodeRetry    NodeOp = "retry"    // a queued release, retried
 	NodePeek     NodeOp = "peek"     // Election.Leader's read of one node
+	NodeLeave    NodeOp = "leave"    // a fair waiter leaving a node's queue
 )
 
 // Vote is one node's answer, or why there was none, one of a few values (a

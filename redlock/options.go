@@ -49,6 +49,7 @@ type lockConfig struct {
 	fenceKeep   time.Duration
 	keepSet     bool
 	preferWrite bool // WithWriterPreference (NewRWMutex only)
+	fair        bool // WithFairQueue (NewMutex only)
 	// cancelMargin is how long before the validity deadline Do cancels
 	// its function's context (WithCancelMargin; a tenth of the TTL unless
 	// marginSet).
@@ -378,7 +379,7 @@ const maxKeyTTL = 100 * 365 * 24 * time.Hour
 // nodes write "{name}" + suffix, or name + suffix when name has a hash tag):
 // a lock name must never be one of them, or it would read, extend or
 // delete another lock's fencing counter, waiting marks or release guards.
-var reservedSuffixes = []string{":fence", ":waiting"}
+var reservedSuffixes = []string{":fence", ":waiting", ":queue", ":queue:ttl"}
 
 const reservedInfix = ":release-guard:"
 
@@ -386,7 +387,8 @@ const reservedInfix = ":release-guard:"
 // Redis Cluster hash slot (a name containing '{' or '}' must carry a valid
 // hash tag, a non-empty {...}, which then picks the slot), and names that
 // are another lock's derived keys: a name with a hash tag that ends in
-// ":fence" or ":waiting" or contains ":release-guard:". The name is quoted
+// ":fence", ":waiting", ":queue" or ":queue:ttl" or contains
+// ":release-guard:". The name is quoted
 // in the error, cut to 64 bytes.
 func checkName(name string) error {
 	if name == "" {

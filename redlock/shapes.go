@@ -204,6 +204,15 @@ func (c *Client) kindFor(ctor string, hold *Hold, l lockConfig) (kind, error) {
 	case l.fencing:
 		k, ctor = fencedKind{}, "WithFencing"
 	}
+	if l.fair {
+		if hold != nil {
+			return nil, configError("%s: WithFairQueue applies to NewMutex only", ctor)
+		}
+		if err := c.checkKind(ctor, k); err != nil {
+			return nil, err
+		}
+		k, ctor = fairKind{base: k}, "WithFairQueue"
+	}
 	if err := c.checkKind(ctor, k); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,67 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// WithFairQueue makes the lock go to waiting Lock calls in the order they
+// began (docs/algorithm.md, "Fair queue"). Each Lock call waits in a queue
+// kept on every node (QueueNode), and a node grants the lock only to the
+// first live waiter of its queue; with nodes that report releases
+// (WatchNode), a release wakes only that waiter. TryLock is fair too: it
+// succeeds only when no live waiter is ahead of it, and leaves the queue
+// when it fails. A waiter's entry lives for max(1s, 4 × (retry backoff
+// maximum + node timeout)) after each of its attempts: a waiter that dies
+// holds the queue up at most that long. Order is by each client's clock at
+// the call's start (ties broken at random), so it is as fair as the
+// clients' clocks agree. Every client of a lock name should use it: a
+// client without it takes the lock whenever it is free, ahead of the queue.
+// The queue only makes nodes refuse acquires they would otherwise grant, so
+// it changes none of the lock's safety. Applies to NewMutex (fenced or
+// not); every node must implement QueueNode (redisnode and memnode do).
+// Default: off.
+func WithFairQueue() LockOption { return func(l *lockConfig) { l.fair = true } }
+
+// fairEntryTTL is how long a fair waiter's entry lives after its attempt:
+// several of its longest backoffs, so a live waiter never drops out.
+func (l *lockConfig) fairEntryTTL(c clientConfig) time.Duration {
+	return max(time.Second, 4*(l.retryMax+c.nodeTimeout))
+}
+
+// queued returns a new Lock call's place in the fair queue, nil for a lock
+// without WithFairQueue.
+func (m *Mutex) queued() *Waiter {
+	if !m.cfg.fair {
+		return nil
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
+	return &Waiter{ID: hex.EncodeToString(b[:]), Arrival: time.Now(), TTL: m.cfg.fairEntryTTL(m.c.cfg)}
+}
+
+// leaveQueue takes q out of the fair queue in the background, on every
+// node, or, when acq is an acquisition that succeeded, on the nodes where
+// it did not (those that granted it took q out themselves); each call
+// waits for the node's acquire of acq, so that it runs after it. It is
+// bounded by the release timeout and does not depend on ctx ending (a
+// waiter left behind would hold the queue up for its entry's TTL); Close
+// waits for it.
+func (m *Mutex) leaveQueue(ctx context.Context, q *Waiter, acq *round) {
+	o := op{
+		timeout: m.c.cfg.releaseTimeout,
+		no:      ErrNodeNotHeld,
+		node:    NodeLeave,
+		lock:    &m.info,
+		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			return true, mb.queue.LeaveQueue(ctx, m.name, *q)
+		},
+	}
+	if acq != nil {
+		o.before = acq.calls
+		o.skip = func(i int) bool { return acq.calls[i].err == nil || acq.calls[i].held }
+	}
+	m.c.fanout(context.WithoutCancel(ctx), o)
+}

@@ -1,0 +1,249 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Waiting: how a Lock call whose attempt failed waits for its next one
+// (docs/algorithm.md, "Waiting").
+//
+// It always sleeps its backoff (WithRetryBackoff). When the nodes report
+// releases (WatchNode), the client also keeps one watch per lock name while
+// any of its Lock calls waits for that name (and for watchLinger after the
+// last one stops), and ends a waiting call's sleep as soon as a quorum of
+// nodes have reported a release since its last attempt began. A release
+// wakes one call per client for a plain lock (its oldest waiting call: no
+// herd of every waiting call), and under WithFairQueue only the call the
+// nodes name as their queue's first waiter. The backoff stays the fallback
+// for what is never reported: a lost notification, a key that expired, a
+// node that cannot notify.
+
+// watchLinger is how long a client keeps a lock name's watch after its last
+// waiting call stopped waiting, so that a lock under steady contention is
+// not subscribed and unsubscribed for every call.
+const watchLinger = time.Second
+
+// watches is a client's watches, by lock name.
+type watches struct {
+	mu     sync.Mutex
+	m      map[string]*watch
+	closed bool // Close was called: no new watch, none lingers
+}
+
+// watch is one lock name watched on every node that can report releases.
+type watch struct {
+	name string
+	need int // reports from distinct nodes that wake a waiter: the quorum
+
+	refs   int         // waiting calls using it (under watches.mu)
+	linger *time.Timer // ends it after watchLinger unused (under watches.mu)
+
+	ready chan struct{} // closed once every node's Watch returned
+	live  bool          // a quorum of nodes listen (written before ready)
+	stops []func()      // (written before ready)
+
+	mu      sync.Mutex
+	waiters []*waiter // oldest first
+}
+
+// waiter is one waiting Lock call on a watch.
+type waiter struct {
+	id   string        // its fair queue ID; "" for a plain lock
+	seen []bool        // nodes that reported a release since its attempt began (under watch.mu)
+	n    int           // how many
+	wake chan struct{} // signalled when n reaches the quorum
+}
+
+// waitFor registers a waiting Lock call of m (fair queue ID id, "" for a
+// plain lock) on the watch of m's name, starting the watch when there is
+// none; fresh reports that it was started now (so a release may have been
+// missed before it listened). It returns nil when no quorum of nodes can
+// report releases or the client is closed: the call then sleeps its
+// backoff alone. Starting a watch is bounded by the node timeout.
+func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, fresh bool) {
+	c := m.c
+	ws := &c.watches
+	ws.mu.Lock()
+	if ws.closed {
+		ws.mu.Unlock()
+		return nil, nil, false
+	}
+	w = ws.m[m.name]
+	if w == nil {
+		if ws.m == nil {
+			ws.m = map[string]*watch{}
+		}
+		w = &watch{name: m.name, need: m.quorum, ready: make(chan struct{})}
+		ws.m[m.name] = w
+		fresh = true
+	}
+	w.refs++
+	if w.linger != nil {
+		w.linger.Stop()
+		w.linger = nil
+	}
+	ws.mu.Unlock()
+	if fresh {
+		m.startWatch(ctx, w)
+	} else {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+		}
+	}
+	if !isClosed(w.ready) || !w.live {
+		c.unwatch(w)
+		return nil, nil, false
+	}
+	wt = &waiter{id: id, seen: make([]bool, len(c.members)), wake: make(chan struct{}, 1)}
+	w.mu.Lock()
+	w.waiters = append(w.waiters, wt)
+	w.mu.Unlock()
+	return w, wt, fresh
+}
+
+// startWatch asks every node that can report releases to watch w's name,
+// concurrently, each for at most the node timeout (even when ctx has
+// ended: the watch serves the client's other calls too). A node that
+// denied it (ACL channel permissions) is not asked again.
+func (m *Mutex) startWatch(ctx context.Context, w *watch) {
+	c := m.c
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout)
+	defer cancel()
+	stops := make([]func(), len(c.members))
+	var wg sync.WaitGroup
+	for i, mb := range c.members {
+		if mb.watcher == nil || mb.watchDenied.Load() {
+			continue
+		}
+		wg.Go(func() {
+			stop, err := mb.watcher.Watch(sctx, w.name, func(next string) { w.notify(i, next) })
+			switch {
+			case err == nil:
+				stops[i] = stop
+			case errors.Is(err, ErrNodeDenied):
+				mb.watchDenied.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range stops {
+		if s != nil {
+			w.stops = append(w.stops, s)
+		}
+	}
+	w.live = len(w.stops) >= w.need
+	close(w.ready)
+}
+
+// notify is node i's report of a release of w's name; next is the first
+// waiter of its fair queue.
+func (w *watch) notify(i int, next string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	plain := false // the oldest plain waiter took this report
+	for _, wt := range w.waiters {
+		switch {
+		case wt.id != "" && wt.id != next:
+			continue
+		case wt.id == "":
+			if plain {
+				continue
+			}
+			plain = true
+		}
+		if !wt.seen[i] {
+			wt.seen[i] = true
+			wt.n++
+			if wt.n >= w.need {
+				select {
+				case wt.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// reset forgets the reports wt has had: called as its next attempt begins,
+// so that only releases from then on wake it.
+func (w *watch) reset(wt *waiter) {
+	w.mu.Lock()
+	clear(wt.seen)
+	wt.n = 0
+	select {
+	case <-wt.wake:
+	default:
+	}
+	w.mu.Unlock()
+}
+
+// leave unregisters wt and releases w.
+func (m *Mutex) leave(w *watch, wt *waiter) {
+	w.mu.Lock()
+	for i, x := range w.waiters {
+		if x == wt {
+			w.waiters = append(w.waiters[:i], w.waiters[i+1:]...)
+			break
+		}
+	}
+	w.mu.Unlock()
+	m.c.unwatch(w)
+}
+
+// unwatch drops one use of w; the last one lets it linger, or ends it at
+// once when the client is closed.
+func (c *Client) unwatch(w *watch) {
+	ws := &c.watches
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w.refs--
+	if w.refs > 0 {
+		return
+	}
+	if ws.closed || !w.live {
+		c.endWatch(w)
+		return
+	}
+	w.linger = time.AfterFunc(watchLinger, func() {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		if w.refs == 0 && ws.m[w.name] == w {
+			c.endWatch(w)
+		}
+	})
+}
+
+// endWatch removes w (unused, started) and stops it on every node; under
+// watches.mu.
+func (c *Client) endWatch(w *watch) {
+	if c.watches.m[w.name] == w {
+		delete(c.watches.m, w.name)
+	}
+	if w.linger != nil {
+		w.linger.Stop()
+		w.linger = nil
+	}
+	for _, stop := range w.stops {
+		stop() // does not block on the network (WatchNode)
+	}
+	w.stops = nil
+}
+
+// closeWatches ends the lingering watches and lets no new one start; those
+// in use end when their last waiting call stops (Close makes it stop at
+// once).
+func (c *Client) closeWatches() {
+	ws := &c.watches
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.closed = true
+	for _, w := range ws.m {
+		if w.refs == 0 {
+			c.endWatch(w)
+		}
+	}
+}

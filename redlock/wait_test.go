@@ -1,0 +1,224 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// plainNodes hides every optional capability of nodes (WatchNode,
+// QueueNode, ...): a client over them can only poll.
+func plainNodes(nodes []redlock.Node) []redlock.Node {
+	out := make([]redlock.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = struct{ redlock.Node }{n}
+	}
+	return out
+}
+
+// queueOnly hides WatchNode but keeps QueueNode: a fair client that polls.
+func queueOnly(nodes []redlock.Node) []redlock.Node {
+	out := make([]redlock.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = struct{ redlock.QueueNode }{n.(redlock.QueueNode)}
+	}
+	return out
+}
+
+// lockResult is what a Lock call in a goroutine returned, and when.
+type lockResult struct {
+	lease *redlock.Lease
+	err   error
+	at    time.Time
+}
+
+func lockAsync(ctx context.Context, m *redlock.Mutex) <-chan lockResult {
+	out := make(chan lockResult, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		out <- lockResult{l, err, time.Now()}
+	}()
+	return out
+}
+
+// A waiting Lock is woken by the holder's release instead of sleeping out
+// its backoff (an hour here, on synctest's virtual clock): it acquires at
+// the instant of the Unlock. Over nodes that cannot notify, the same call
+// sleeps its hour.
+func TestLockWokenByRelease(t *testing.T) {
+	for _, notify := range []bool{true, false} {
+		t.Run(map[bool]string{true: "notifying nodes", false: "polling only"}[notify], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, nodes := mem(3)
+				waitNodes := nodes
+				if !notify {
+					waitNodes = plainNodes(nodes)
+				}
+				holder := newMutex(t, newClient(t, nodes))
+				waiter := newMutex(t, newClient(t, waitNodes), redlock.WithRetryBackoff(time.Hour, time.Hour))
+				lease, err := holder.TryLock(context.Background())
+				require.NoError(t, err)
+				got := lockAsync(context.Background(), waiter)
+				synctest.Wait() // the waiter sleeps its backoff
+				time.Sleep(time.Second)
+				released := time.Now()
+				require.NoError(t, lease.Unlock(context.Background()))
+				r := <-got
+				require.NoError(t, r.err)
+				if notify {
+					assert.Equal(t, released, r.at, "woken by the release")
+				} else {
+					assert.GreaterOrEqual(t, r.at.Sub(released), 29*time.Minute, "polled after its backoff")
+				}
+				require.NoError(t, r.lease.Unlock(context.Background()))
+			})
+		})
+	}
+}
+
+// A release wakes one waiting call per client (the oldest), not every one:
+// with two calls of one client waiting, the first release lets the older
+// one acquire and leaves the younger asleep; the next release wakes it.
+func TestOneWaiterWokenPerClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes := mem(3)
+		holder := newMutex(t, newClient(t, nodes))
+		waiters := newClient(t, nodes)
+		m := newMutex(t, waiters, redlock.WithRetryBackoff(time.Hour, time.Hour))
+		lease, err := holder.TryLock(context.Background())
+		require.NoError(t, err)
+		first := lockAsync(context.Background(), m)
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		second := lockAsync(context.Background(), m)
+		synctest.Wait()
+		require.NoError(t, lease.Unlock(context.Background()))
+		r := <-first
+		require.NoError(t, r.err)
+		synctest.Wait()
+		select {
+		case r2 := <-second:
+			t.Fatalf("the second waiter returned too (err %v): a release woke both", r2.err)
+		default:
+		}
+		released := time.Now()
+		require.NoError(t, r.lease.Unlock(context.Background()))
+		r2 := <-second
+		require.NoError(t, r2.err)
+		assert.Equal(t, released, r2.at, "woken by the second release")
+		require.NoError(t, r2.lease.Unlock(context.Background()))
+	})
+}
+
+// WithFairQueue: the lock goes to the waiter that came first, even when a
+// later one polls far more often. B waits (polling once a minute, no
+// notifications), then C (polling every 10ms); A releases: C's polls are
+// refused while B's entry lives, and B gets the lock at its next poll, then
+// C after B's release. Without the queue C would take it within 10ms.
+func TestFairQueueOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes := mem(3)
+		a := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+		b := newMutex(t, newClient(t, queueOnly(nodes)), redlock.WithFairQueue(), redlock.WithRetryBackoff(time.Minute, time.Minute))
+		c := newMutex(t, newClient(t, nodes), redlock.WithFairQueue(), redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Millisecond))
+		lease, err := a.TryLock(context.Background())
+		require.NoError(t, err)
+		gotB := lockAsync(context.Background(), b)
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		gotC := lockAsync(context.Background(), c)
+		time.Sleep(time.Second)
+		require.NoError(t, lease.Unlock(context.Background()))
+		rb := <-gotB
+		require.NoError(t, rb.err)
+		select {
+		case rc := <-gotC:
+			t.Fatalf("C took the lock (err %v) while B, ahead of it, still waited", rc.err)
+		default:
+		}
+		require.NoError(t, rb.lease.Unlock(context.Background()))
+		rc := <-gotC
+		require.NoError(t, rc.err)
+		require.NoError(t, rc.lease.Unlock(context.Background()))
+	})
+}
+
+// A fair waiter that dies (its entry never renewed) holds the queue up
+// only until its entry expires; one that gives up leaves at once.
+func TestFairQueueSurvivesDeadAndLeavingWaiters(t *testing.T) {
+	t.Run("dead", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, nodes := mem(3)
+			dead := redlock.Waiter{ID: "dead", Arrival: time.Now().Add(-time.Minute), TTL: 5 * time.Second}
+			for _, n := range nodes {
+				ok, err := n.Acquire(context.Background(), lockName, "held", time.Hour)
+				require.NoError(t, err)
+				require.True(t, ok)
+				ok, _, err = n.(redlock.QueueNode).AcquireQueued(context.Background(), lockName, "dead-value", time.Second, dead)
+				require.NoError(t, err)
+				require.False(t, ok, "the key is held: the dead waiter stays queued")
+				ok, err = n.Release(context.Background(), lockName, "held", 0)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+			entered := time.Now()
+			m := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+			lease, err := m.Lock(context.Background())
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, time.Since(entered), 5*time.Second, "granted before the dead waiter's entry expired")
+			require.NoError(t, lease.Unlock(context.Background()))
+		})
+	})
+	t.Run("gave up", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, nodes := mem(3)
+			a := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+			bc := newClient(t, nodes)
+			b := newMutex(t, bc, redlock.WithFairQueue())
+			lease, err := a.TryLock(context.Background())
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			_, err = b.Lock(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.NoError(t, bc.Close(context.Background())) // its queue removals are done
+			require.NoError(t, lease.Unlock(context.Background()))
+			next, err := a.TryLock(context.Background())
+			require.NoError(t, err, "B's entry, still first, refused it: B did not leave the queue")
+			require.NoError(t, next.Unlock(context.Background()))
+		})
+	})
+}
+
+// WithFairQueue is refused where it cannot work, naming why.
+func TestFairQueueConfig(t *testing.T) {
+	_, nodes := mem(3)
+	c := newClient(t, nodes)
+	_, err := c.NewRWMutex(lockName, redlock.WithFairQueue())
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "WithFairQueue applies to NewMutex only")
+
+	plain := newClient(t, plainNodes(nodes))
+	_, err = plain.NewMutex(lockName, redlock.WithFairQueue())
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "does not implement QueueNode")
+
+	for _, name := range []string{"{k}:queue", "{k}:queue:ttl"} {
+		_, err = c.NewMutex(name)
+		require.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
+	}
+	m, err := c.NewMutex(lockName, redlock.WithFairQueue(), redlock.WithFencing())
+	require.NoError(t, err, "fair and fenced")
+	lease, err := m.TryLock(context.Background())
+	require.NoError(t, err)
+	token, ok := lease.Fence()
+	require.True(t, ok)
+	assert.Positive(t, token)
+	require.NoError(t, lease.Unlock(context.Background()))
+}
