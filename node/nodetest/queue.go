@@ -259,47 +259,51 @@ func queueLeavesOnSuccess(c *checker) {
 
 func watchRelease(c *checker) {
 	c.needWatch()
-	w := c.watch("lock")
-	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
-	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	const k = "watched release" // released by no other check (see above)
+	w := c.watch(k)
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "", c.last, "no queue: no next waiter")
-	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
-	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 1, "", c.last, "each release is reported")
 }
 
 func watchNextWaiter(c *checker) {
 	c.needWatch()
 	c.needQueue()
-	w := c.watch("lock")
-	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued("lock", "v2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
-	c.want(c.acquireQueued("lock", "v1", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	const k = "watched next" // released by no other check (see above)
+	w := c.watch(k)
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.acquireQueued(k, "v1", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
 }
 
 func watchNothingDeleted(c *checker) {
 	c.needWatch()
 	c.needQueue()
-	w := c.watch("lock")
-	c.want(c.release("lock", "nobody", 0), false, "nothing to release")
-	c.want(c.release("lock", "nobody", long), false, "nothing to release: a guard is left")
-	c.want(c.acquire("lock", "v", long), true, "a free key is taken")
-	c.want(c.release("lock", "other", 0), false, "v holds the key")
-	c.want(c.extend("lock", "v", long), true, "the holder extends its key")
-	c.want(c.acquireQueued("lock", "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	const k = "watched nothing" // released by no other check (see above)
+	w := c.watch(k)
+	c.want(c.release(k, "nobody", 0), false, "nothing to release")
+	c.want(c.release(k, "nobody", long), false, "nothing to release: a guard is left")
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.release(k, "other", 0), false, "v holds the key")
+	c.want(c.extend(k, "v", long), true, "the holder extends its key")
+	c.want(c.acquireQueued(k, "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last+" (after Releases that deleted nothing, with no waiter then)", "only a release that deleted something is reported: the ones before would have reported \"\"")
 }
 
 func watchReleaseHold(c *checker) {
 	c.needWatch()
 	c.needShapes()
-	w := c.watch("lock")
-	c.want(c.acquireHold("lock", reader("r1"), long), 1, "a free lock is taken")
-	c.want(c.acquireHold("lock", reader("r2"), long), 2, "holds of one group share the lock")
-	c.want(c.releaseHold("lock", reader("r1"), 0), true, "the hold is released")
+	const k = "watched hold" // released by no other check (see above)
+	w := c.watch(k)
+	c.want(c.acquireHold(k, reader("r1"), long), 1, "a free lock is taken")
+	c.want(c.acquireHold(k, reader("r2"), long), 2, "holds of one group share the lock")
+	c.want(c.releaseHold(k, reader("r1"), 0), true, "the hold is released")
 	c.wantNote(w, 0, "", c.last, "a released hold is reported, also when others remain; no queue: no next waiter")
 	if c.qn == nil {
 		return
@@ -307,53 +311,55 @@ func watchReleaseHold(c *checker) {
 	// A queue of w1, then a release that removes nothing (it would report
 	// w1), w1 leaving while the lock is held (nothing to report), and a
 	// real release (reporting "").
-	c.want(c.releaseHold("lock", reader("r2"), 0), true, "the hold is released")
+	c.want(c.releaseHold(k, reader("r2"), 0), true, "the hold is released")
 	c.wantNote(w, 1, "", c.last, "a released hold is reported")
-	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued("lock", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 2, "w1", c.last, "the first live waiter after the release")
-	c.want(c.acquireHold("lock", reader("r3"), long), 1, "AcquireHold ignores the queue")
-	c.want(c.releaseHold("lock", reader("absent"), 0), false, "nothing to release")
-	c.leaveQueue("lock", waiterAt("w1", 1, long))
-	c.want(c.releaseHold("lock", reader("r3"), 0), true, "the hold is released")
+	c.want(c.acquireHold(k, reader("r3"), long), 1, "AcquireHold ignores the queue")
+	c.want(c.releaseHold(k, reader("absent"), 0), false, "nothing to release")
+	c.leaveQueue(k, waiterAt("w1", 1, long))
+	c.want(c.releaseHold(k, reader("r3"), 0), true, "the hold is released")
 	c.wantNote(w, 3, "", c.last+" (after a ReleaseHold that removed nothing while w1 waited)", "only a release that removed a hold is reported: the one before would have reported \"w1\"")
 }
 
 func watchLeaveQueue(c *checker) {
 	c.needWatch()
 	c.needQueue()
-	w := c.watch("lock")
+	const k = "watched leave" // released by no other check (see above)
+	w := c.watch(k)
 	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
-	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
-	c.leaveQueue("lock", w2)
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w2 enters the queue again, behind w1")
-	c.leaveQueue("lock", w1)
+	c.leaveQueue(k, w2)
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "w2 enters the queue again, behind w1")
+	c.leaveQueue(k, w1)
 	c.wantNote(w, 1, "w2", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported; w2's leaving, not first, reported nothing (it would have said \"w1\")")
 }
 
 func watchPerKey(c *checker) {
 	c.needWatch()
 	c.needQueue()
-	w := c.watch("a")
-	c.want(c.acquire("b", "v", long), true, "a free key is taken")
-	c.want(c.release("b", "v", 0), true, "the holder releases its key")
-	c.want(c.acquire("a", "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued("a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release("a", "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last+" (after a release of \"b\")", "a watch is for one key: b's release would have reported \"\"")
+	w := c.watch("watched a")
+	c.want(c.acquire("watched b", "v", long), true, "a free key is taken")
+	c.want(c.release("watched b", "v", 0), true, "the holder releases its key")
+	c.want(c.acquire("watched a", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("watched a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release("watched a", "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last+" (after a release of \"watched b\")", "a watch is for one key: the other key's release would have reported \"\"")
 }
 
 func watchStop(c *checker) {
 	c.needWatch()
-	stopped, control := c.watch("lock"), c.watch("lock")
+	const k = "watched stop" // released by no other check (see above)
+	stopped, control := c.watch(k), c.watch(k)
 	cycle := func() {
-		c.want(c.acquire("lock", "v", long), true, "a free key is taken")
-		c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	}
 	cycle()
 	c.note(stopped, 0, c.last)
@@ -365,16 +371,17 @@ func watchStop(c *checker) {
 	cycle()
 	c.note(control, 2, c.last)
 	if n := stopped.count(); n != 1 {
-		c.errorf("Watch(%q): %d notifications, want 1: two releases after stop were reported (another watch of the key got them)", "lock", n)
+		c.errorf("Watch(%q): %d notifications, want 1: two releases after stop were reported (another watch of the key got them)", k, n)
 	}
 }
 
 func watchContext(c *checker) {
 	c.needWatch()
+	const k = "watched ctx" // released by no other check (see above)
 	ctx, cancel := context.WithCancel(c.ctx)
 	cancel()
-	c.last = fmt.Sprintf("Watch(%q, fn) with a cancelled context", "lock")
-	stop, err := c.wn.Watch(ctx, "lock", func(string) {})
+	c.last = fmt.Sprintf("Watch(%q, fn) with a cancelled context", k)
+	stop, err := c.wn.Watch(ctx, k, func(string) {})
 	switch {
 	case err == nil:
 		if stop != nil {
