@@ -206,6 +206,18 @@ func TestWatchClose(t *testing.T) {
 	assert.Contains(t, err.Error(), "closed")
 	_ = n.Close() // a second Close does not block
 
+	// Close waits for the goroutine also when the client stays open (a
+	// client passed to New).
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	before := goleak.IgnoreCurrent()
+	o, err := New(c)
+	require.NoError(t, err)
+	_, _ = watchT(t, o, "locks:c")
+	require.NoError(t, o.Close())
+	goleak.VerifyNone(t, before)
+	require.NoError(t, c.Ping(context.Background()).Err(), "the client is left open")
+
 	// A Node that never watched closes as before.
 	m, err := Dial(srv.Addr())
 	require.NoError(t, err)
