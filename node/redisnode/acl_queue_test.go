@@ -1,0 +1,57 @@
+package redisnode
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// aclQueue extends the minimal ACL of docs/nodes.md (aclLocker) for the fair
+// queue (the sorted-set commands and TIME of acquire_queued.lua and
+// leave_queue.lua) and for release notifications (the scripts' PUBLISH;
+// Watch's SUBSCRIBE, UNSUBSCRIBE and health-check PING; the lock names'
+// release channels). Without +publish the releases still succeed, silently.
+const aclQueue = aclLocker + " +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +pexpireat +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
+
+func TestACLForQueueAndWatch(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	ctx := context.Background()
+	setup := adminT(t, &redis.Options{Addr: srv.Addr()})
+	require.NoError(t, setup.Do(ctx, append([]any{"ACL", "SETUSER", "queuer"}, fields(aclQueue)...)...).Err())
+	n := dialT(t, "redis://queuer:pw@"+srv.Addr())
+
+	for _, key := range []string{"locks:q", "locks:{t}:q"} {
+		got, _ := watchT(t, n, key)
+		a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+		b := redlock.Waiter{ID: "b", Arrival: a.Arrival.Add(time.Millisecond), TTL: time.Minute}
+		ok, err := n.Acquire(ctx, key, "holder", time.Minute)
+		require.NoError(t, err, key)
+		require.True(t, ok, key)
+		for _, w := range []redlock.Waiter{a, b} {
+			ok, _, err = n.AcquireQueued(ctx, key, "v"+w.ID, time.Minute, w)
+			require.NoError(t, err, key)
+			require.False(t, ok, key)
+		}
+		ok, err = n.Release(ctx, key, "holder", 0)
+		require.NoError(t, err, key)
+		require.True(t, ok, key)
+		assert.Equal(t, "a", nextT(t, got), key)
+		require.NoError(t, n.LeaveQueue(ctx, key, a), key)
+		assert.Equal(t, "b", nextT(t, got), key)
+		ok, _, err = n.AcquireQueued(ctx, key, "vb", time.Minute, b)
+		require.NoError(t, err, key)
+		assert.True(t, ok, key)
+		ok, err = n.Release(ctx, key, "vb", 0)
+		require.NoError(t, err, key)
+		require.True(t, ok, key)
+		assert.Equal(t, "", nextT(t, got), key)
+	}
+	assert.Empty(t, setup.Keys(ctx, "*").Val(), "no orphan keys")
+}
