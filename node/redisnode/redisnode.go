@@ -28,10 +28,10 @@
 // subscribes to it through one PubSub connection per Node, read by one
 // goroutine from the first Watch until Close. The queue is two sorted sets,
 // "{key}:queue" and "{key}:queue:ttl", that expire with their last waiter.
-// An ACL user needs channel permissions (&{key}:released) to watch, and
-// TIME and the sorted-set commands to queue; the minimal ACL of
-// docs/nodes.md still releases (the PUBLISH of a user without channel
-// permissions is refused inside the script and ignored).
+// An ACL user needs PUBLISH, SUBSCRIBE, UNSUBSCRIBE, PING and the channels
+// (&{key}:released) for notifications, and TIME and the sorted-set commands
+// to queue (acl_queue_test.go lists them); the minimal ACL of docs/nodes.md
+// still releases: a PUBLISH refused inside a script is ignored.
 package redisnode
 
 import (
