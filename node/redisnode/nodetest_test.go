@@ -59,6 +59,7 @@ func TestNodetestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = n.Close() }) // its watch goroutine; cc stays open
 		return n
 	}, nil)
 }
