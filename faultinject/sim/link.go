@@ -69,6 +69,8 @@ func withWorker(ctx context.Context, id int) context.Context {
 var (
 	_ redlock.FencingNode = (*link)(nil)
 	_ redlock.ShapeNode   = (*link)(nil)
+	_ redlock.QueueNode   = (*link)(nil)
+	_ redlock.WatchNode   = (*link)(nil)
 )
 
 // Addr is the master's address, or for an alias another spelling of it.
@@ -176,13 +178,17 @@ func (l *link) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("sim link c%d-m%d: %w", l.client, l.master, ctx.Err())
 }
 
-// Operations, each with its own weather stream per worker.
+// Operations, each with its own weather stream per worker (draw keys a
+// stream by worker*8 + op: at most 8 operations). New operations go last,
+// so that the streams of the others keep their seeds.
 const (
 	opInfo = iota
 	opAcquire
 	opRaise
 	opExtend
 	opRelease
+	opLeave  // LeaveQueue
+	opNotify // release notifications (drawn with no worker: see Watch)
 )
 
 func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) reply) reply {
@@ -334,6 +340,28 @@ func (l *link) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 		return reply{ok: ok, fence: fence, err: err}
 	})
 	return r.ok, r.fence, r.err
+}
+
+// AcquireQueued is AcquireFenced for a fair waiter (redlock.QueueNode):
+// the same operation's weather, and the same orphan detection.
+func (l *link) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, wt redlock.Waiter) (bool, int64, error) {
+	sent := time.Now()
+	l.w.count(&l.w.queued)
+	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
+		ok, fence, err := l.m.AcquireQueued(ctx, key, value, ttl, wt)
+		l.afterAcquire(key, value, sent, ok, err)
+		return reply{ok: ok, fence: fence, err: err}
+	})
+	return r.ok, r.fence, r.err
+}
+
+// LeaveQueue takes a fair waiter out of key's queue (redlock.QueueNode),
+// with weather of its own operation.
+func (l *link) LeaveQueue(ctx context.Context, key string, wt redlock.Waiter) error {
+	r := l.call(ctx, opLeave, func(ctx context.Context) reply {
+		return reply{err: l.m.LeaveQueue(ctx, key, wt)}
+	})
+	return r.err
 }
 
 func (l *link) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {

@@ -209,6 +209,31 @@ type Plan struct {
 	// DoPanicP: chance that a worker's acquisition is a Mutex.Do whose
 	// function panics (family Leaks; redlock's retry jitter, unseeded).
 	DoPanicP float64
+	// Fair: the mutexes use WithFairQueue (names whose shape is a mutex;
+	// the shapes have no fair queue). Drawn in family Mixed only, from a
+	// stream of its own (fairStream, see drawFair), so that a plan without
+	// it is exactly the plan its seed drew before the fair queue existed.
+	Fair bool
+}
+
+// fairStream seeds the random stream Plan.Fair is drawn from, apart from
+// the plan's main stream.
+const fairStream = 0xfa17
+
+// fairOneIn: one mixed schedule in fairOneIn uses the fair queue.
+const fairOneIn = 4
+
+// drawFair draws Plan.Fair for seed in family f: one mixed schedule in
+// fairOneIn, no schedule of another family. Half the fair schedules also
+// turn LockRetry on (a queue forms only behind waiting Lock calls; TryLock
+// enters and leaves it at once).
+func drawFair(seed uint64, f Family) (fair, lockRetry bool) {
+	if f != Mixed {
+		return false, false
+	}
+	r := rand.New(rand.NewPCG(seed, fairStream))
+	fair = r.IntN(fairOneIn) == 0
+	return fair, fair && r.IntN(2) == 0
 }
 
 // late returns when client c first contacts the masters (since the
@@ -435,6 +460,8 @@ func NewPlan(seed uint64, f Family) Plan {
 		p.Faults = append(p.Faults, ft)
 	}
 	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	fair, lockRetry := drawFair(seed, f)
+	p.Fair, p.LockRetry = fair, p.LockRetry || lockRetry
 	return p
 }
 
@@ -494,6 +521,9 @@ func (p Plan) String() string {
 	}
 	if p.Shapes != nil {
 		fmt.Fprintf(&b, " shapes=%v owners=%v", p.Shapes, p.Owners)
+	}
+	if p.Fair {
+		b.WriteString(" fair=true")
 	}
 	for _, f := range p.Faults {
 		b.WriteString("\n  " + f.String())

@@ -10,8 +10,13 @@ import (
 
 // runOne runs one schedule in its own bubble.
 func runOne(t *testing.T, seed uint64, fam Family) Result {
+	return runPlan(t, NewPlan(seed, fam))
+}
+
+// runPlan runs plan (a drawn plan, perhaps edited) in its own bubble.
+func runPlan(t *testing.T, plan Plan) Result {
 	var res Result
-	synctest.Test(t, func(*testing.T) { res = Run(NewPlan(seed, fam)) })
+	synctest.Test(t, func(*testing.T) { res = Run(plan) })
 	return res
 }
 
@@ -27,6 +32,17 @@ func runSeeds(t *testing.T, fam Family, next func() (uint64, bool), onResult fun
 
 // runSeedsFam is runSeeds with a family per seed.
 func runSeedsFam(t *testing.T, next func() (uint64, Family, bool), onResult func(Result)) {
+	runPlans(t, func() (Plan, bool) {
+		seed, fam, ok := next()
+		if !ok {
+			return Plan{}, false
+		}
+		return NewPlan(seed, fam), true
+	}, onResult)
+}
+
+// runPlans is runSeeds over plans: next returns false when none is left.
+func runPlans(t *testing.T, next func() (Plan, bool), onResult func(Result)) {
 	var mu, nmu sync.Mutex
 	t.Run("workers", func(t *testing.T) {
 		for i := range runtime.GOMAXPROCS(0) {
@@ -34,12 +50,12 @@ func runSeedsFam(t *testing.T, next func() (uint64, Family, bool), onResult func
 				t.Parallel()
 				for {
 					nmu.Lock()
-					seed, fam, ok := next()
+					plan, ok := next()
 					nmu.Unlock()
 					if !ok {
 						return
 					}
-					res := runOne(t, seed, fam)
+					res := runPlan(t, plan)
 					mu.Lock()
 					onResult(res)
 					mu.Unlock()

@@ -45,6 +45,10 @@ type Result struct {
 	Coverage [numKinds]int
 	Holds    int // leases granted
 	Attempts int
+	// Queued counts fair acquires sent (AcquireQueued) and Notified the
+	// release notifications delivered to the clients (WatchNode, after the
+	// links' weather), Lost those the links dropped.
+	Queued, Notified, Lost int
 	// Goroutines: most goroutines seen in the process while it ran.
 	Goroutines int
 	Digest     uint64 // hash of the history on the virtual clock
@@ -88,13 +92,22 @@ type world struct {
 	viol     []string // harness checks: errors, bounds, Close
 	coverage [numKinds]int
 	attempts int
-	maxG     int // most goroutines seen (process-wide)
-	hist     []string
+	// queued, notified, lost: see Result.
+	queued, notified, lost int
+	maxG                   int // most goroutines seen (process-wide)
+	hist                   []string
 }
 
 func (w *world) cover(k FaultKind) {
 	w.mu.Lock()
 	w.coverage[k]++
+	w.mu.Unlock()
+}
+
+// count adds one to a counter of w (queued, notified, lost).
+func (w *world) count(n *int) {
+	w.mu.Lock()
+	*n++
 	w.mu.Unlock()
 }
 
@@ -185,7 +198,11 @@ func Run(plan Plan) Result {
 			var err error
 			switch sh := plan.shape(i); sh.Kind {
 			case MutexLock:
-				mus[i], err = cl.NewMutex(name, lopts...)
+				o := lopts
+				if plan.Fair {
+					o = append(slices.Clip(lopts), redlock.WithFairQueue())
+				}
+				mus[i], err = cl.NewMutex(name, o...)
 			case ReentrantLock:
 				mus[i], err = cl.NewReentrant(name, ownerName(plan.Owners[c]), lopts...)
 			case RWLock:
@@ -654,7 +671,8 @@ func (w *world) finish() {
 
 func (w *world) result() Result {
 	p := w.plan
-	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG}
+	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG,
+		Queued: w.queued, Notified: w.notified, Lost: w.lost}
 	r.Broken = p.Broken()
 	w.judge(&r, w.history())
 	switch {
