@@ -67,7 +67,7 @@ func Cycle(ctx context.Context, l Locker) error {
 
 // Contenders returns the contenders of the side-by-side run, in their
 // report order: the floor, bsm/redislock (N=1 only), quorumlock plain, with
-// fencing and with auto-renewal, redsync with its default settings and
+// fencing, with auto-renewal and with the fair queue, redsync with its default settings and
 // with WithFailFast, and rueidislock.
 func Contenders() []Contender {
 	return []Contender{
@@ -76,6 +76,7 @@ func Contenders() []Contender {
 		Quorumlock(),
 		QuorumlockFencing(),
 		QuorumlockRenew(),
+		QuorumlockFair(),
 		Redsync(),
 		RedsyncFailFast(),
 		Rueidislock(),

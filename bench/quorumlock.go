@@ -36,6 +36,13 @@ func QuorumlockRenew() Contender {
 	return quorumlockContender("quorumlock-renew", "defaults + WithAutoRenew(0) (every TTL/3)", redlock.WithAutoRenew(0))
 }
 
+// QuorumlockFair is Quorumlock with WithFairQueue: waiters take the lock in
+// the order they came (a queue on each master), and a release wakes only
+// the first of them.
+func QuorumlockFair() Contender {
+	return quorumlockContender("quorumlock-fair", "defaults + WithFairQueue()", redlock.WithFairQueue())
+}
+
 func quorumlockContender(name, settings string, opts ...redlock.LockOption) Contender {
 	return Contender{
 		Name:     name,

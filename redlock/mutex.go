@@ -130,6 +130,7 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempt
 			}
 		}
 		if wt != nil {
+			w.settle(wt, err)
 			wake = wt.wake
 		}
 		delay := m.backoff(k)

@@ -13,8 +13,11 @@ import (
 // It always sleeps its backoff (WithRetryBackoff). When the nodes report
 // releases (WatchNode), the client also keeps one watch per lock name while
 // any of its Lock calls waits for that name (and for watchLinger after the
-// last one stops), and ends a waiting call's sleep as soon as a quorum of
-// nodes have reported a release since its last attempt began. A release
+// last one stops), and ends a waiting call's sleep as soon as releases were
+// reported, since its last attempt began, by nodes that refused that attempt
+// because the lock was held, and those nodes together with the ones that
+// were free make a quorum (the reports of its own rollback, or of a node in
+// quarantine, never wake it: no retry loop without a pause). A release
 // wakes one call per client for a plain lock (its oldest waiting call: no
 // herd of every waiting call), and under WithFairQueue only the call the
 // nodes name as their queue's first waiter. The backoff stays the fallback
@@ -51,10 +54,18 @@ type watch struct {
 
 // waiter is one waiting Lock call on a watch.
 type waiter struct {
-	id   string        // its fair queue ID; "" for a plain lock
-	seen []bool        // nodes that reported a release since its attempt began (under watch.mu)
-	n    int           // how many
-	wake chan struct{} // signalled when n reaches the quorum
+	id   string // its fair queue ID; "" for a plain lock
+	seen []bool // nodes that reported a release since its attempt began (under watch.mu)
+	// After its attempt failed (settled): taken, the nodes that refused it
+	// because the lock was held (their reports are news); free, how many
+	// said yes (free once rolled back). The reports of every other node are
+	// ignored: those of a node that said yes come from the attempt's own
+	// rollback, and a node that timed out, was busy or is in quarantine
+	// is not made worth trying by a release.
+	settled bool
+	taken   []bool
+	free    int
+	wake    chan struct{} // signalled when a new attempt is worth making
 }
 
 // waitFor registers a waiting Lock call of m (fair queue ID id, "" for a
@@ -98,7 +109,7 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 		c.unwatch(w)
 		return nil, nil, false
 	}
-	wt = &waiter{id: id, seen: make([]bool, len(c.members)), wake: make(chan struct{}, 1)}
+	wt = &waiter{id: id, seen: make([]bool, len(c.members)), taken: make([]bool, len(c.members)), wake: make(chan struct{}, 1)}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
 	w.mu.Unlock()
@@ -155,17 +166,51 @@ func (w *watch) notify(i int, next string) {
 			}
 			plain = true
 		}
-		if !wt.seen[i] {
-			wt.seen[i] = true
-			wt.n++
-			if wt.n >= w.need {
-				select {
-				case wt.wake <- struct{}{}:
-				default:
-				}
-			}
+		wt.seen[i] = true
+		w.check(wt)
+	}
+}
+
+// check wakes wt when a new attempt is worth making: a node that refused
+// it for a held lock has reported a release since, and those nodes with
+// the free ones make a quorum. Under watch.mu.
+func (w *watch) check(wt *waiter) {
+	if !wt.settled {
+		return // its attempt is running
+	}
+	news := 0
+	for i, s := range wt.seen {
+		if s && wt.taken[i] {
+			news++
 		}
 	}
+	if news > 0 && news+wt.free >= w.need {
+		select {
+		case wt.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// settle records how wt's attempt ended (err: its *QuorumError; any other
+// error settles nothing, so only the backoff wakes it), and wakes it at
+// once when the reports that came while the attempt ran are enough.
+func (w *watch) settle(wt *waiter, err error) {
+	var qe *QuorumError
+	if !errors.As(err, &qe) || len(qe.Nodes) != len(wt.taken) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.free = 0
+	for i, r := range qe.Nodes {
+		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken)
+		if r.Err == nil {
+			wt.free++
+		}
+	}
+	wt.settled = true
+	w.check(wt)
 }
 
 // reset forgets the reports wt has had: called as its next attempt begins,
@@ -173,7 +218,7 @@ func (w *watch) notify(i int, next string) {
 func (w *watch) reset(wt *waiter) {
 	w.mu.Lock()
 	clear(wt.seen)
-	wt.n = 0
+	wt.settled = false
 	select {
 	case <-wt.wake:
 	default:
