@@ -166,11 +166,15 @@ type QueueNode interface {
 	// acquires exactly as Acquire does (release guards included) but only
 	// when w is the queue's first waiter; it also reads the lock's fencing
 	// counter as AcquireFenced does (0 when absent). When key holds value
-	// afterwards, w leaves the queue.
+	// afterwards, w leaves the queue and stays out (see LeaveQueue).
 	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
 	// LeaveQueue removes w from key's queue (a waiter that gave up); the
 	// queue's next waiter, if any, is then reported to watchers as after a
-	// release.
+	// release. A waiter that left (here, or by acquiring) stays out for
+	// w.TTL: an AcquireQueued of w that the node executes later (a copy
+	// that was still on the network) does not enter it again; it reports
+	// true only when key already holds value (a retried copy) and false
+	// otherwise, changing nothing (release guards still come first).
 	LeaveQueue(ctx context.Context, key string, w Waiter) error
 }
 
