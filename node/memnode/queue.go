@@ -18,7 +18,11 @@ import (
 // both keys expire with the latest entry (PEXPIREAT), as on Redis, where a
 // key expires once the time is past its expiry. The first waiter is the
 // one with the lowest arrival, ties broken by ID in byte order (sorted-set
-// order).
+// order). A waiter that left (LeaveQueue, or acquiring in AcquireQueued)
+// leaves a tombstone: it is removed from "{key}:queue" but stays in
+// "{key}:queue:ttl" with an expiry w.TTL from its leaving, so that a late
+// copy of its AcquireQueued does not enter it again; a tombstone is
+// dropped like an expired entry.
 
 // scoredLocked returns key's scored set, nil when key is absent, and
 // errWrongType when key holds a string. n.mu must be held.
@@ -117,15 +121,24 @@ func (n *Node) coverLocked(qk, tk string, now time.Time) {
 	}
 }
 
-// leaveLocked removes id from the queue and reports whether it was in it.
-func (n *Node) leaveLocked(qk, tk, id string, now time.Time) bool {
+// leftLocked reports whether id left key's queue: it has a tombstone (an
+// expiry in expiries but no arrival in arrivals).
+func leftLocked(arrivals, expiries holdSet, id string) bool {
+	_, in := arrivals[id]
+	_, marked := expiries[id]
+	return marked && !in
+}
+
+// leaveLocked removes id from the queue and leaves its tombstone, expiring
+// at exp, whether or not it was in the queue (ZREM, ZADD); then both keys
+// expire with the latest entry. It reports whether id was in the queue.
+// queueLocked has checked the keys' types.
+func (n *Node) leaveLocked(qk, tk, id string, exp time.Time, now time.Time) bool {
 	arrivals, _ := n.scoredLocked(qk, now)
-	expiries, _ := n.scoredLocked(tk, now)
 	_, in := arrivals[id]
 	delete(arrivals, id)
-	delete(expiries, id)
 	n.dropEmpty(qk, arrivals)
-	n.dropEmpty(tk, expiries)
+	n.scoredSet(tk, now).set[id] = exp
 	n.coverLocked(qk, tk, now)
 	return in
 }
@@ -138,7 +151,11 @@ func (n *Node) leaveLocked(qk, tk, id string, now time.Time) bool {
 // Then a release guard of key and value refuses; a key that holds value
 // already is a retried copy (true); otherwise w takes a free key only when
 // it is the queue's first waiter. When key holds value afterwards, w leaves
-// the queue. A key, queue or counter of the wrong type fails as on Redis
+// the queue and its tombstone expires w.TTL from now. A waiter that left
+// (its tombstone lives) is not entered again and takes nothing: after the
+// fencing counter's read and the guard's refusal it reports true only when
+// key holds value (a late copy of the call that acquired). A key, queue or
+// counter of the wrong type fails as on Redis
 // (WRONGTYPE; a counter that holds no number), after the queue's changes.
 // ttl and w.TTL must be at least a millisecond and w.ID non-empty without
 // a newline, or it fails with an error wrapping redlock.ErrNotSent.
@@ -163,12 +180,17 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		if _, _, err := n.queueLocked(qk, tk, now); err != nil {
+		arrivals, expiries, err := n.queueLocked(qk, tk, now)
+		if err != nil {
 			fail = err
 			return
 		}
-		n.enterLocked(qk, tk, w.ID, arrival, now.Add(max(w.TTL.Truncate(time.Millisecond), time.Millisecond)), now)
-		arrivals, _, _ := n.queueLocked(qk, tk, now)
+		exp := now.Add(waiterTTL(w))
+		left := leftLocked(arrivals, expiries, w.ID)
+		if !left {
+			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
+			arrivals, _, _ = n.queueLocked(qk, tk, now)
+		}
 		s, found, err := n.getLocked(fenceKey, now)
 		if err != nil {
 			fail = err
@@ -186,12 +208,15 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		case err != nil:
 			fail = err
 			return
+		case left:
+			ok = found && held == value
+			return
 		case found && held != value, !found && firstWaiter(arrivals) != w.ID:
 			return
 		case !found:
 			n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
 		}
-		n.leaveLocked(qk, tk, w.ID, now)
+		n.leaveLocked(qk, tk, w.ID, exp, now)
 		ok = true
 	})
 	switch {
@@ -206,12 +231,16 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 }
 
 // LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it
-// removes w from key's queue (after dropping the expired entries) and,
-// when w was its first waiter and key is free (no value, no holds),
-// reports the new first waiter ("" when none is left) to key's watches as
-// a release does (see Watch).
+// removes w from key's queue (after dropping the expired entries) and
+// leaves its tombstone, expiring w.TTL (whole milliseconds) from now on
+// the node clock, whether or not w was in the queue (a LeaveQueue that
+// overtook w's first AcquireQueued keeps w out too). When w was the first
+// waiter and key is free (no value, no holds), it reports the new first
+// waiter ("" when none is left) to key's watches as a release does (see
+// Watch). w.TTL must be at least a millisecond and w.ID non-empty without
+// a newline, or it fails with an error wrapping redlock.ErrNotSent.
 func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
-	if err := n.checkWaiterID(w.ID); err != nil {
+	if err := n.checkWaiter(w); err != nil {
 		return err
 	}
 	_, qk, tk, err := n.queueKeys(key)
@@ -227,7 +256,7 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 			return
 		}
 		wasFirst := firstWaiter(arrivals) == w.ID
-		if n.leaveLocked(qk, tk, w.ID, now) && wasFirst && n.lookupLocked(key, now) == nil {
+		if n.leaveLocked(qk, tk, w.ID, now.Add(waiterTTL(w)), now) && wasFirst && n.lookupLocked(key, now) == nil {
 			n.notifyLocked(key, now)
 		}
 	})
@@ -251,6 +280,12 @@ func (n *Node) checkWaiter(w redlock.Waiter) error {
 		return fmt.Errorf("memnode %s: %w: waiter TTL %v is below one millisecond", n.addr, redlock.ErrNotSent, w.TTL)
 	}
 	return nil
+}
+
+// waiterTTL is how long w's entry or tombstone lives: w.TTL in whole
+// milliseconds (checkWaiter has checked it is at least one).
+func waiterTTL(w redlock.Waiter) time.Duration {
+	return max(w.TTL.Truncate(time.Millisecond), time.Millisecond)
 }
 
 func (n *Node) checkWaiterID(id string) error {

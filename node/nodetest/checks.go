@@ -73,6 +73,10 @@ func groups() []group {
 			{"Guard", queueGuard},
 			{"RetriedCopy", queueRetriedCopy},
 			{"LeavesOnSuccess", queueLeavesOnSuccess},
+			{"LateCopyAfterLeave", queueLateCopyAfterLeave},
+			{"LeaveBeforeEntry", queueLeaveBeforeEntry},
+			{"LateCopyAfterAcquire", queueLateCopyAfterAcquire},
+			{"RejoinsAfterTTL", queueRejoinsAfterTTL},
 		}},
 		{"Watch", []check{
 			{"Release", watchRelease},

@@ -75,10 +75,13 @@ type broken struct {
 	newRunID bool            // Info makes up a RunID per call
 	noOrder  bool            // AcquireQueued ignores the queue (AcquireFenced)
 	keepIn   bool            // AcquireQueued leaves the waiter in the queue when it acquires
+	noTomb   bool            // a waiter that left is forgotten at once: its late AcquireQueued enters it again
+	longOut  bool            // LeaveQueue keeps the waiter out 1000 times its TTL
 	silent   bool            // Watch never calls fn
 	noStop   bool            // Watch's stop does nothing
 	noopNote bool            // Release notifies watches also when it deleted nothing
 	watches  map[string][]func(string)
+	left     map[string]int // noTomb: departures by key and waiter ID
 }
 
 func (b *broken) inner() *memnode.Node { return b.Node }
@@ -135,13 +138,63 @@ func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.
 	if b.noOrder {
 		return b.Node.AcquireFenced(ctx, key, value, ttl)
 	}
+	if b.noTomb {
+		// A node without tombstones: it removes a waiter that left from
+		// both sets. Another run of the same node plays it: a fresh ID
+		// per departure, so that no tombstone of the real ID is ever met.
+		w.ID = b.alias(key, w.ID)
+	}
 	ok, fence, err := b.Node.AcquireQueued(ctx, key, value, ttl, w)
+	if b.noTomb && ok && err == nil {
+		b.forget(key, w.ID)
+	}
 	if b.keepIn && ok && err == nil {
-		// Another value's refused AcquireQueued enters w again, at its
-		// arrival: as if the acquire had left it in the queue.
+		// Another value's refused AcquireQueued enters a stand-in for w
+		// (w itself left and stays out), at w's arrival: as if the
+		// acquire had left w in the queue.
+		w.ID += " kept"
 		_, _, _ = b.Node.AcquireQueued(ctx, key, value+"\x00stale", ttl, w)
 	}
 	return ok, fence, err
+}
+
+func (b *broken) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if b.longOut {
+		w.TTL *= 1000
+	}
+	if b.noTomb {
+		id := b.alias(key, w.ID)
+		w.ID = id
+		err := b.Node.LeaveQueue(ctx, key, w)
+		if err == nil {
+			b.forget(key, id)
+		}
+		return err
+	}
+	return b.Node.LeaveQueue(ctx, key, w)
+}
+
+// alias returns the ID that stands for waiter id of key's queue (noTomb):
+// id itself, or id with the number of its departures.
+func (b *broken) alias(key, id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.left[key+"\x00"+id]; n > 0 {
+		return fmt.Sprintf("%s#%d", id, n)
+	}
+	return id
+}
+
+// forget makes the next call of waiter id (by its alias, ID) a new one:
+// as if its departure had removed it from both sets.
+func (b *broken) forget(key, alias string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left == nil {
+		b.left = map[string]int{}
+	}
+	id, _, _ := strings.Cut(alias, "#")
+	b.left[key+"\x00"+id]++
 }
 
 func (b *broken) Watch(ctx context.Context, key string, fn func(next string)) (func(), error) {
@@ -245,6 +298,18 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Queue/Order", `AcquireQueued("lock", "vl", 1h0m0s, Waiter{ID: "late", Arrival: +2ms, TTL: 1h0m0s}) = (true, 0), want (false, 0): the key is free but early arrived 1ms before late`},
 		{"waiter left in the queue", func() *broken { return &broken{keepIn: true} }, nil,
 			"Queue/LeavesOnSuccess", `AcquireQueued("lock", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s}) = (false, 0), want (true, 0): w1 left the queue when it acquired`},
+		{"no tombstones: late copy after LeaveQueue", func() *broken { return &broken{noTomb: true} }, nil,
+			"Queue/LateCopyAfterLeave", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s}) = (true, 0), want (false, 0): w1 left the queue`},
+		{"no tombstones: LeaveQueue first", func() *broken { return &broken{noTomb: true} }, nil,
+			"Queue/LeaveBeforeEntry", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s}) = (true, 0), want (false, 0): w1's LeaveQueue came before`},
+		{"no tombstones: late copy after acquiring", func() *broken { return &broken{noTomb: true} }, nil,
+			"Queue/LateCopyAfterAcquire", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s}) = (true, 0), want (false, 0): w1 left the queue when it acquired`},
+		{"no tombstones: rejoins at once", func() *broken { return &broken{noTomb: true} }, nil,
+			"Queue/RejoinsAfterTTL", `= (true, 0), want (false, 0): w1 left the queue of "rejoining#0" (TTL 250ms): it stays out`},
+		{"no tombstones: watched", func() *broken { return &broken{noTomb: true} }, nil,
+			"Watch/LeaveQueue", `notification #2 = "w2#1", want "w3"`},
+		{"tombstone outlives its TTL", func() *broken { return &broken{longOut: true} }, nil,
+			"Queue/RejoinsAfterTTL", `enters it again and takes the free key: not within 3s`},
 		{"Watch never calls fn", func() *broken { return &broken{silent: true} }, nil,
 			"Watch/Release", `notification #1 of Watch("watched release") after Release("watched release", "v", 0s) (got 0): not within 3s`},
 		{"stop ignored", func() *broken { return &broken{noStop: true} }, nil,

@@ -255,6 +255,58 @@ func queueLeavesOnSuccess(c *checker) {
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1 left the queue when it acquired: w2 is first")
 }
 
+// ---- Waiters that left stay out for their TTL ----
+
+func queueLateCopyAfterLeave(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.leaveQueue("lock", w1)
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1 left the queue: a late copy of its AcquireQueued (the key free, its old arrival first) does not enter it again and takes nothing")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the late copy of w1 entered nothing: w2 is first")
+}
+
+func queueLeaveBeforeEntry(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.leaveQueue("lock", w1) // overtook w1's first AcquireQueued
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1's LeaveQueue came before its first AcquireQueued: w1 stays out, though the key is free and nobody else waits")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1 entered nothing: w2 is the only waiter")
+}
+
+func queueLateCopyAfterAcquire(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "the only waiter takes the free key")
+	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1 left the queue when it acquired: a late copy of its AcquireQueued after the release is no retried copy (the key no longer holds v1) and takes nothing")
+	c.want(c.acquire("lock", "probe", long), true, "the late copy of w1 left the key free")
+	c.want(c.release("lock", "probe", 0), true, "the probe holds the key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the late copy of w1 did not enter it again: w2 is first")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 left the queue when it acquired, and its key holds v2: a retried copy reports the key held")
+}
+
+func queueRejoinsAfterTTL(c *checker) {
+	c.needQueue()
+	c.timed(func(ttl time.Duration, attempt string) bool {
+		k := "rejoining" + attempt
+		w := waiterAt("w1", 1, ttl)
+		quick := stopwatch()
+		c.leaveQueue(k, w)
+		out := c.rec(c.acquireQueued(k, "v", long, w))
+		if !quick(ttl) {
+			return false
+		}
+		c.wantRec(out, fenced{false, 0}, fmt.Sprintf("w1 left the queue of %s (TTL %v): it stays out", q(k), ttl))
+		c.eventually(fmt.Sprintf("w1, which left the queue of %s with TTL %v, enters it again and takes the free key", q(k), ttl),
+			func() bool { return c.acquireQueued(k, "v", long, w).ok })
+		return true
+	})
+}
+
 // ---- Watch ----
 
 func watchRelease(c *checker) {
@@ -329,16 +381,17 @@ func watchLeaveQueue(c *checker) {
 	c.needQueue()
 	const k = "watched leave" // released by no other check (see above)
 	w := c.watch(k)
-	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	w1, w2, w3 := waiterAt("w1", 1, long), waiterAt("w2", 2, long), waiterAt("w3", 3, long)
 	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
 	c.leaveQueue(k, w2)
-	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "w2 enters the queue again, behind w1")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "w2 left: a late copy of its AcquireQueued does not enter it again")
+	c.want(c.acquireQueued(k, "v3", long, w3), fenced{false, 0}, "w1 is first: w3 enters the queue behind it")
 	c.leaveQueue(k, w1)
-	c.wantNote(w, 1, "w2", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported; w2's leaving, not first, reported nothing (it would have said \"w1\")")
+	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported (w3: w2 stayed out); w2's leaving, not first, reported nothing (it would have said \"w1\")")
 }
 
 func watchPerKey(c *checker) {
