@@ -16,13 +16,17 @@ var _ redlock.QueueNode = (*Node)(nil)
 // sets w's entry to expire w.TTL from now, reads the fencing counter (as
 // AcquireFenced does) and acquires as Acquire does, but only when w is the
 // queue's first live waiter; when key holds value afterwards w leaves the
-// queue. The queue is two sorted sets in key's Cluster slot, "{key}:queue"
-// (waiter ID -> arrival in Unix milliseconds; ties in ID order) and
-// "{key}:queue:ttl" (waiter ID -> expiry in server milliseconds), or
-// "key:queue" and "key:queue:ttl" when key has a hash tag; both expire with
-// their last entry. ttl and w.TTL are rounded down to whole milliseconds and
-// must be at least one; w.ID must be non-empty without a newline. It
-// implements redlock.QueueNode.
+// queue. A waiter that left (by acquiring, or by LeaveQueue) stays out for
+// w.TTL: an AcquireQueued of it executed before then (a late copy) enters
+// nothing and changes nothing; after the release-guard check it reports
+// true only when key already holds value. The queue is two sorted sets in
+// key's Cluster slot, "{key}:queue" (waiter ID -> arrival in Unix
+// milliseconds; ties in ID order) and "{key}:queue:ttl" (waiter ID ->
+// expiry in server milliseconds), or "key:queue" and "key:queue:ttl" when
+// key has a hash tag; a waiter that left keeps its entry in the second only
+// (a tombstone); both expire with their last entry. ttl and w.TTL are
+// rounded down to whole milliseconds and must be at least one; w.ID must be
+// non-empty without a newline. It implements redlock.QueueNode.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -60,18 +64,22 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 
 // LeaveQueue removes w from key's queue (leave_queue.lua); when w was its
 // first live waiter and key is free, it tells the lock's watchers (Watch)
-// the next waiter, as a release does. Leaving a queue w is not in is no
-// error. w.ID must be non-empty without a newline. It implements
-// redlock.QueueNode.
+// the next waiter, as a release does. w then stays out for w.TTL, whether
+// or not it was queued: its entry in "{key}:queue:ttl" is kept as a
+// tombstone expiring w.TTL from now, and an AcquireQueued of w executed
+// before that enters nothing (see there). Leaving a queue w is not in is
+// no error. w.ID must be non-empty without a newline and w.TTL at least
+// one millisecond (rounded down). It implements redlock.QueueNode.
 func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
-	if err := checkWaiterID(w.ID); err != nil {
+	wms, err := checkWaiter(w)
+	if err != nil {
 		return err
 	}
 	if _, err := slotKey(key, ""); err != nil {
 		return err
 	}
 	queue, queueTTL, channel := queueKeys(key)
-	_, err := n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel)
+	_, err = n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel, wms)
 	return err
 }
 

@@ -49,17 +49,35 @@ func (q *queueT) keys() []string {
 	return keys
 }
 
-// queued reports whether id has an entry in either of key's queue sets.
+// queued reports whether id is in key's queue (a live entry, not a
+// tombstone).
 func (q *queueT) queued(key, id string) bool {
 	q.t.Helper()
-	ctx := context.Background()
+	queue, _, _ := queueKeys(key)
+	return q.admin.ZScore(context.Background(), queue, id).Err() == nil
+}
+
+// tombstone reports whether id left key's queue and is kept out: it has an
+// entry in the expiries but none in the queue.
+func (q *queueT) tombstone(key, id string) bool {
+	q.t.Helper()
+	_, queueTTL, _ := queueKeys(key)
+	return !q.queued(key, id) && q.admin.ZScore(context.Background(), queueTTL, id).Err() == nil
+}
+
+// drained polls (bounded) until neither of key's queue sets exists: the
+// tombstones of the waiters that left expired. It fails the test if they
+// outlive the bound.
+func (q *queueT) drained(key string) {
+	q.t.Helper()
 	queue, queueTTL, _ := queueKeys(key)
-	for _, k := range []string{queue, queueTTL} {
-		if err := q.admin.ZScore(ctx, k, id).Err(); err == nil {
-			return true
+	for i := 0; i < 3000; i++ {
+		if q.admin.Exists(context.Background(), queue, queueTTL).Val() == 0 {
+			return
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return false
+	q.t.Fatalf("%s's queue keys are still there: %v", key, q.keys())
 }
 
 // Waiters acquire in arrival order: the later one is refused while the
@@ -91,20 +109,24 @@ func TestAcquireQueuedOrder(t *testing.T) {
 	assert.Zero(t, q.admin.Exists(context.Background(), "locks:q").Val(), "the key stayed free")
 	ok, _ = q.acquire("locks:q", "va", a)
 	require.True(t, ok)
-	assert.False(t, q.queued("locks:q", "a"), "a left the queue")
+	assert.True(t, q.tombstone("locks:q", "a"), "a left the queue")
 	assert.True(t, q.queued("locks:q", "b"))
 	ok, _ = q.acquire("locks:q", "va", a)
 	assert.True(t, ok, "a retried copy: the key already holds the value")
-	assert.False(t, q.queued("locks:q", "a"), "the retried copy left no entry")
+	assert.True(t, q.tombstone("locks:q", "a"), "the retried copy did not enter it again")
 	ok, _ = q.acquire("locks:q", "vb", b)
 	assert.False(t, ok, "held by a")
 
 	q.release("locks:q", "va")
 	ok, _ = q.acquire("locks:q", "vb", b)
 	require.True(t, ok)
-	assert.Equal(t, []string{"locks:q"}, q.keys(), "no queue key is left")
+	assert.True(t, q.tombstone("locks:q", "b"))
+	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue:ttl"}, q.keys(), "only the tombstones are left")
+	pttl = q.admin.PTTL(context.Background(), "{locks:q}:queue:ttl").Val()
+	assert.Greater(t, pttl, time.Duration(0), "the tombstones expire")
+	assert.LessOrEqual(t, pttl, time.Minute)
 	q.release("locks:q", "vb")
-	assert.Empty(t, q.keys())
+	assert.Equal(t, []string{"{locks:q}:queue:ttl"}, q.keys())
 }
 
 // Equal arrivals are ordered by ID; an entry keeps its first arrival.
@@ -130,12 +152,12 @@ func TestAcquireQueuedTies(t *testing.T) {
 func TestAcquireQueuedExpiredWaiter(t *testing.T) {
 	q := newQueueT(t)
 	t0 := time.Now()
-	ok, _ := q.acquire("locks:x", "vh", redlock.Waiter{ID: "h", Arrival: t0.Add(-time.Second), TTL: time.Minute})
+	ok, _ := q.acquire("locks:x", "vh", redlock.Waiter{ID: "h", Arrival: t0.Add(-time.Second), TTL: 100 * time.Millisecond})
 	require.True(t, ok)
 	short := redlock.Waiter{ID: "short", Arrival: t0, TTL: 50 * time.Millisecond}
 	ok, _ = q.acquire("locks:x", "vs", short)
 	require.False(t, ok)
-	late := redlock.Waiter{ID: "late", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+	late := redlock.Waiter{ID: "late", Arrival: t0.Add(time.Millisecond), TTL: 2 * time.Second}
 	q.release("locks:x", "vh")
 	for i := 0; i < 500 && !ok; i++ { // until short's entry expired
 		if ok, _ = q.acquire("locks:x", "vl", late); !ok {
@@ -144,6 +166,8 @@ func TestAcquireQueuedExpiredWaiter(t *testing.T) {
 	}
 	require.True(t, ok, "granted once the first waiter's entry expired")
 	assert.False(t, q.queued("locks:x", "short"), "the expired entry was dropped")
+	assert.False(t, q.tombstone("locks:x", "short"), "no tombstone for an expired entry")
+	q.drained("locks:x")
 	assert.Equal(t, []string{"locks:x"}, q.keys())
 }
 
@@ -165,12 +189,15 @@ func TestLeaveQueue(t *testing.T) {
 	q.release("locks:{l}", "holder")
 	ok, _ = q.acquire("locks:{l}", "vb", b)
 	require.False(t, ok)
+	a.TTL = 100 * time.Millisecond // a short tombstone
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", a))
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", a))
 	assert.False(t, q.queued("locks:{l}", "a"))
 	ok, _ = q.acquire("locks:{l}", "vb", b)
 	assert.True(t, ok)
+	b.TTL = 100 * time.Millisecond
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", b))
+	q.drained("locks:{l}")
 	assert.Equal(t, []string{"locks:{l}"}, q.keys())
 }
 
@@ -189,17 +216,19 @@ func TestAcquireQueuedFenceAndGuard(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, int64(7), fence)
 	q.release("locks:f", "v")
-	ok, fence = q.acquire("locks:f", "v2", w)
+	// w acquired and left; the next Lock call is another waiter.
+	w2 := redlock.Waiter{ID: "w2", Arrival: time.Now(), TTL: time.Minute}
+	ok, fence = q.acquire("locks:f", "v2", w2)
 	assert.True(t, ok)
 	assert.Equal(t, int64(7), fence)
 	q.release("locks:f", "v2")
 
 	// A release of "late" ran first: the straggling acquire is refused,
-	// although w is first and the key is free.
+	// although its waiter is first and the key is free.
 	ok, err = q.n.Release(ctx, "locks:f", "late", time.Minute)
 	require.NoError(t, err)
 	require.False(t, ok)
-	ok, fence = q.acquire("locks:f", "late", w)
+	ok, fence = q.acquire("locks:f", "late", redlock.Waiter{ID: "w3", Arrival: time.Now(), TTL: time.Minute})
 	assert.False(t, ok, "refused by the release guard")
 	assert.Equal(t, int64(7), fence)
 	assert.Zero(t, q.admin.Exists(ctx, "locks:f").Val())
@@ -231,7 +260,7 @@ func TestQueueValidation(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrNotSent, c.name)
 		assert.Contains(t, err.Error(), c.shows, c.name)
 		assert.Less(t, len(err.Error()), 400, c.name)
-		if c.name != "ttl" && c.name != "waiter TTL" {
+		if c.name != "ttl" {
 			err = n.LeaveQueue(ctx, c.key, c.w)
 			require.ErrorIs(t, err, redlock.ErrNotSent, c.name)
 		}

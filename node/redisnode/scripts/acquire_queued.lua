@@ -5,7 +5,14 @@
 -- ARGV[5] ms from now, reads the lock's fencing counter, and then acquires
 -- as acquire.lua does (release guards included) but only when this waiter
 -- is the first of the queue. When the key holds our value afterwards the
--- waiter leaves the queue. Both queue keys expire with their last entry, so
+-- waiter leaves the queue.
+--
+-- A waiter that left (here, or by leave_queue.lua) stays out until its
+-- entry expires: it is a tombstone, an entry of KEYS[5] without one in
+-- KEYS[4]. A later call for it (a copy that was still on the network)
+-- enters nothing and changes nothing: after the release-guard check it
+-- returns 1 when the key already holds ARGV[1] (a retried copy), else 0.
+-- Both queue keys expire with their last entry (tombstones included), so
 -- nothing is left behind when every waiter dies.
 --
 -- KEYS[1]  the lock key
@@ -15,21 +22,24 @@
 -- KEYS[4]  the lock's fair queue (sorted set: waiter ID -> arrival in ms;
 --          same hash slot)
 -- KEYS[5]  the queue's expiries (sorted set: waiter ID -> expiry in server
---          ms; same hash slot)
+--          ms; same hash slot); also holds the tombstones
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  the waiter's ID (no newline)
 -- ARGV[4]  the waiter's arrival in milliseconds since 1970 (integer); an
 --          entry keeps its first arrival
--- ARGV[5]  how long the waiter's entry lives, in milliseconds (positive)
+-- ARGV[5]  how long the waiter's entry, or its tombstone once it leaves,
+--          lives, in milliseconds (positive)
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
--- PEXPIREAT, GET, EXISTS, SET.
+-- PEXPIREAT, GET, EXISTS, SET. (Membership is read from ZADD NX's reply,
+-- not ZSCORE, so that the ACL of docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
 --   [1]  1 acquired (or the key already held ARGV[1]: a retried copy, its
---        TTL unchanged), 0 held by another value or another waiter is
---        first, -1 refused by a release guard (as acquire.lua)
+--        TTL unchanged), 0 held by another value, another waiter is
+--        first, or the waiter left, -1 refused by a release guard (as
+--        acquire.lua)
 --   [2]  the fencing counter, 0 when the lock has none yet
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -40,6 +50,7 @@ end
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
 end
+local expiry = now + tonumber(ARGV[5])
 
 -- Sets both queue keys to expire with the latest entry.
 local function cover()
@@ -51,19 +62,35 @@ local function cover()
   end
 end
 
--- Takes the waiter out of the queue.
+-- Takes the waiter out of the queue, leaving its tombstone.
 local function leave()
   redis.call('ZREM', KEYS[4], ARGV[3])
-  redis.call('ZREM', KEYS[5], ARGV[3])
+  redis.call('ZADD', KEYS[5], expiry, ARGV[3])
   cover()
 end
 
-redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[3])
-redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ARGV[3])
-cover()
+-- Enter the waiter, or find its tombstone: not in KEYS[4] (ZADD NX added
+-- it) but in KEYS[5] (ZADD NX did not); then undo the first ZADD.
+local queued = redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[3]) == 0
+local timed = redis.call('ZADD', KEYS[5], 'NX', expiry, ARGV[3]) == 0
+local left = timed and not queued
+if left then
+  redis.call('ZREM', KEYS[4], ARGV[3])
+else
+  if timed then
+    redis.call('ZADD', KEYS[5], expiry, ARGV[3])
+  end
+  cover()
+end
 local fence = tonumber(redis.call('GET', KEYS[3]) or '0')
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return { -1, fence }
+end
+if left then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return { 1, fence }
+  end
+  return { 0, fence }
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   leave()

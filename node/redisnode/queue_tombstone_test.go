@@ -1,0 +1,138 @@
+package redisnode
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// A waiter that left the queue stays out for its TTL: a late copy of its
+// AcquireQueued (still on the network when LeaveQueue ran) neither takes
+// the free key nor enters the queue again, so the waiter behind it is
+// granted.
+func TestLateAcquireQueuedAfterLeave(t *testing.T) {
+	q := newQueueT(t)
+	ctx := context.Background()
+	t0 := time.Now()
+	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute}
+	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+	ok, err := q.n.Acquire(ctx, "locks:late", "holder", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, w := range []redlock.Waiter{a, b} {
+		ok, _ = q.acquire("locks:late", "v"+w.ID, w)
+		require.False(t, ok, w.ID)
+	}
+	q.release("locks:late", "holder")
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:late", a))
+	assert.True(t, q.tombstone("locks:late", "a"))
+
+	ok, _ = q.acquire("locks:late", "va", a) // the late copy
+	assert.False(t, ok, "a left: its late copy must not take the free key")
+	assert.Zero(t, q.admin.Exists(ctx, "locks:late").Val(), "the key stayed free")
+	assert.True(t, q.tombstone("locks:late", "a"), "a did not enter the queue again")
+	ok, _ = q.acquire("locks:late", "vb", b)
+	assert.True(t, ok, "b is first: a did not re-enter ahead of it")
+}
+
+// A LeaveQueue that overtakes the waiter's first AcquireQueued keeps it
+// out too.
+func TestLeaveQueueBeforeAcquireQueued(t *testing.T) {
+	q := newQueueT(t)
+	ctx := context.Background()
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:early", a))
+	assert.True(t, q.tombstone("locks:early", "a"))
+	assert.ElementsMatch(t, []string{"{locks:early}:queue:ttl"}, q.keys())
+	pttl := q.admin.PTTL(ctx, "{locks:early}:queue:ttl").Val()
+	assert.Greater(t, pttl, time.Duration(0), "the tombstone expires")
+	assert.LessOrEqual(t, pttl, time.Minute)
+
+	ok, fence := q.acquire("locks:early", "va", a)
+	assert.False(t, ok, "a left before it came: not granted")
+	assert.Zero(t, fence)
+	assert.False(t, q.queued("locks:early", "a"), "a was not queued")
+	assert.Zero(t, q.admin.Exists(ctx, "locks:early").Val(), "the key stayed free")
+
+	// A waiter that never left is unaffected.
+	ok, _ = q.acquire("locks:early", "vc", redlock.Waiter{ID: "c", Arrival: time.Now(), TTL: time.Minute})
+	assert.True(t, ok)
+}
+
+// A waiter that acquired stays out: a late copy of its AcquireQueued with
+// the same value is false once the key was released (nothing changes), and
+// true while the key still holds the value (a retried copy).
+func TestLateAcquireQueuedAfterAcquire(t *testing.T) {
+	q := newQueueT(t)
+	ctx := context.Background()
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	ok, _ := q.acquire("locks:won", "va", a)
+	require.True(t, ok)
+	assert.True(t, q.tombstone("locks:won", "a"))
+	ok, _ = q.acquire("locks:won", "va", a)
+	assert.True(t, ok, "a retried copy while the key holds the value")
+	assert.True(t, q.tombstone("locks:won", "a"))
+
+	q.release("locks:won", "va")
+	ok, _ = q.acquire("locks:won", "va", a)
+	assert.False(t, ok, "a late copy after the release")
+	assert.Zero(t, q.admin.Exists(ctx, "locks:won").Val(), "the key stayed absent")
+	assert.False(t, q.queued("locks:won", "a"), "a was not queued again")
+	assert.True(t, q.tombstone("locks:won", "a"))
+}
+
+// A release guard still comes first for a waiter that left.
+func TestLeftWaiterReleaseGuard(t *testing.T) {
+	q := newQueueT(t)
+	ctx := context.Background()
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:g", a))
+	ok, err := q.n.Release(ctx, "locks:g", "va", time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok)
+	guard, err := guardKey("locks:g", "va")
+	require.NoError(t, err)
+	fence, err := fenceKey("locks:g")
+	require.NoError(t, err)
+	queue, queueTTL, _ := queueKeys("locks:g")
+	raw, err := acquireQueuedScript.Run(ctx, q.admin, []string{"locks:g", guard, fence, queue, queueTTL},
+		"va", 60000, "a", a.Arrival.UnixMilli(), 60000).Slice()
+	require.NoError(t, err)
+	code, _, okInts := twoInts(raw)
+	require.True(t, okInts, "%v", raw)
+	assert.Equal(t, int64(-1), code, "the release guard is checked before the tombstone")
+	assert.True(t, q.tombstone("locks:g", "a"))
+}
+
+// A tombstone expires with the waiter's TTL: the same waiter ID can then
+// queue again.
+func TestTombstoneExpires(t *testing.T) {
+	q := newQueueT(t)
+	ctx := context.Background()
+	ok, err := q.n.Acquire(ctx, "locks:e", "holder", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: 100 * time.Millisecond}
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:e", a))
+	require.True(t, q.tombstone("locks:e", "a"))
+
+	long := a
+	long.TTL = time.Minute
+	for i := 0; i < 3000 && !q.queued("locks:e", "a"); i++ { // until the tombstone expired
+		ok, _ = q.acquire("locks:e", "va", long)
+		require.False(t, ok, "held")
+		if !q.queued("locks:e", "a") {
+			require.True(t, q.tombstone("locks:e", "a"), "kept out only while the tombstone lives")
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.True(t, q.queued("locks:e", "a"), "a queued again once its tombstone expired")
+	q.release("locks:e", "holder")
+	ok, _ = q.acquire("locks:e", "va", long)
+	assert.True(t, ok)
+}
