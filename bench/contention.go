@@ -223,7 +223,7 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 		lo := left[e.id(cond)]
 		r := Row{Contender: e.c.Name, N: e.n, Condition: cond, Clients: ct.Clients,
 			Cycles: e.acquisitions, Errors: e.errors, Overlaps: e.overlaps,
-			OrphanKeys: lo.keys, GuardKeys: lo.guards, GoroutinesAfterLoop: e.gLoop, GoroutinesAfterClose: e.gClose,
+			OrphanKeys: lo.keys, GuardKeys: lo.guards, QueueKeys: lo.queue, GoroutinesAfterLoop: e.gLoop, GoroutinesAfterClose: e.gClose,
 			LongestWaitMs: ms(e.longest)}
 		w := slices.Clone(e.waits)
 		slices.Sort(w)

@@ -24,14 +24,15 @@ func entryID(contender string, n int, cond string) string {
 }
 
 // leftover counts one entry's keys left on the masters.
-type leftover struct{ keys, guards int }
+type leftover struct{ keys, guards, queue int }
 
 // guardMark is in the name of quorumlock's release guards.
 const guardMark = ":release-guard:"
 
 // leftovers scans every master for the run's keys and counts them per
 // entry ID. Fencing counters (keys ending in ":fence", kept without a TTL
-// by design) are not counted; release guards are counted apart.
+// by design) are not counted; release guards and fair-queue keys (they
+// expire) are counted apart.
 func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftover, error) {
 	counts := map[string]leftover{}
 	err := scanRun(ctx, ms, run, func(_ *redis.Client, k string) error {
@@ -46,9 +47,12 @@ func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftove
 			id = strings.Join(parts[:3], ":")
 		}
 		c := counts[id]
-		if strings.Contains(k, guardMark) {
+		switch {
+		case strings.Contains(k, guardMark):
 			c.guards++
-		} else {
+		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"):
+			c.queue++
+		default:
 			c.keys++
 		}
 		counts[id] = c

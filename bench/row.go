@@ -53,6 +53,10 @@ type Row struct {
 	// counters, kept without a TTL by design, are not counted.
 	OrphanKeys int `json:"orphan_keys"`
 	GuardKeys  int `json:"guard_keys"`
+	// QueueKeys counts the fair queue's keys left ({name}:queue and
+	// {name}:queue:ttl): they expire with the queue's last entry, which a
+	// waiter that left keeps for its entry TTL (1s by default).
+	QueueKeys int `json:"queue_keys"`
 	// FirstLockMs is the duration of the first cycle after the first
 	// master died (condition one-dead only; 0 elsewhere).
 	FirstLockMs float64 `json:"first_lock_after_death_ms"`
@@ -171,10 +175,15 @@ func writeContention(b *strings.Builder, rs []Row) {
 	}
 }
 
-// orphans shows a row's orphan keys, with its release guards when any.
+// orphans shows a row's orphan keys, with its release guards and fair
+// queue keys when any.
 func orphans(r Row) string {
+	s := fmt.Sprint(r.OrphanKeys)
 	if r.GuardKeys > 0 {
-		return fmt.Sprintf("%d (+%d guards)", r.OrphanKeys, r.GuardKeys)
+		s += fmt.Sprintf(" (+%d guards)", r.GuardKeys)
 	}
-	return fmt.Sprint(r.OrphanKeys)
+	if r.QueueKeys > 0 {
+		s += fmt.Sprintf(" (+%d queue keys)", r.QueueKeys)
+	}
+	return s
 }

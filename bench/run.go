@@ -395,7 +395,7 @@ func Run(ctx context.Context, cfg Config) (rows []Row, err error) {
 	for _, e := range entries {
 		lo := left[e.id()]
 		row := Row{Contender: e.c.Name, N: e.n, Condition: e.cond.Name, Cycles: len(e.lat), Errors: e.errors,
-			OrphanKeys: lo.keys, GuardKeys: lo.guards, GoroutinesAfterLoop: e.gLoop, GoroutinesAfterClose: e.gClose}
+			OrphanKeys: lo.keys, GuardKeys: lo.guards, QueueKeys: lo.queue, GoroutinesAfterLoop: e.gLoop, GoroutinesAfterClose: e.gClose}
 		summarise(&row, e.lat, e.busy)
 		if e.attempts > 0 {
 			row.AllocsPerCycle = float64(e.mallocs) / float64(e.attempts)

@@ -12,11 +12,12 @@ import (
 // kept on every node (QueueNode), and a node grants the lock only to the
 // first live waiter of its queue; with nodes that report releases
 // (WatchNode), a release wakes only that waiter. TryLock is fair too: it
-// succeeds only when no live waiter is ahead of it, and leaves the queue
-// when it fails. A waiter's entry lives for max(1s, 4 × (retry backoff
-// maximum + node timeout)) after each of its attempts: a waiter that dies
-// holds the queue up at most that long. Order is by each client's clock at
-// the call's start (ties broken at random), so it is as fair as the
+// succeeds only when no live waiter is ahead of it (its own entry lives
+// 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
+// maximum + node timeout)) after each of its attempts, and a waiter that
+// left (it acquired or gave up) stays out of the queue as long: a waiter
+// that dies, or whose removal is lost, holds the queue up at most that
+// long. Order is by each client's clock at the call's start (ties broken at random), so it is as fair as the
 // clients' clocks agree. Every client of a lock name should use it: a
 // client without it takes the lock whenever it is free, ahead of the queue.
 // The queue only makes nodes refuse acquires they would otherwise grant, so
@@ -32,14 +33,21 @@ func (l *lockConfig) fairEntryTTL(c clientConfig) time.Duration {
 }
 
 // queued returns a new Lock call's place in the fair queue, nil for a lock
-// without WithFairQueue.
-func (m *Mutex) queued() *Waiter {
+// without WithFairQueue. once: the call makes one attempt (TryLock), so its
+// entry need not outlive the attempt: it lives 1ms, and no removal is sent
+// (an entry left behind by a lost removal or a late copy of the acquire
+// would otherwise sit ahead of every later waiter for a full entry TTL).
+func (m *Mutex) queued(once bool) *Waiter {
 	if !m.cfg.fair {
 		return nil
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
-	return &Waiter{ID: hex.EncodeToString(b[:]), Arrival: time.Now(), TTL: m.cfg.fairEntryTTL(m.c.cfg)}
+	ttl := m.cfg.fairEntryTTL(m.c.cfg)
+	if once {
+		ttl = time.Millisecond
+	}
+	return &Waiter{ID: hex.EncodeToString(b[:]), Arrival: time.Now(), TTL: ttl}
 }
 
 // leaveQueue takes q out of the fair queue in the background, on every

@@ -43,11 +43,7 @@ type Mutex struct {
 // TryLock returned); errors.As gives a *QuorumError with every node's result.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	ctx, start := m.opStart(ctx, OpAcquire, false)
-	q := m.queued()
-	lease, err := m.attempt(ctx, m.cfg.renew, q)
-	if err != nil && q != nil {
-		m.leaveQueue(ctx, q, nil)
-	}
+	lease, err := m.attempt(ctx, m.cfg.renew, m.queued(true))
 	err = withCtxErr(ctx, err)
 	m.acquired(ctx, start, lease, err, 1)
 	return lease, err
@@ -90,7 +86,7 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempt
 	if m.cfg.maxWait > 0 {
 		giveUp = time.Now().Add(m.cfg.maxWait)
 	}
-	q := m.queued()
+	q := m.queued(false)
 	var w *watch
 	var wt *waiter
 	defer func() {

@@ -222,3 +222,38 @@ func TestFairQueueConfig(t *testing.T) {
 	assert.Positive(t, token)
 	require.NoError(t, lease.Unlock(context.Background()))
 }
+
+// A fair TryLock that fails must leave no ghost in the queue: a copy of
+// its acquire that reaches a node late (slow on the network) enters its
+// waiter there after the TryLock has returned; were that entry to live a
+// full entry TTL, first in the queue of two of three nodes, it would
+// refuse every later waiter a quorum (a TryLock's entry lives 1ms; the
+// simulator found schedules that granted nothing: docs/simulation.md).
+// X's acquires to nodes 0 and 1 take 200ms (X gives up after 50ms). After
+// the holder's release, Y's TryLock must succeed.
+func TestFairTryLockLeavesNoGhost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		h := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+		x := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+		y := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
+		lease, err := h.TryLock(context.Background())
+		require.NoError(t, err)
+		ms[0].SetDelay(200 * time.Millisecond)
+		ms[1].SetDelay(200 * time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			_, err := x.TryLock(context.Background())
+			done <- err
+		}()
+		time.Sleep(25 * time.Millisecond) // X's acquires are on their way
+		ms[0].SetDelay(0)
+		ms[1].SetDelay(0)
+		require.ErrorIs(t, <-done, redlock.ErrNotObtained)
+		time.Sleep(300 * time.Millisecond) // the late acquires have arrived
+		require.NoError(t, lease.Unlock(context.Background()))
+		next, err := y.TryLock(context.Background())
+		require.NoError(t, err, "a ghost of X kept Y from a quorum")
+		require.NoError(t, next.Unlock(context.Background()))
+	})
+}

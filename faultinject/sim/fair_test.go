@@ -13,14 +13,33 @@ import (
 // -short, as TestSimulate's).
 const fairSchedules = 100
 
-// fairPlan is seed's plan in fam with the fair queue and LockRetry forced
-// on: waiting Lock calls, so that the queue forms and releases wake its
-// first waiter. (Fair plans of TestSimulate's mixed family are TryLock
-// only half the time; those can starve: docs/simulation.md.)
+// fairPlan is seed's plan in fam with the fair queue forced on, with
+// waiting Lock calls for even seeds (the queue forms and releases wake its
+// first waiter) and TryLock only for odd ones (each failed try enters the
+// queue and leaves it at once).
 func fairPlan(seed uint64, fam Family) Plan {
 	p := NewPlan(seed, fam)
-	p.Fair, p.LockRetry = true, true
+	p.Fair, p.LockRetry = true, seed%2 == 0
 	return p
+}
+
+// TestFairTryLockProgress: the TryLock-only fair schedules that granted no
+// lease at all before a waiter that left the queue was kept out of it (a
+// late copy of its acquire re-queued it, first on enough masters to refuse
+// everyone a quorum: docs/simulation.md) must grant leases.
+func TestFairTryLockProgress(t *testing.T) {
+	for _, seed := range []uint64{32, 60} {
+		p := NewPlan(seed, Mixed)
+		p.Fair, p.LockRetry = true, false
+		r := runPlan(t, p)
+		if r.Outcome == Fail {
+			t.Errorf("seed %d (mixed, fair, TryLock) failed:\n  %s", seed, strings.Join(r.Violations, "\n  "))
+		}
+		if r.Holds == 0 {
+			t.Errorf("seed %d (mixed, fair, TryLock): no lease granted in %d attempts: waiters that left the queue block it", seed, r.Attempts)
+		}
+		t.Logf("seed %d: %d leases in %d attempts", seed, r.Holds, r.Attempts)
+	}
 }
 
 // TestFairQueue runs mixed schedules with WithFairQueue on every client's
