@@ -15,9 +15,10 @@ import (
 // any of its Lock calls waits for that name (and for watchLinger after the
 // last one stops), and ends a waiting call's sleep as soon as releases were
 // reported, since its last attempt began, by nodes that refused that attempt
-// because the lock was held, and those nodes together with the ones that
-// were free make a quorum (the reports of its own rollback, or of a node in
-// quarantine, never wake it: no retry loop without a pause). A release
+// because the lock was held (or had not replied when it was decided), and
+// those nodes together with the ones that were free make a quorum (the
+// reports of its own rollback, or of a node in quarantine, never wake it:
+// no retry loop without a pause). A release
 // wakes one call per client for a plain lock (its oldest waiting call: no
 // herd of every waiting call), and under WithFairQueue only the call the
 // nodes name as their queue's first waiter. The backoff stays the fallback
@@ -57,11 +58,18 @@ type waiter struct {
 	id   string // its fair queue ID; "" for a plain lock
 	seen []bool // nodes that reported a release since its attempt began (under watch.mu)
 	// After its attempt failed (settled): taken, the nodes that refused it
-	// because the lock was held (their reports are news); free, how many
-	// said yes (free once rolled back). The reports of every other node are
-	// ignored: those of a node that said yes come from the attempt's own
-	// rollback, and a node that timed out, was busy or is in quarantine
-	// is not made worth trying by a release.
+	// because the lock was held, or had not replied when it was decided
+	// (their reports are news); free, how many said yes (free once rolled
+	// back). The reports of every other node are ignored: those of a node
+	// that said yes come from the attempt's own rollback, and a node that
+	// timed out, was busy or is in quarantine is not made worth trying by a
+	// release. A node without a reply may have been held (the attempt was
+	// decided by the others' refusals): ignoring its report lost the
+	// wake-up of a release that freed it. Its report may come from the
+	// attempt's own rollback instead (it said yes too late), but such
+	// reports never make a quorum: the attempt was decided by more than
+	// N - quorum refusals, so fewer than a quorum of nodes can have said
+	// yes, on time or late.
 	settled bool
 	taken   []bool
 	free    int
@@ -204,7 +212,7 @@ func (w *watch) settle(wt *waiter, err error) {
 	defer w.mu.Unlock()
 	wt.free = 0
 	for i, r := range qe.Nodes {
-		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken)
+		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken) || errors.Is(r.Err, ErrNoReply)
 		if r.Err == nil {
 			wt.free++
 		}

@@ -116,6 +116,37 @@ func TestOneWaiterWokenPerClient(t *testing.T) {
 	})
 }
 
+// A node that had not replied when a waiter's attempt was decided may have
+// been held: its release report counts. Node 2 is held by another client
+// (alone on it), nodes 0 and 1 by the holder; node 1 is slow, so the
+// waiter's attempts are decided by the refusals of 0 and 2 before node 1
+// answers. The holder's release is reported by 0 and 1 only: counting 1's
+// report wakes the waiter at once (it takes 0 and 1); ignoring it (a node
+// without a reply counted as not held) left it asleep for its hour
+// (the release that freed a quorum was lost as a wake-up).
+func TestWokenByANodeThatHadNotReplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		other := newMutex(t, newClient(t, nodes[2:]))
+		_, err := other.TryLock(context.Background())
+		require.NoError(t, err)
+		holder := newMutex(t, newClient(t, nodes))
+		lease, err := holder.TryLock(context.Background())
+		require.NoError(t, err)
+		ms[1].SetDelay(10 * time.Millisecond)
+		waiter := newMutex(t, newClient(t, nodes), redlock.WithRetryBackoff(time.Hour, time.Hour))
+		got := lockAsync(context.Background(), waiter)
+		synctest.Wait() // the waiter sleeps its backoff
+		time.Sleep(time.Second)
+		released := time.Now()
+		require.NoError(t, lease.Unlock(context.Background()))
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Less(t, r.at.Sub(released), time.Minute, "woken by the release, not by its backoff")
+		require.NoError(t, r.lease.Unlock(context.Background()))
+	})
+}
+
 // WithFairQueue: the lock goes to the waiter that came first, even when a
 // later one polls far more often. B waits (polling once a minute, no
 // notifications), then C (polling every 10ms); A releases: C's polls are
