@@ -394,14 +394,8 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		s, found, err := n.getLocked(fenceKey, now)
-		if err != nil {
-			fail = err
+		if fence, number, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
-		}
-		fence, number = 0, true
-		if found {
-			fence, number = luaNumber(s)
 		}
 		ok, fail = n.acquireLocked(key, value, guard, ttl, now)
 	})
@@ -418,6 +412,18 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, fmt.Errorf("memnode %s: acquire_fenced.lua returned [%d], want [int, int]: the fencing counter %s holds no number", n.addr, res, quote(fenceKey))
 	}
 	return ok, luaInteger(fence), nil
+}
+
+// counterLocked reads the fencing counter at fenceKey as the scripts do
+// (tonumber of GET): 0 when absent; number is false when it holds no
+// number.
+func (n *Node) counterLocked(fenceKey string, now time.Time) (counter float64, number bool, err error) {
+	s, found, err := n.getLocked(fenceKey, now)
+	if err != nil || !found {
+		return 0, err == nil, err
+	}
+	counter, number = luaNumber(s)
+	return counter, number, nil
 }
 
 // RaiseFence implements redlock.FencingNode as raise_fence.lua does: it

@@ -191,14 +191,8 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
 			arrivals, _, _ = n.queueLocked(qk, tk, now)
 		}
-		s, found, err := n.getLocked(fenceKey, now)
-		if err != nil {
-			fail = err
+		if fence, number, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
-		}
-		fence, number = 0, true
-		if found {
-			fence, number = luaNumber(s)
 		}
 		if n.lookupLocked(guard, now) != nil {
 			return

@@ -28,19 +28,11 @@ var _ redlock.QueueNode = (*Node)(nil)
 // rounded down to whole milliseconds and must be at least one; w.ID must be
 // non-empty without a newline. It implements redlock.QueueNode.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
-	ms, err := ttlMillis(ttl)
+	ms, guard, fence, err := fencedArgs(key, value, ttl)
 	if err != nil {
 		return false, 0, err
 	}
 	wms, err := checkWaiter(w)
-	if err != nil {
-		return false, 0, err
-	}
-	guard, err := guardKey(key, value)
-	if err != nil {
-		return false, 0, err
-	}
-	fence, err := fenceKey(key)
 	if err != nil {
 		return false, 0, err
 	}

@@ -178,15 +178,7 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 // "{key}:fence" (or "key:fence" when key has a hash tag), kept without a TTL.
 // It implements redlock.FencingNode.
 func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
-	ms, err := ttlMillis(ttl)
-	if err != nil {
-		return false, 0, err
-	}
-	guard, err := guardKey(key, value)
-	if err != nil {
-		return false, 0, err
-	}
-	fence, err := fenceKey(key)
+	ms, guard, fence, err := fencedArgs(key, value, ttl)
 	if err != nil {
 		return false, 0, err
 	}
@@ -199,15 +191,27 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
-	if len(res) != 2 {
-		return false, 0, fmt.Errorf("redisnode: %s: acquire_fenced.lua returned %v, want [int, int]", n.addr, res)
-	}
-	acquired, ok1 := res[0].(int64)
-	counter, ok2 := res[1].(int64)
-	if !ok1 || !ok2 {
+	acquired, counter, ok := twoInts(res)
+	if !ok {
 		return false, 0, fmt.Errorf("redisnode: %s: acquire_fenced.lua returned %v, want [int, int]", n.addr, res)
 	}
 	return acquired == 1, counter, nil
+}
+
+// fencedArgs checks an acquire that reads the fencing counter (AcquireFenced,
+// AcquireQueued) and returns its TTL in milliseconds, its release-guard key
+// and the lock's fencing counter key.
+func fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence string, err error) {
+	if ms, err = ttlMillis(ttl); err != nil {
+		return 0, "", "", err
+	}
+	if guard, err = guardKey(key, value); err != nil {
+		return 0, "", "", err
+	}
+	if fence, err = fenceKey(key); err != nil {
+		return 0, "", "", err
+	}
+	return ms, guard, fence, nil
 }
 
 // RaiseFence raises the lock's fencing counter to token (never lowers it),
