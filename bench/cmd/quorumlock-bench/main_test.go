@@ -82,9 +82,11 @@ func TestQuickTiny(t *testing.T) {
 	if err := json.Unmarshal(b, &rows); err != nil {
 		t.Fatal(err)
 	}
-	// 3 unfaulted conditions x (8 contenders at N=1 + 6 at N=3), 3 faulted
-	// x 6 at N=3, 6 under contention.
-	if want := 3*(8+6) + 3*6 + 6; len(rows) != want {
+	// 3 unfaulted conditions x (every contender at N=1 + the quorum ones at
+	// N=3), 3 faulted x the quorum ones at N=3, the quorum ones under
+	// contention.
+	all, multi := contenderCounts()
+	if want := 3*(all+multi) + 3*multi + multi; len(rows) != want {
 		t.Errorf("%d JSON rows, want %d", len(rows), want)
 	}
 	for _, r := range rows {
@@ -158,8 +160,8 @@ func TestNodesWithPassword(t *testing.T) {
 			t.Errorf("%s N=%d %s: no successful cycle (%s)", r.Contender, r.N, r.Condition, r.Err)
 		}
 	}
-	if ns[1] != 8 || ns[3] != 6 || len(ns) != 2 {
-		t.Errorf("healthy rows per N: %v, want 8 at N=1 and 6 at N=3", ns)
+	if all, multi := contenderCounts(); ns[1] != all || ns[3] != multi || len(ns) != 2 {
+		t.Errorf("healthy rows per N: %v, want %d at N=1 and %d at N=3", ns, all, multi)
 	}
 	for i, c := range clients {
 		if n, err := c.DBSize(t.Context()).Result(); err != nil || n != 0 {
@@ -177,4 +179,16 @@ func TestUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want %d without the password", args, code, errOut.String(), exitUsage)
 		}
 	}
+}
+
+// contenderCounts returns how many contenders the bench has, and how many
+// of them run on more than one master.
+func contenderCounts() (all, multi int) {
+	for _, c := range bench.Contenders() {
+		all++
+		if !c.OneNode {
+			multi++
+		}
+	}
+	return all, multi
 }
