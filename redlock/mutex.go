@@ -94,14 +94,19 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempt
 			m.leave(w, wt)
 		}
 		if err != nil && q != nil {
-			m.leaveQueue(ctx, q, nil)
+			m.leaveQueue(ctx, q.w, nil)
 		}
 	}()
 	for k := 0; ; k++ {
+		if q != nil && m.requeue(ctx, q) && w != nil {
+			w.rename(wt, q.w.ID)
+		}
 		if w != nil {
 			w.reset(wt)
 		}
+		began := time.Now()
 		lease, err := m.attempt(ctx, renew, q)
+		took := time.Since(began)
 		switch {
 		case err == nil:
 			return lease, k + 1, nil
@@ -117,7 +122,7 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempt
 			var fresh bool
 			id := ""
 			if q != nil {
-				id = q.ID
+				id = q.w.ID
 			}
 			if w, wt, fresh = m.waitFor(ctx, id); fresh {
 				// A release between the attempt and the watch went
@@ -139,6 +144,9 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempt
 		case <-t.C:
 		case <-wake:
 			t.Stop()
+			if q == nil && !m.scatter(ctx, took) {
+				return nil, k + 1, withCtxErr(ctx, err)
+			}
 		case <-ctx.Done():
 			t.Stop()
 			return nil, k + 1, withCtxErr(ctx, err)
@@ -193,7 +201,7 @@ func (m *Mutex) backoff(k int) time.Duration {
 
 // attempt makes one attempt and reports it to the client's Observer.
 // q is the Lock call's place in the fair queue (nil unless WithFairQueue).
-func (m *Mutex) attempt(ctx context.Context, renew float64, q *Waiter) (*Lease, error) {
+func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, error) {
 	obs := m.c.obs
 	if obs == nil {
 		lease, _, err := m.try(ctx, renew, q)
@@ -208,7 +216,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *Waiter) (*Lease, 
 
 // try is one attempt; it also returns the round's decision (zero when no
 // round ran).
-func (m *Mutex) try(ctx context.Context, renew float64, q *Waiter) (*Lease, decision, error) {
+func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decision, error) {
 	c := m.c
 	if err := c.usable(); err != nil {
 		return nil, decision{}, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
@@ -216,7 +224,11 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *Waiter) (*Lease, deci
 	token, value := c.newValue()
 	value += m.suffix
 	keyTTL := m.keyTTL()
-	e := &acquireExec{m: m, value: value, ttl: keyTTL, w: q}
+	e := &acquireExec{m: m, value: value, ttl: keyTTL}
+	var before []*call
+	if q != nil {
+		e.w, before, q.after = &q.w, q.after, nil
+	}
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]
 	} else {
@@ -230,7 +242,11 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *Waiter) (*Lease, deci
 		node:    NodeAcquire,
 		lock:    &m.info,
 		exec:    e,
+		before:  before,
 	})
+	if q != nil {
+		q.last = r
+	}
 	d := r.wait(ctx, m.quorum, 0)
 	var causes []error // why it failed, besides ErrNotObtained
 	// A duplicate server found while the attempt ran fails it (its own
@@ -252,7 +268,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *Waiter) (*Lease, deci
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, grants)
 			if q != nil {
-				m.leaveQueue(ctx, q, r) // where it did not acquire
+				m.leaveQueue(ctx, q.w, r) // where it did not acquire
 			}
 			return lease, d, nil
 		default:

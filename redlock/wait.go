@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -234,6 +235,13 @@ func (w *watch) reset(wt *waiter) {
 	w.mu.Unlock()
 }
 
+// rename gives wt the fair queue ID its call goes on under (requeue).
+func (w *watch) rename(wt *waiter, id string) {
+	w.mu.Lock()
+	wt.id = id
+	w.mu.Unlock()
+}
+
 // leave unregisters wt and releases w.
 func (m *Mutex) leave(w *watch, wt *waiter) {
 	w.mu.Lock()
@@ -298,5 +306,33 @@ func (c *Client) closeWatches() {
 		if w.refs == 0 {
 			c.endWatch(w)
 		}
+	}
+}
+
+// scatterRounds is how many attempt durations a plain waiter's wake-up is
+// spread over (scatter).
+const scatterRounds = 4
+
+// scatter delays a plain lock's waiting call, woken by a release, by a
+// random time in [0, scatterRounds x took), took being its last attempt's
+// duration. Every client with a waiting call is woken by the same release
+// (one call each); attempts made at the same instant split the nodes'
+// votes, fail together and roll back, and their rollbacks' reports wake
+// them all again. Spread out, the first attempt usually takes the lock
+// whole and the later ones are refused without a rollback. A fair lock
+// needs none: a release wakes only its first waiter. It reports false when
+// ctx ended first.
+func (m *Mutex) scatter(ctx context.Context, took time.Duration) bool {
+	d := time.Duration(rand.Int64N(int64(scatterRounds*took) + 1))
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -144,6 +147,120 @@ func TestWokenByANodeThatHadNotReplied(t *testing.T) {
 		require.NoError(t, r.err)
 		assert.Less(t, r.at.Sub(released), time.Minute, "woken by the release, not by its backoff")
 		require.NoError(t, r.lease.Unlock(context.Background()))
+	})
+}
+
+// A fair waiter whose attempt a node granted and that then failed (rolled
+// back) goes on under a new ID: the granting node keeps a tombstone of the
+// old one (its queue must not take a late copy of the old acquire back).
+// Node 2 is held by another client; node 1 answers after the node timeout,
+// so the waiter's first attempts are granted on node 0 at once and on
+// node 1 late, and fail. When node 2 is released the waiter takes the lock
+// at once. Under its first ID (knobs.NoFairRequeue) nodes 0 and 1 refuse
+// it as a waiter that left, until its tombstones expire: hours, with this
+// backoff.
+func TestFairWaiterGrantedThenRolledBack(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "requeued", true: "NoFairRequeue"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.NoFairRequeue.Store(true)
+				defer knobs.NoFairRequeue.Store(false)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				ms, nodes := mem(3)
+				holder := newMutex(t, newClient(t, nodes[2:]))
+				lease, err := holder.TryLock(context.Background())
+				require.NoError(t, err)
+				ms[1].SetDelay(100 * time.Millisecond) // the node timeout is 50ms
+				waiter := newMutex(t, newClient(t, nodes), redlock.WithFairQueue(), redlock.WithRetryBackoff(time.Hour, time.Hour))
+				got := lockAsync(context.Background(), waiter)
+				synctest.Wait() // the waiter sleeps its backoff
+				time.Sleep(time.Second)
+				ms[1].SetDelay(0)
+				released := time.Now()
+				require.NoError(t, lease.Unlock(context.Background()))
+				r := <-got
+				require.NoError(t, r.err)
+				waited := r.at.Sub(released)
+				if knob {
+					assert.Greater(t, waited, time.Minute, "with the knob the waiter's tombstones must keep it out")
+				} else {
+					assert.Less(t, waited, time.Minute, "the waiter takes the lock when node 2 is released")
+				}
+				require.NoError(t, r.lease.Unlock(context.Background()))
+			})
+		})
+	}
+}
+
+// acquireClock is a memnode that notes when each Acquire reaches it, per
+// client (one acquireClock per client and node).
+type acquireClock struct {
+	*memnode.Node
+	at *[]time.Time // shared by the client's nodes; under mu
+	mu *sync.Mutex
+}
+
+func (n acquireClock) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	n.mu.Lock()
+	*n.at = append(*n.at, time.Now())
+	n.mu.Unlock()
+	return n.Node.Acquire(ctx, key, value, ttl)
+}
+
+// A release wakes a waiting call in every client with one; their attempts
+// are scattered over a few attempt durations instead of all starting at the
+// instant of the release (at once they split the nodes' votes, fail
+// together and roll back, and the rollbacks' reports wake them all again).
+// Three waiting clients, masters 1ms away: the first attempt each makes
+// after the release must not all start at one instant.
+func TestWokenPlainWaitersAreScattered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		for _, m := range ms {
+			m.SetDelay(time.Millisecond)
+		}
+		holder := newMutex(t, newClient(t, nodes))
+		lease, err := holder.TryLock(context.Background())
+		require.NoError(t, err)
+		var mu sync.Mutex
+		ats := make([][]time.Time, 3)
+		got := make(chan lockResult, len(ats))
+		for c := range ats {
+			wrapped := make([]redlock.Node, len(ms))
+			for i, m := range ms {
+				wrapped[i] = acquireClock{Node: m, at: &ats[c], mu: &mu}
+			}
+			w := newMutex(t, newClient(t, wrapped), redlock.WithRetryBackoff(time.Hour, time.Hour))
+			go func() {
+				l, err := w.Lock(context.Background())
+				got <- lockResult{l, err, time.Now()}
+			}()
+		}
+		synctest.Wait() // every waiter sleeps its backoff
+		time.Sleep(time.Second)
+		released := time.Now()
+		mu.Lock()
+		before := make([]int, len(ats))
+		for c := range ats {
+			before[c] = len(ats[c])
+		}
+		mu.Unlock()
+		require.NoError(t, lease.Unlock(context.Background()))
+		for range ats { // each holder's Unlock wakes the next
+			r := <-got
+			require.NoError(t, r.err)
+			require.Less(t, r.at.Sub(released), time.Minute, "woken by a release")
+			require.NoError(t, r.lease.Unlock(context.Background()))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		firsts := map[time.Time]bool{}
+		for c := range ats {
+			require.Greater(t, len(ats[c]), before[c], "client %d made no attempt after the release", c)
+			firsts[ats[c][before[c]]] = true
+		}
+		assert.Greater(t, len(firsts), 1, "the three woken clients attempted at one instant: %v", firsts)
 	})
 }
 

@@ -63,6 +63,11 @@ var (
 	// NoPanicRelease: Mutex.Do does not release the lease or stop its
 	// renewal when the function panics.
 	NoPanicRelease atomic.Bool
+	// NoFairRequeue: a fair Lock call keeps its waiter ID after an attempt
+	// that a node granted and that then failed, so the tombstones the
+	// granting nodes keep of it leave it out of their queues for the entry
+	// TTL while later waiters go first (a fairness defect, not a safety one).
+	NoFairRequeue atomic.Bool
 	// RawUptime: a server's uptime is taken as INFO's uptime_in_seconds,
 	// which Redis counts from its start time truncated to the second, so a
 	// client meeting a server just after its restart ends the quarantine up
@@ -87,6 +92,7 @@ type Set struct {
 	NoLockDelay        bool
 	NoPanicRelease     bool
 	NoLockDelayStretch bool
+	NoFairRequeue      bool
 }
 
 // Load returns the switches' current values.
@@ -105,5 +111,6 @@ func Load() Set {
 		NoLockDelay:        NoLockDelay.Load(),
 		NoPanicRelease:     NoPanicRelease.Load(),
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
+		NoFairRequeue:      NoFairRequeue.Load(),
 	}
 }
