@@ -227,7 +227,10 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 	e := &acquireExec{m: m, value: value, ttl: keyTTL}
 	var before []*call
 	if q != nil {
-		e.w, before, q.after = &q.w, q.after, nil
+		// A copy: calls of this attempt may outlive it, and requeue
+		// changes q.w.ID before the next.
+		e.wv, before, q.after = q.w, q.after, nil
+		e.w = &e.wv
 	}
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]
@@ -381,7 +384,8 @@ type acquireExec struct {
 	m      *Mutex
 	value  string
 	ttl    time.Duration
-	w      *Waiter // the fair queue's entry (WithFairQueue), else nil
+	w      *Waiter // the fair queue's entry (WithFairQueue: &wv), else nil
+	wv     Waiter
 	grants []grant
 	gbuf   [smallRound]grant
 }
