@@ -73,8 +73,26 @@ func TestWakeupsAndFairQueueOnRealMasters(t *testing.T) {
 		for range 4 {
 			ws = append(ws, newMutex(t, realClient(t, ms.nodes), redlock.WithFairQueue()))
 		}
-		lease, err := ws[0].TryLock(ctx)
-		require.NoError(t, err)
+		// The holder must hold every master: on a free master the first
+		// waiter would be granted (and roll back) at each attempt instead
+		// of waiting in its queue.
+		var lease *redlock.Lease
+		for range 10 {
+			l, err := ws[0].TryLock(ctx)
+			require.NoError(t, err)
+			everywhere := true
+			for i := range ms.raw {
+				_, held := ms.keys(t, i)[lockName]
+				everywhere = everywhere && held
+			}
+			if everywhere {
+				lease = l
+				break
+			}
+			require.NoError(t, l.Unlock(ctx))
+			noKeyLeft()
+		}
+		require.NotNil(t, lease, "the holder never took every master")
 		order := make(chan int, 3)
 		errs := make(chan error, 3)
 		for i := 1; i < 4; i++ {
