@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"time"
 )
 
@@ -87,10 +86,9 @@ func (m *Mutex) requeue(ctx context.Context, p *place) bool {
 	}
 	granted := false
 	for _, cl := range r.calls {
-		// Not finished, said yes (counted or held), or sent and timed out
-		// (the server may have granted it late).
-		granted = granted || !cl.finished() || cl.err == nil || cl.held ||
-			(cl.sent && !cl.replied && !errors.Is(cl.err, ErrNotSent))
+		// Not finished, or a node that may hold the key (it said yes, or
+		// the call was sent and timed out: the server may grant it late).
+		granted = granted || !cl.finished() || mayHold(cl)
 	}
 	if !granted {
 		return false

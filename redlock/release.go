@@ -33,14 +33,25 @@ func (p pendingRelease) send(ctx context.Context, mb *member) (bool, error) {
 // noGuard is the test-only knobs.NoReleaseGuard of the client.
 func releasePlan(acq *call, ttl time.Duration, noGuard bool) (needed bool, guard time.Duration) {
 	switch {
-	case !acq.sent || errors.Is(acq.err, ErrNotSent):
-		return false, 0
-	case acq.replied && acq.err != nil && !acq.held:
+	case !mayHold(acq):
 		return false, 0
 	case acq.replied, noGuard:
 		return true, 0
 	}
 	return true, ttl
+}
+
+// mayHold reports whether the node of the finished acquire call acq may
+// hold the key: the call may have reached the server, and the server did
+// not answer no.
+func mayHold(acq *call) bool {
+	switch {
+	case !acq.sent || errors.Is(acq.err, ErrNotSent):
+		return false
+	case acq.replied && acq.err != nil && !acq.held:
+		return false
+	}
+	return true
 }
 
 // release deletes p (key=value, or a hold) on every node that may hold it (releasePlan), on
