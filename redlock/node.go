@@ -195,11 +195,14 @@ type Waiter struct {
 type ServerInfo struct {
 	// RunID is unique to one run of the server process (Redis's run_id).
 	RunID string
-	// Uptime is how long that run has held the data it serves: how long
-	// the process has run, or 0 when it may have lost data more recently
-	// than that without a new RunID (a replica promoted to master, at an
-	// unknown time). The restart quarantine treats a server met for the
-	// first time as having lost keys Uptime ago.
+	// Uptime is a lower bound of how long that run has held the data it
+	// serves, that no step of the server's wall clock can inflate (redisnode
+	// reports the main thread's CPU time: a clock stepped forward at boot
+	// makes Redis's own uptime_in_seconds lie), or 0 when it may have lost
+	// data more recently than that without a new RunID (a replica promoted
+	// to master, at an unknown time) or cannot tell. The restart quarantine
+	// treats a server met for the first time as having lost keys Uptime
+	// ago.
 	Uptime time.Duration
 	// Settings holds the server's INFO fields that decide whether the
 	// lock's assumptions hold (redis_version, maxmemory_policy,

@@ -3,9 +3,10 @@
 // show that each mechanism is needed: with it switched off they must find a
 // violation. Production code never sets them; they are internal to this
 // repository (the faultinject module may import them, users cannot). The
-// coordinator reads them once per client (Set); DialTimeoutNotSent and
-// RawUptime are read by internal/notsent and internal/redisinfo on each dial
-// and INFO read of a node.
+// coordinator reads them once per client (Set); DialTimeoutNotSent,
+// RawUptime, WallUptime and NoRunStamp are read by the nodes' code
+// (internal/notsent, internal/redisinfo, internal/fencecounter, memnode and
+// redisnode's scripts' arguments) on each call.
 package knobs
 
 import "sync/atomic"
@@ -73,6 +74,16 @@ var (
 	// client meeting a server just after its restart ends the quarantine up
 	// to 1s early.
 	RawUptime atomic.Bool
+	// NoRunStamp: an acquire reads a fencing counter whatever server run
+	// wrote it (internal/fencecounter), so a counter that a master brought
+	// back old from its disk (the AOF's last second lost in a host crash)
+	// counts as present and a token repeats.
+	NoRunStamp atomic.Bool
+	// WallUptime: a server met for the first time is judged by the uptime
+	// its wall clock gives (INFO uptime_in_seconds), which a clock step at
+	// boot inflates, instead of its main thread's CPU time, which no clock
+	// step moves (internal/redisinfo, memnode).
+	WallUptime atomic.Bool
 )
 
 // Set is a snapshot of the switches that the coordinator reads. A client

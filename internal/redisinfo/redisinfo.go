@@ -17,18 +17,30 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// Parse reads the identity of the server that wrote text, the INFO server
-// and replication sections (addr names it in errors). RunID is run_id.
-// Uptime is uptime_in_seconds less one second, because Redis counts it from
-// its start time truncated to the second (the real uptime may be up to 1s
-// less, and the restart quarantine must never think a server older than it
-// is), and 0 on a master promoted from a replica (master_replid2 set): it
-// may lack keys written on the old master until its promotion, at a time
-// INFO does not give. Settings holds the fields of nodecheck.Fields that
-// text has (nil when it has none).
+// Parse reads the identity of the server that wrote text, the INFO server,
+// replication and cpu sections (addr names it in errors). RunID is run_id.
+//
+// Uptime is a lower bound of how long the run has held its data that no
+// clock step can inflate: the CPU time of the server's main thread
+// (used_cpu_sys_main_thread + used_cpu_user_main_thread), which one thread
+// cannot accumulate faster than real time passes, and which only grows.
+// Redis's own uptime_in_seconds is its wall clock's now less its wall
+// clock's start, so a clock stepped forward after the start (chrony's
+// makestep at boot, when the hardware clock lags) inflates it without
+// bound: a client meeting that run for the first time would end the
+// restart quarantine at once (docs/algorithm.md, "Restart quarantine").
+// Uptime is the smaller of the two (uptime_in_seconds less one second,
+// because Redis counts it from its start time truncated to the second), 0
+// without the main thread's CPU time (Redis before 6.2), and 0 on a master
+// promoted from a replica (master_replid2 set): it may lack keys written on
+// the old master until its promotion, at a time INFO does not give.
+// Settings holds the fields of nodecheck.Fields that text has (nil when it
+// has none).
 func Parse(addr, text string) (redlock.ServerInfo, error) {
 	var si redlock.ServerInfo
 	promoted := false
+	var wall, cpu time.Duration
+	cpuFields := 0
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
@@ -47,17 +59,30 @@ func Parse(addr, text string) (redlock.ServerInfo, error) {
 		case "uptime_in_seconds":
 			s, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return si, fmt.Errorf("%s: bad uptime_in_seconds %q in INFO server", addr, v)
+				return si, fmt.Errorf("%s: bad uptime_in_seconds %q in INFO server", addr, bound(v))
 			}
 			// Redis counts it from its start time truncated to the
 			// second: the real uptime may be up to 1s less.
 			if !knobs.RawUptime.Load() { // test-only: INFO's figure as it is
 				s = max(s-1, 0)
 			}
-			si.Uptime = time.Duration(s) * time.Second
+			wall = time.Duration(s) * time.Second
+		case "used_cpu_sys_main_thread", "used_cpu_user_main_thread":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f >= 0) || f > 1e12 {
+				return si, fmt.Errorf("%s: bad %s %q in INFO cpu", addr, k, bound(v))
+			}
+			cpu += time.Duration(f * float64(time.Second))
+			cpuFields++
 		case "master_replid2":
 			promoted = v != "" && v != nodecheck.NoReplID
 		}
+	}
+	switch {
+	case knobs.WallUptime.Load(): // test-only: the wall clock's uptime alone
+		si.Uptime = wall
+	case cpuFields == 2:
+		si.Uptime = min(wall, cpu)
 	}
 	if promoted {
 		si.Uptime = 0
@@ -66,4 +91,12 @@ func Parse(addr, text string) (redlock.ServerInfo, error) {
 		return si, fmt.Errorf("%s: INFO server has no run_id", addr)
 	}
 	return si, nil
+}
+
+// bound keeps a value quoted in an error short.
+func bound(v string) string {
+	if len(v) > 32 {
+		return v[:32] + "..."
+	}
+	return v
 }

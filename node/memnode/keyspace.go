@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -229,38 +228,4 @@ func quote(s string) string {
 		return strconv.Quote(s)
 	}
 	return strconv.Quote(s[:most]) + "...(" + strconv.Itoa(len(s)) + " bytes)"
-}
-
-// luaNumber is Lua 5.1's tonumber on a string, as Redis's scripts read a
-// fencing counter: C's strtod of s up to its first NUL byte, with white
-// space around it, also hexadecimal ("0x1A", "0x1.8p1"), "inf" and "nan";
-// ok is false when s is no number.
-func luaNumber(s string) (f float64, ok bool) {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
-	}
-	s = strings.Trim(s, " \t\n\v\f\r")
-	if strings.ContainsRune(s, '_') { // ParseFloat takes digit separators; strtod does not
-		return 0, false
-	}
-	body := strings.TrimLeft(s, "+-")
-	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') && !strings.ContainsAny(body, "pP") {
-		s += "p0" // strtod takes a hexadecimal number without an exponent; ParseFloat wants one
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	var ne *strconv.NumError
-	if err != nil && !(errors.As(err, &ne) && ne.Err == strconv.ErrRange) {
-		return 0, false
-	}
-	return f, true
-}
-
-// luaInteger converts a Lua number to the integer Redis replies with:
-// truncated toward zero; NaN and numbers out of int64's range give
-// math.MinInt64, as the x86-64 conversion does.
-func luaInteger(f float64) int64 {
-	if math.IsNaN(f) || f >= 0x1p63 || f < -0x1p63 {
-		return math.MinInt64
-	}
-	return int64(f)
 }

@@ -49,8 +49,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/quorumlock/quorumlock/internal/fencecounter"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,12 +68,17 @@ type Node struct {
 	data    map[string]*value // the keyspace (keyspace.go)
 	sweepAt int               // len(data) at which sweepLocked next runs
 	runID   string
-	started time.Time
-	epoch   int // bumped by Restart: commands sent to an older run are lost
-	delay   time.Duration
-	failErr error
-	paused  bool
-	queue   []*command
+	started time.Time // the run's start (real time)
+	// startedClock is the run's start on the node clock, from which
+	// uptime_in_seconds is counted as Redis counts it (a clock step moves
+	// it).
+	startedClock time.Time
+	epoch        int               // bumped by Restart: commands sent to an older run are lost
+	saved        map[string]*value // the keyspace as of the last Checkpoint
+	delay        time.Duration
+	failErr      error
+	paused       bool
+	queue        []*command
 	// The node clock reads base + (now - anchor) * rate.
 	anchor time.Time
 	base   time.Time
@@ -115,6 +120,7 @@ func (n *Node) newRun() {
 	_, _ = rand.Read(b[:])
 	n.runID = hex.EncodeToString(b[:])
 	n.started = time.Now()
+	n.startedClock = n.clock()
 	n.epoch++
 }
 
@@ -204,6 +210,49 @@ func (n *Node) Restart(keepKeys bool) {
 	if !keepKeys {
 		n.forgetLocked()
 	}
+}
+
+// Checkpoint records the keyspace as it is now, as the last write a Redis
+// with appendfsync everysec has on its disk: RestartFromCheckpoint brings it
+// back.
+func (n *Node) Checkpoint() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.saved = copyData(n.data)
+}
+
+// RestartFromCheckpoint is Restart with the keyspace as the last Checkpoint
+// left it (empty when none was taken): what a host crash does to a Redis
+// with appendfsync everysec, which loses the writes of the last second
+// (docs/faultinject.md). Keys that had expired since keep expiring on the
+// node clock; fencing counters come back stamped with the old run, so
+// they read as lost (AcquireFenced).
+func (n *Node) RestartFromCheckpoint() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.newRun()
+	n.paused = false
+	n.queue = nil
+	n.forgetLocked()
+	if n.saved != nil {
+		n.data = copyData(n.saved)
+	}
+}
+
+// copyData copies a keyspace, each value and sorted set its own.
+func copyData(d map[string]*value) map[string]*value {
+	out := make(map[string]*value, len(d))
+	for k, v := range d {
+		c := *v
+		if v.set != nil {
+			c.set = make(holdSet, len(v.set))
+			for m, e := range v.set {
+				c.set[m] = e
+			}
+		}
+		out[k] = &c
+	}
+	return out
 }
 
 // forgetLocked empties the node's data: lock keys, release guards, fencing
@@ -319,12 +368,17 @@ func (n *Node) scriptError(script string, err error) error {
 }
 
 // Info implements redlock.Node. It reports what a real Redis master
-// reports (internal/redisinfo): its uptime in whole seconds counted from its
-// start time truncated to the second, read as one second less.
+// reports (internal/redisinfo): uptime_in_seconds from the node clock (so a
+// clock step after a restart inflates it, as it does on Redis), counted
+// from its start time truncated to the second; and its main thread's CPU
+// time as that of a master that never idles: the real time since the
+// restart.
 func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	var text string
 	err := n.do(ctx, func() {
-		text = fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\nrole:master\r\n", n.runID, time.Now().Unix()-n.started.Unix())
+		cpu := time.Since(n.started).Seconds()
+		text = fmt.Sprintf("run_id:%s\r\nuptime_in_seconds:%d\r\nrole:master\r\nused_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:0.000000\r\n",
+			n.runID, n.clock().Unix()-n.startedClock.Unix(), cpu)
 	})
 	if err != nil {
 		return redlock.ServerInfo{}, err
@@ -373,10 +427,11 @@ func (n *Node) acquireLocked(key, value, guard string, ttl time.Duration, now ti
 
 // AcquireFenced implements redlock.FencingNode as acquire_fenced.lua does:
 // Acquire that also reads the lock's fencing counter, the key "{key}:fence"
-// (kept as RaiseFenceKeep says; Restart(false) loses it). When that key holds no
-// number (a lock named like it), it fails as redisnode does on Redis, whose
-// script then replies without the counter: after taking key if Acquire
-// would have.
+// (kept as RaiseFenceKeep says; Restart(false) loses it), as
+// acquire_fenced.lua does: 0 unless this run of the node wrote it (a
+// counter that RestartFromCheckpoint brought back reads as lost). When that
+// key holds no counter (a lock named like it), it fails before taking
+// anything, as the script does.
 func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, 0, err
@@ -389,12 +444,12 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
-	var ok, number bool
-	var fence float64
+	var ok bool
+	var fence int64
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		if fence, number, fail = n.counterLocked(fenceKey, now); fail != nil {
+		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
 		}
 		ok, fail = n.acquireLocked(key, value, guard, ttl, now)
@@ -404,26 +459,22 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, err // do not read ok: a late command may still set it
 	case fail != nil:
 		return false, 0, n.scriptError("acquire_fenced.lua", fail)
-	case !number:
-		res := 0
-		if ok {
-			res = 1
-		}
-		return false, 0, fmt.Errorf("memnode %s: acquire_fenced.lua returned [%d], want [int, int]: the fencing counter %s holds no number", n.addr, res, quote(fenceKey))
 	}
-	return ok, luaInteger(fence), nil
+	return ok, fence, nil
 }
 
 // counterLocked reads the fencing counter at fenceKey as the scripts do
-// (tonumber of GET): 0 when absent; number is false when it holds no
-// number.
-func (n *Node) counterLocked(fenceKey string, now time.Time) (counter float64, number bool, err error) {
+// (internal/fencecounter): 0 when absent or written by another run.
+func (n *Node) counterLocked(fenceKey string, now time.Time) (int64, error) {
 	s, found, err := n.getLocked(fenceKey, now)
-	if err != nil || !found {
-		return 0, err == nil, err
+	if err != nil {
+		return 0, err
 	}
-	counter, number = luaNumber(s)
-	return counter, number, nil
+	c, err := fencecounter.Read(s, found, n.runID)
+	if err != nil {
+		return 0, fmt.Errorf("the fencing counter %s %w", quote(fenceKey), err)
+	}
+	return c, nil
 }
 
 // RaiseFence implements redlock.FencingNode as raise_fence.lua does: it
@@ -436,7 +487,8 @@ func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (
 // RaiseFenceKeep implements redlock.FenceExpiryNode as raise_fence.lua
 // does: RaiseFence that, while key holds value, also sets the counter's
 // time to live to keep (truncated to milliseconds), whether or not it
-// raised it; keep = 0 removes its time to live.
+// raised it; keep = 0 removes its time to live. The counter is stamped with
+// this run of the node.
 func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error) {
 	if keep != 0 {
 		if err := checkTTL(n.addr, keep); err != nil {
@@ -461,17 +513,15 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 			fail = err
 			return
 		}
-		counter, number := 0.0, true
 		if found {
-			counter, number = luaNumber(s)
+			counter, _, err := fencecounter.Parse(s)
+			if err != nil {
+				fail = fmt.Errorf("the fencing counter %s %w", quote(fenceKey), err)
+				return
+			}
+			token = max(token, counter)
 		}
-		if !number {
-			fail = fmt.Errorf("attempt to compare nil with number (the fencing counter %s holds no number)", quote(fenceKey))
-			return
-		}
-		if float64(token) > counter {
-			s = strconv.FormatInt(token, 10)
-		}
+		s = fencecounter.Format(token, n.runID)
 		// SET, then PEXPIRE keep (or PERSIST): the counter lives keep
 		// after this write-back.
 		n.setLocked(fenceKey, s, keep.Truncate(time.Millisecond), roleFence, now)

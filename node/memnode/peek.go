@@ -3,14 +3,14 @@ package memnode
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"github.com/quorumlock/quorumlock/internal/fencecounter"
 )
 
 // Peek implements redlock.PeekNode as redisnode does, with a GET of key and
 // one of the lock's fencing counter (here in one step): the value key holds
 // ("" when absent) and the counter (0 when absent). A key that holds a
-// shared lock's holds fails with WRONGTYPE, and a counter that holds no
-// integer fails.
+// shared lock's holds fails with WRONGTYPE, and a counter key that holds no
+// counter fails; the counter is read whichever run wrote it.
 func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	fenceKey, err := n.fenceKey(key)
 	if err != nil {
@@ -34,9 +34,9 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	case !found:
 		return held, 0, nil
 	}
-	f, err := strconv.ParseInt(counter, 10, 64)
+	f, _, err := fencecounter.Parse(counter)
 	if err != nil {
-		return "", 0, fmt.Errorf("memnode %s: the fencing counter %s holds no integer", n.addr, quote(fenceKey))
+		return "", 0, fmt.Errorf("memnode %s: the fencing counter %s %w", n.addr, quote(fenceKey), err)
 	}
 	return held, f, nil
 }

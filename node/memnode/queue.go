@@ -175,8 +175,8 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, err
 	}
 	arrival := time.UnixMilli(w.Arrival.UnixMilli())
-	var ok, number bool
-	var fence float64
+	var ok bool
+	var fence int64
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
@@ -191,7 +191,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
 			arrivals, _, _ = n.queueLocked(qk, tk, now)
 		}
-		if fence, number, fail = n.counterLocked(fenceKey, now); fail != nil {
+		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
 		}
 		if n.lookupLocked(guard, now) != nil {
@@ -218,10 +218,8 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, err // do not read ok: a late command may still set it
 	case fail != nil:
 		return false, 0, n.scriptError("acquire_queued.lua", fail)
-	case !number:
-		return false, 0, fmt.Errorf("memnode %s: acquire_queued.lua: the fencing counter %s holds no number", n.addr, quote(fenceKey))
 	}
-	return ok, luaInteger(fence), nil
+	return ok, fence, nil
 }
 
 // LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it

@@ -786,7 +786,11 @@ func (c *checker) failures(ctxFor func() (context.Context, context.CancelFunc)) 
 				c.last = fmt.Sprintf("RaiseFence(%q, %q, %d)", "fenced", "v", 9)
 				return c.f.RaiseFence(ctx, "fenced", "v", 9)
 			}), func() {
-				c.want(c.acquireFenced("fenced", "v", long), fenced{true, 5}, "the failed RaiseFence wrapped redlock.ErrNotSent: the counter is as it was")
+				// 5 when the server kept its run; 0 when it came back as a
+				// new run (its counter, of the old run, reads as lost).
+				if got := c.acquireFenced("fenced", "v", long); !got.ok || got.fence != 5 && got.fence != 0 {
+					c.errorf("AcquireFenced(%q, %q, %v) = %+v, want (true, 5), or (true, 0) after a restart: the failed RaiseFence wrapped redlock.ErrNotSent, so the counter was not raised to 9", "fenced", "v", long, got)
+				}
 			}})
 	}
 	if c.s != nil {
@@ -1077,13 +1081,11 @@ func fenceCounterName(c *checker) {
 	const fk = "{k}:fence" // k's fencing counter
 	c.want(c.acquireFenced("k", "v", long), fenced{true, 0}, "a free key is taken")
 	c.want(c.raiseFence("k", "v", 7), true, "the holder raises the counter")
-	c.want(c.acquire(fk, "x", long), false, "the name is the key of k's fencing counter, which holds \"7\"")
-	c.want(c.acquire(fk, "7", long), true, "the counter's value \"7\" holds the name: a retried copy for Redis")
+	c.want(c.acquire(fk, "x", long), false, "the name is the key of k's fencing counter, which holds \"7:<run>\"")
+	c.want(c.release(fk, "7", 0), false, "the counter holds 7 and the server's run, not \"7\"")
 	c.want(c.release("k", "v", 0), true, "the holder releases its key")
 	c.want(c.acquireFenced("k", "w", long), fenced{true, 7}, "the counter is intact")
-	c.want(c.release(fk, "7", 0), true, "Release of the name deletes k's fencing counter (it holds \"7\")")
 	c.want(c.release("k", "w", 0), true, "the holder releases its key")
-	c.want(c.acquireFenced("k", "u", long), fenced{true, 0}, "k's counter went with the release of the name")
 }
 
 func fenceCounterNameTakenFirst(c *checker) {
@@ -1091,24 +1093,28 @@ func fenceCounterNameTakenFirst(c *checker) {
 	const fk = "{k}:fence" // k's fencing counter
 	c.want(c.acquire(fk, "x", long), true, "a free key is taken")
 	_, err := c.tryAcquireFenced("k", "v", long)
-	c.wantErr(err, "k's counter key holds \"x\", not a number: Redis's script takes k and then returns no counter")
-	c.want(c.release("k", "v", 0), true, "the failed AcquireFenced had taken k before its reply failed (as Redis's script does)")
-	c.want(c.acquire("k", "v", long), true, "a free key is taken")
+	c.wantErr(err, "k's counter key holds \"x\", no counter: the script fails before it takes anything")
+	c.want(c.acquire("k", "v", long), true, "the failed AcquireFenced took nothing")
 	_, err = c.tryRaiseFence("k", "v", 5)
-	c.wantErr(err, "k's counter key holds \"x\", not a number: Redis's script fails comparing it")
+	c.wantErr(err, "k's counter key holds \"x\", no counter: the script fails reading it")
 	c.want(c.acquire(fk, "y", long), false, "x still holds the name: the failed RaiseFence wrote nothing")
 	c.want(c.release(fk, "x", 0), true, "x still holds the name")
 	c.want(c.release("k", "v", 0), true, "the holder releases its key")
-	// A name that holds a number: the script reads it with Lua's tonumber
-	// and replies with it truncated to an integer.
-	for _, tc := range []struct {
+	// A name that holds a number: a counter of no server run (as written
+	// before counters carried their run). An acquire reads it as lost (0);
+	// a write-back raises from it, with Lua's tonumber truncated.
+	for i, tc := range []struct {
 		value string
 		fence int64
-	}{{"12.7", 12}, {"-3.5", -3}, {" 0x10 ", 16}} {
+	}{{"12.7", 12}, {"-3.5", 3}, {" 0x10 ", 16}} {
+		k := fmt.Sprintf("n%d", i)
+		fk := "{" + k + "}:fence"
 		c.want(c.acquire(fk, tc.value, long), true, "a free key is taken")
-		c.want(c.acquireFenced("k", "v", long), fenced{true, tc.fence}, fmt.Sprintf("k's counter key holds %q: Lua's tonumber reads it, Redis replies with it truncated", tc.value))
-		c.want(c.release("k", "v", 0), true, "the holder releases its key")
-		c.want(c.release(fk, tc.value, 0), true, "the holder releases its key")
+		c.want(c.acquireFenced(k, "v", long), fenced{true, 0}, fmt.Sprintf("%s holds %q, a counter of no run: it reads as lost", fk, tc.value))
+		c.want(c.raiseFence(k, "v", 3), true, "the holder raises the counter")
+		c.want(c.acquireFenced(k, "v", long), fenced{true, tc.fence}, fmt.Sprintf("the write-back raised %q to max(its number, 3), of this run", tc.value))
+		c.want(c.release(k, "v", 0), true, "the holder releases its key")
+		c.want(c.release(fk, tc.value, 0), false, "the write-back replaced the number with a counter of this run")
 	}
 	if c.s != nil {
 		const hk = "{h}:fence" // h's fencing counter

@@ -41,7 +41,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = acquireQueuedScript.Run(ctx, n.client, []string{key, guard, fence, queue, queueTTL},
-			value, ms, w.ID, w.Arrival.UnixMilli(), wms).Slice()
+			value, ms, w.ID, w.Arrival.UnixMilli(), wms, anyRun()).Slice()
 		return err
 	})
 	if err != nil {

@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +48,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/fencecounter"
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/notsent"
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
 
@@ -174,8 +175,11 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 }
 
 // AcquireFenced is Acquire that also reads, in the same atomic step, the
-// lock's fencing counter on this server (0 when it has none): the key
-// "{key}:fence" (or "key:fence" when key has a hash tag), kept without a TTL.
+// lock's fencing counter on this server: the key "{key}:fence" (or
+// "key:fence" when key has a hash tag), kept as RaiseFenceKeep says. The
+// counter reads as 0 when the server has none or when another run of the
+// server wrote it (a counter brought back from the disk after a restart may
+// be older than what the server had handed out; scripts/acquire_fenced.lua).
 // It implements redlock.FencingNode.
 func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
 	ms, guard, fence, err := fencedArgs(key, value, ttl)
@@ -185,7 +189,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms).Slice()
+		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms, anyRun()).Slice()
 		return err
 	})
 	if err != nil {
@@ -212,6 +216,16 @@ func fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence st
 		return 0, "", "", err
 	}
 	return ms, guard, fence, nil
+}
+
+// anyRun is the test-only argument of the scripts that read the fencing
+// counter: "anyrun" reads a counter whatever server run wrote it
+// (knobs.NoRunStamp), "" the counter of this run only.
+func anyRun() string {
+	if knobs.NoRunStamp.Load() {
+		return "anyrun"
+	}
+	return ""
 }
 
 // RaiseFence raises the lock's fencing counter to token (never lowers it),
@@ -243,7 +257,7 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 }
 
 // Peek returns the value key holds ("" when it is absent) and the lock's
-// fencing counter (0 when it has none): two GETs in one round trip (a
+// fencing counter (0 when it has none; whichever server run wrote it): two GETs in one round trip (a
 // pipeline; GET is in the minimal ACL of docs/nodes.md, MGET is not), so
 // not one atomic step. It changes nothing. A key that holds a shared lock's
 // holds fails with WRONGTYPE. It implements redlock.PeekNode.
@@ -273,9 +287,9 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	if counter == "" {
 		return value, 0, nil
 	}
-	f, err := strconv.ParseInt(counter, 10, 64)
+	f, _, err := fencecounter.Parse(counter)
 	if err != nil {
-		return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter holds no integer (%d bytes)", n.addr, len(counter))
+		return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter %w (%d bytes)", n.addr, err, len(counter))
 	}
 	return value, f, nil
 }
@@ -324,12 +338,14 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 	return res == 1, err
 }
 
-// Info identifies the server process, from INFO server and replication:
-// RunID is run_id and Uptime is uptime_in_seconds less one second (Redis
-// counts it from a start time truncated to the second), except on a master that
-// was promoted from a replica (master_replid2 set), whose Uptime is 0: it
-// may lack keys written on the old master until its promotion, at a time
-// INFO does not tell. A Sentinel client reads the current master, so
+// Info identifies the server process, from INFO server, replication and
+// cpu (internal/redisinfo): RunID is run_id and Uptime is the CPU time of
+// the server's main thread, a bound of its real uptime that no step of the
+// server's wall clock inflates (at most uptime_in_seconds less one second;
+// 0 on a server that does not report it), except on a master that was
+// promoted from a replica (master_replid2 set), whose Uptime is 0: it may
+// lack keys written on the old master until its promotion, at a time INFO
+// does not tell. A Sentinel client reads the current master, so
 // a failover shows as a new RunID (it is a restart for the lock). A Cluster
 // client reads every master: RunID is their run_ids, sorted and joined with
 // ",", and Uptime is the smallest uptime, so any master's restart or a
@@ -382,13 +398,13 @@ func (n *Node) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	return redisinfo.Parse(n.addr, text)
 }
 
-// infoText reads the server, replication, memory and persistence sections
-// of INFO (the identity, and the settings the client checks at its first
-// contact). Redis before 7.0 takes one section per INFO and refuses more
+// infoText reads the server, replication, memory, persistence and cpu
+// sections of INFO (the identity, the uptime bound, and the settings the
+// client checks at its first contact). Redis before 7.0 takes one section per INFO and refuses more
 // with a wrong-arity error: then it reads the default sections, which hold
 // them all.
 func infoText(ctx context.Context, c redis.Cmdable) (string, error) {
-	text, err := c.Info(ctx, "server", "replication", "memory", "persistence").Result()
+	text, err := c.Info(ctx, "server", "replication", "memory", "persistence", "cpu").Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.Contains(rerr.Error(), "wrong number of arguments") {
 		return c.Info(ctx).Result()

@@ -18,7 +18,8 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value (same Redis Cluster hash
 --          slot as KEYS[1]; see release.lua)
--- KEYS[3]  the fencing counter of the lock (same hash slot; no TTL)
+-- KEYS[3]  the fencing counter of the lock (same hash slot), read as
+--          acquire_fenced.lua reads it: 0 unless this run wrote it
 -- KEYS[4]  the lock's fair queue (sorted set: waiter ID -> arrival in ms;
 --          same hash slot)
 -- KEYS[5]  the queue's expiries (sorted set: waiter ID -> expiry in server
@@ -30,9 +31,11 @@
 --          entry keeps its first arrival
 -- ARGV[5]  how long the waiter's entry, or its tombstone once it leaves,
 --          lives, in milliseconds (positive)
+-- ARGV[6]  optional, test-only: "anyrun" reads a counter of any run
+--          (knobs.NoRunStamp)
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
--- PEXPIREAT, GET, EXISTS, SET. (Membership is read from ZADD NX's reply,
+-- PEXPIREAT, GET, INFO, EXISTS, SET. (Membership is read from ZADD NX's reply,
 -- not ZSCORE, so that the ACL of docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
@@ -40,7 +43,7 @@
 --        TTL unchanged), 0 held by another value, another waiter is
 --        first, or the waiter left, -1 refused by a release guard (as
 --        acquire.lua)
---   [2]  the fencing counter, 0 when the lock has none yet
+--   [2]  the fencing counter written by this run, 0 when there is none
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
@@ -82,7 +85,19 @@ else
   end
   cover()
 end
-local fence = tonumber(redis.call('GET', KEYS[3]) or '0')
+local fence = 0
+local s = redis.call('GET', KEYS[3])
+if s then
+  local n, run = string.match(s, '^(%d+):(%x+)$')
+  if not n and not tonumber(s) then
+    return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
+  end
+  if n and (run == string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ARGV[6] == 'anyrun') then
+    fence = tonumber(n)
+  elseif not n and ARGV[6] == 'anyrun' then
+    fence = tonumber(s)
+  end
+end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return { -1, fence }
 end

@@ -5,33 +5,47 @@
 -- time to live of ARGV[3] milliseconds whether or not it raised it, so that
 -- a counter lives ARGV[3] after the last acquisition that wrote it back; an
 -- ARGV[3] of 0 (or none) keeps it for ever. The epoch rule makes that safe
--- (docs/algorithm.md, "Fence counter cleanup"). GET and SET only, so the
--- minimal ACL of docs/nodes.md suffices.
+-- (docs/algorithm.md, "Fence counter cleanup"). It stamps the counter with
+-- the server's run (INFO run_id), so that a counter brought back old from
+-- the disk after a restart reads as lost (acquire_fenced.lua). GET, SET and
+-- INFO only, so the minimal ACL of docs/nodes.md suffices.
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  the fencing counter of the lock (same hash slot as KEYS[1])
+-- KEYS[2]  the fencing counter of the lock (same hash slot as KEYS[1]):
+--          "<counter>:<run_id>" (see acquire_fenced.lua)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  the fencing token to record (positive integer)
 -- ARGV[3]  optional: the counter's time to live in milliseconds (positive
 --          integer), or 0 for none
 --
--- Commands used: GET, SET.
+-- Commands used: GET, INFO, SET.
 --
 -- Returns:
---   1   the key held our value; the counter is now max(counter, ARGV[2]),
+--   1   the key held our value; the counter is now max(counter, ARGV[2])
+--       stamped with this run's run_id (whichever run wrote it before),
 --       rewritten so that it expires ARGV[3] ms from now (never, for 0)
 --   0   the key did not hold our value; the counter is unchanged
+-- A counter key that holds no counter fails the script with an error reply.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local counter = redis.call('GET', KEYS[2])
-if tonumber(ARGV[2]) > tonumber(counter or '0') then
-  counter = ARGV[2]
+local s = redis.call('GET', KEYS[2])
+local counter = 0
+if s then
+  counter = tonumber(string.match(s, '^(%d+):%x+$') or s)
+  if not counter then
+    return redis.error_reply('ERR the fencing counter ' .. KEYS[2] .. ' holds no counter')
+  end
 end
+local token = tonumber(ARGV[2])
+if counter > token then
+  token = counter
+end
+local value = string.format('%d:%s', token, string.match(redis.call('INFO', 'server'), 'run_id:(%x+)'))
 local keep = tonumber(ARGV[3] or '0')
 if keep > 0 then
-  redis.call('SET', KEYS[2], counter, 'PX', keep)
+  redis.call('SET', KEYS[2], value, 'PX', keep)
 else
-  redis.call('SET', KEYS[2], counter)
+  redis.call('SET', KEYS[2], value)
 end
 return 1

@@ -1,0 +1,129 @@
+// Package fencecounter is the encoding of a lock's fencing counter on a
+// master, "{name}:fence": the counter and the server run that last wrote it,
+// "<counter>:<run_id>". The scripts of node/redisnode read and write it in
+// Lua (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua); memnode and
+// the Go readers (Peek, quorumlock status) use this package, so that the
+// rule is written once on each side of the wire.
+//
+// Why the run: a counter that a master brings back from its disk after a
+// restart may be older than what it had handed out (appendfsync everysec
+// loses the AOF's last second in a host crash; a snapshot is older still).
+// A counter that exists but is old breaks the fencing argument, which needs
+// a counter that either survived or is known lost (docs/algorithm.md,
+// "Fencing tokens"). So an acquire reads a counter written by another run
+// of the server as lost (0), and the coordinator's epoch rule covers it.
+package fencecounter
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+)
+
+// ErrNoCounter is returned by Parse for a value that is no counter (a lock
+// named like a counter key, for example).
+var ErrNoCounter = errors.New("holds no fencing counter")
+
+// Parse reads a counter value s as the scripts do: "<digits>:<hex run>"
+// gives that number and run; a plain number (written before counters
+// carried their run, read as Lua 5.1's tonumber reads it) gives its value
+// truncated toward zero and run "", which is no server's run; anything else
+// fails with ErrNoCounter.
+func Parse(s string) (n int64, run string, err error) {
+	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) && hex(r) {
+		v, err := strconv.ParseFloat(num, 64) // Lua's tonumber: a double
+		if err != nil {
+			return 0, "", ErrNoCounter
+		}
+		return truncate(v), r, nil
+	}
+	v, ok := luaNumber(s)
+	if !ok {
+		return 0, "", ErrNoCounter
+	}
+	return truncate(v), "", nil
+}
+
+// Read is what an acquire reads from a counter value s on a server whose
+// current run is run: the counter when this run wrote it, else 0 (the
+// counter counts as lost). found is false when the key is absent.
+func Read(s string, found bool, run string) (int64, error) {
+	if !found {
+		return 0, nil
+	}
+	n, r, err := Parse(s)
+	if err != nil {
+		return 0, err
+	}
+	if r != run && !knobs.NoRunStamp.Load() { // test-only: a counter of any run counts
+		return 0, nil
+	}
+	return n, nil
+}
+
+// Format is the value raise_fence.lua writes: counter n of run run.
+func Format(n int64, run string) string {
+	return strconv.FormatInt(n, 10) + ":" + run
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func hex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate converts a Lua number to the integer Redis replies with:
+// truncated toward zero; NaN and numbers out of int64's range give
+// math.MinInt64, as the x86-64 conversion does.
+func truncate(f float64) int64 {
+	if math.IsNaN(f) || f >= 0x1p63 || f < -0x1p63 {
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// luaNumber is Lua 5.1's tonumber on a string, as Redis's scripts read a
+// fencing counter: C's strtod of s up to its first NUL byte, with white
+// space around it, also hexadecimal ("0x1A", "0x1.8p1"), "inf" and "nan";
+// ok is false when s is no number.
+func luaNumber(s string) (f float64, ok bool) {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Trim(s, " \t\n\v\f\r")
+	if strings.ContainsRune(s, '_') { // ParseFloat takes digit separators; strtod does not
+		return 0, false
+	}
+	body := strings.TrimLeft(s, "+-")
+	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') && !strings.ContainsAny(body, "pP") {
+		s += "p0" // strtod takes a hexadecimal number without an exponent; ParseFloat wants one
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	var ne *strconv.NumError
+	if err != nil && !(errors.As(err, &ne) && ne.Err == strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
+}
