@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -182,18 +181,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitOlder waits until every node's server is at least d old, as a client
-// reads its age (Info's Uptime: INFO's uptime less the second it may
-// overstate), so that the restart quarantine counts it as old.
-func waitOlder(t *testing.T, nodes []redlock.Node, d time.Duration) {
+// waitOlder makes every master at least d old as a client reads its age
+// (Info's Uptime: the main thread's CPU time, which an idle server gains
+// slowly), so that the restart quarantine counts it as old: it keeps each
+// server's main thread busy (a script that spins on TIME) until its node
+// reports the age.
+func waitOlder(t *testing.T, ms *masters, nodes []redlock.Node, d time.Duration) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("every server to be %v old", d), func() bool {
-		for _, nd := range nodes {
-			info, err := nd.Info(context.Background())
-			if err != nil || info.Uptime < d {
-				return false
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Add(1)
+		go func() { // the servers spin side by side
+			defer wg.Done()
+			for range 200 { // bounded: 200 spins of up to 500ms
+				info, err := nd.Info(ctx)
+				if err == nil && info.Uptime >= d {
+					return
+				}
+				left := d
+				if err == nil {
+					left -= info.Uptime
+				}
+				_ = ms.raw[i].Eval(ctx, spin, nil, min(left, 500*time.Millisecond).Microseconds()+1000).Err()
 			}
-		}
-		return true
-	})
+			t.Errorf("server %d never reported %v of age", i, d)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 }
+
+// spin keeps the server's main thread busy for ARGV[1] microseconds.
+const spin = `local t = redis.call('TIME')
+local from = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from >= tonumber(ARGV[1])
+return 1`

@@ -201,7 +201,7 @@ func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
 				}
 				return addr
 			})
-			waitOlder(t, nodes, q) // older than the quarantine, as the clients will read it
+			waitOlder(t, ms, nodes, q) // older than the quarantine, as the clients will read it
 			opt := redlock.WithRestartQuarantine(q)
 			a := newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(time.Minute))
 			var b *redlock.Mutex
@@ -351,7 +351,7 @@ func TestLateClientWaitsOutTheWholeQuarantine(t *testing.T) {
 	ctx := context.Background()
 	ttl := 2 * time.Second
 	ms := startMasters(t, 3)
-	waitOlder(t, ms.nodes, ttl) // older than the quarantine (= TTL), as the clients will read it
+	waitOlder(t, ms, ms.nodes, ttl) // older than the quarantine (= TTL), as the clients will read it
 	opt := redlock.WithRestartQuarantine(0)
 	a := newMutex(t, realClient(t, ms.nodes, opt), redlock.WithTTL(ttl))
 	require.NoError(t, ms.raw[2].Set(ctx, lockName, "foreign", time.Minute).Err())

@@ -562,7 +562,7 @@ func TestRestartQuarantineOnRealMasters(t *testing.T) {
 			b := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(time.Minute))
 			// The servers are older than the quarantine, as the client reads
 			// their age (INFO uptime less the second it may overstate).
-			waitOlder(t, ms.nodes, quarantineFor)
+			waitOlder(t, ms, ms.nodes, quarantineFor)
 			require.NoError(t, ms.raw[2].Set(ctx, lockName, "foreign", time.Minute).Err())
 			held, err := a.TryLock(ctx) // A holds {0, 1}
 			require.NoError(t, err)

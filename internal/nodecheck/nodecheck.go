@@ -95,9 +95,9 @@ func Server(in, conf map[string]string, confErr error) []Finding {
 	case aof == "1" && fsync == "":
 		add(Info, "persistence", true, "appendonly yes, appendfsync unknown (CONFIG GET refused: %v): unless it is always, a crash loses the last writes: use the restart quarantine", confErr)
 	case aof == "1":
-		add(Warn, "persistence", true, "appendonly yes but appendfsync %s: a crash loses the last writes (a lock just taken, a fencing counter just raised): set appendfsync always, or use the restart quarantine (quorumlock run --quarantine, redlock.WithRestartQuarantine)", fsync)
+		add(Warn, "persistence", true, "appendonly yes but appendfsync %s: a crash loses the last writes (a lock just taken; a fencing counter just raised comes back old and reads as lost, so tokens stay monotonic): set appendfsync always, or use the restart quarantine (quorumlock run --quarantine, redlock.WithRestartQuarantine)", fsync)
 	case save != "" && conf != nil && confErr == nil:
-		add(Bad, "persistence", false, "appendonly no with RDB snapshots (save %q): a restart loads an older snapshot, so lock keys taken since are lost and fencing counters go back (tokens repeat): use appendonly yes with appendfsync always, or no persistence with the restart quarantine", save)
+		add(Bad, "persistence", false, "appendonly no with RDB snapshots (save %q): a restart loads an older snapshot, so lock keys taken since are lost (fencing counters come back old and read as lost): use appendonly yes with appendfsync always, or no persistence with the restart quarantine", save)
 	default:
 		add(Warn, "persistence", true, "appendonly no: a restarted master comes back without the lock keys it granted, and another client can take a held lock: use the restart quarantine (at least the TTL), or appendonly yes with appendfsync always")
 	}

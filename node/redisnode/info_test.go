@@ -70,7 +70,7 @@ func (s *oldInfoServer) serve(c net.Conn) {
 			if len(args) > 2 {
 				reply = "-ERR wrong number of arguments for 'info' command\r\n"
 			} else {
-				text := "# Server\r\nredis_version:6.2.14\r\nrun_id:0123456789abcdef\r\nuptime_in_seconds:100\r\n\r\n# Replication\r\nrole:master\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+				text := "# Server\r\nredis_version:6.2.14\r\nrun_id:0123456789abcdef\r\nuptime_in_seconds:100\r\n\r\n# Replication\r\nrole:master\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n\r\n# CPU\r\nused_cpu_sys_main_thread:40.250000\r\nused_cpu_user_main_thread:9.750000\r\n"
 				reply = fmt.Sprintf("$%d\r\n%s\r\n", len(text), text)
 			}
 		}
@@ -117,8 +117,8 @@ func TestInfoOnAServerWithOneSectionPerInfo(t *testing.T) {
 	info, err := n.Info(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "0123456789abcdef", info.RunID)
-	assert.Equal(t, 99*time.Second, info.Uptime, "uptime_in_seconds less one second")
+	assert.Equal(t, 50*time.Second, info.Uptime, "the main thread's CPU time (below uptime_in_seconds less one second)")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	assert.Equal(t, []string{"info server replication memory persistence", "info"}, s.asks)
+	assert.Equal(t, []string{"info server replication memory persistence cpu", "info"}, s.asks)
 }
