@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,9 @@ import (
 // itself (WithAutoRenew): its term is the lease's fencing token, higher
 // than every earlier term of the election, so a resource the leader writes
 // to can refuse a deposed leader's late writes (docs/algorithm.md,
-// "Election").
+// "Election"). Once elected, a leader also writes a record of its term
+// (termRecord): Leader and Observe report only candidates whose record they
+// find, with the term it holds.
 type Election struct {
 	m *Mutex
 }
@@ -37,10 +40,14 @@ var ErrNoLeader = errors.New("redlock: no leader")
 // terms) and leaderships renew themselves at a third of the TTL unless
 // WithAutoRenew says otherwise; WithCancelMargin sets how long before its
 // validity deadline an unrenewed leadership ends (default a tenth of the
-// TTL). It does not contact the nodes. Every node must implement
-// FencingNode; Leader and Observe also need PeekNode. Errors wrap
-// ErrInvalidConfig: NewMutex's, WithWriterPreference, or a node without
-// FencingNode (named by its Addr).
+// TTL). It does not contact the nodes. Besides the lock key name and its
+// fencing counter, each leadership writes one more key, name + ":term:" +
+// its lease's token, holding its term (see Leader); it lives three times the
+// key TTL (the TTL plus the lock delay) unless the leader refreshes it, as
+// it does every key TTL, and is deleted when the leadership ends. Every
+// node must implement FencingNode; Leader and Observe also need PeekNode.
+// Errors wrap ErrInvalidConfig: NewMutex's, WithWriterPreference, or a node
+// without FencingNode (named by its Addr).
 func (c *Client) NewElection(name string, opts ...LockOption) (*Election, error) {
 	all := append([]LockOption{WithFencing(), WithAutoRenew(0)}, opts...)
 	m, err := c.newMutex("NewElection", name, nil, all)
@@ -57,9 +64,13 @@ func (e *Election) Name() string { return e.m.name }
 // Campaign waits until the caller is elected leader with value (what Leader
 // and Observe report about it: an address, an ID), retrying as Mutex.Lock
 // does (WithRetryBackoff, WithMaxWait, WithMaxAttempts) until ctx ends, and
-// returns the Leadership. ctx only bounds the wait: the leadership lasts
-// until Resign, or until it is lost. Its errors are Lock's: they wrap
-// ErrNotObtained, and ctx.Err() when ctx ended.
+// returns the Leadership once it has written the record of its term
+// (termRecord) to a quorum of nodes, or tried to: when too few nodes took
+// it, the leadership writes it again every third of the key TTL until a
+// quorum has it, and until then Leader and Observe may report no leader. ctx only
+// bounds the wait: the leadership lasts until Resign, or until it is lost.
+// Its errors are Lock's: they wrap ErrNotObtained, and ctx.Err() when ctx
+// ended.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	m := *e.m // the candidate's own copy, storing its value with the token
 	m.suffix = "&" + candidateParam + "=" + url.QueryEscape(value)
@@ -70,14 +81,103 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	l := &Leadership{
 		lease:   lease,
 		value:   value,
+		record:  e.record(lease),
 		margin:  m.cancelMargin(),
 		done:    make(chan struct{}),
 		resign:  make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	// Elected: the term is known, written back to a quorum. A caller whose
+	// ctx ends now still gets the leadership, so the record does not
+	// depend on ctx.
+	recorded := l.record.put(context.WithoutCancel(ctx), false)
+	l.workers.Add(2)
 	go l.watch()
+	go l.keep(recorded)
+	go func() { l.workers.Wait(); close(l.stopped) }()
 	return l, nil
+}
+
+// termRecord is the record a leadership writes of its term once elected:
+// the key name + ":term:" + its lease's token, holding the term in decimal.
+// Leader finds it from the lock value (the token comes first), so it
+// reports a candidate only once that candidate was elected, and with its
+// own term, however long ago the fencing counters were written: a failed
+// campaign's keys can stay on a quorum (acquires that paused masters run
+// after the candidate gave up on them, votes of quarantined masters), and
+// the counters, which renewals do not rewrite, expire one fence retention
+// after the election. The term cannot be part of the lock value itself:
+// that is written before the term is known, and renewals and the release
+// compare it.
+type termRecord struct {
+	m     *Mutex // the election's
+	key   string
+	value string
+}
+
+// termInfix separates the election's name from a token in the name of a
+// term record.
+const termInfix = ":term:"
+
+// record returns the term record of the leadership holding lease.
+func (e *Election) record(lease *Lease) termRecord {
+	return termRecord{m: e.m, key: e.m.name + termInfix + lease.token, value: strconv.FormatInt(lease.fence, 10)}
+}
+
+// ttl is the record's time to live: three key TTLs, refreshed every key TTL
+// (keep), so that a refresh that fails on a node is made twice more before
+// the record expires there.
+func (t termRecord) ttl() time.Duration { return 3 * t.m.keyTTL() }
+
+// put writes the record to every node, or with refresh resets its time to
+// live where it is and writes it where it is not, and waits for a quorum
+// (each call bounded by the node timeout). It reports whether a quorum has
+// it; what failed is written again by the next refresh.
+func (t termRecord) put(ctx context.Context, refresh bool) bool {
+	c := t.m.c
+	if c.usable() != nil {
+		return false
+	}
+	ttl, nop := t.ttl(), NodeFence
+	if refresh {
+		nop = NodeExtend
+	}
+	r := c.fanout(ctx, op{
+		timeout: c.cfg.nodeTimeout,
+		no:      ErrNodeNotHeld,
+		node:    nop,
+		lock:    &t.m.info,
+		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			if refresh {
+				if ok, err := mb.node.Extend(ctx, t.key, t.value, ttl); ok || err != nil {
+					return ok, err
+				}
+			}
+			return mb.node.Acquire(ctx, t.key, t.value, ttl)
+		},
+	})
+	return r.wait(ctx, t.m.quorum, 0).yes >= t.m.quorum
+}
+
+// remove deletes the record from every node and waits for each call (each
+// bounded by the release timeout and ctx). A record it misses expires with
+// its time to live; it names a leadership that has ended, which Leader no
+// longer finds on a quorum.
+func (t termRecord) remove(ctx context.Context) {
+	c := t.m.c
+	r := c.fanout(ctx, op{
+		timeout: c.cfg.releaseTimeout,
+		no:      ErrNodeNotHeld,
+		node:    NodeRelease,
+		lock:    &t.m.info,
+		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			return mb.node.Release(ctx, t.key, t.value, 0)
+		},
+	})
+	for _, cl := range r.calls {
+		cl.wait()
+	}
 }
 
 // candidateParam is the query parameter of the stored value that carries a
@@ -88,6 +188,7 @@ const candidateParam = "candidate"
 type Leadership struct {
 	lease  *Lease
 	value  string
+	record termRecord
 	margin time.Duration
 
 	ctx    context.Context
@@ -98,7 +199,8 @@ type Leadership struct {
 	done    chan struct{} // closed when leadership ends
 	resign  chan struct{} // closed by Resign: the watcher stops
 	rOnce   sync.Once
-	stopped chan struct{} // closed when the watcher has returned
+	workers sync.WaitGroup // watch and keep
+	stopped chan struct{}  // closed when watch and keep have returned
 }
 
 // Term returns the leadership's term: its fencing token, greater than the
@@ -149,14 +251,16 @@ func (l *Leadership) Valid() bool {
 
 // Resign ends the leadership (Done closes, Err wraps ErrReleased) and
 // releases it on the nodes as Lease.Unlock does, so that another candidate
-// can be elected at once; ctx bounds how long it waits. After a loss it
-// still releases whatever the lease still holds. It returns Unlock's error,
-// or nil when the leadership's lease was released already.
+// can be elected at once, then deletes the record of its term; ctx bounds
+// how long it waits. After a loss it still releases whatever the lease
+// still holds. It returns Unlock's error, or nil when the leadership's
+// lease was released already.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.end(fmt.Errorf("%w: %q: resigned", ErrReleased, l.lease.m.name))
 	l.rOnce.Do(func() { close(l.resign) })
 	<-l.stopped
 	err := l.lease.Unlock(ctx)
+	l.record.remove(ctx)
 	if err != nil && errors.Is(err, ErrReleased) && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotReleased) {
 		return nil // the watcher released it when the leadership was lost
 	}
@@ -175,16 +279,21 @@ func (l *Leadership) end(err error) {
 // watch ends the leadership when its lease ends or comes within the margin
 // of its deadline unrenewed; in that case it also releases the lease, so
 // that no late renewal keeps the election held by a leader that knows it
-// no longer leads.
+// no longer leads. Unless the leader resigned (Resign does it), it then
+// deletes the record of the term.
 func (l *Leadership) watch() {
-	defer close(l.stopped)
+	defer l.workers.Done()
 	lease := l.lease
+	c := lease.m.c
 	t := time.NewTimer(time.Until(lease.Until().Add(-l.margin)))
 	defer t.Stop()
 	for {
 		select {
 		case <-lease.Done():
 			l.end(lease.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+			l.record.remove(ctx)
+			cancel()
 			return
 		case <-l.resign:
 			return
@@ -198,12 +307,40 @@ func (l *Leadership) watch() {
 				err = fmt.Errorf("%w: %w", err, last)
 			}
 			l.end(err)
-			c := lease.m.c
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout+c.cfg.nodeTimeout)
 			_ = lease.Unlock(ctx) // its keys expire with their TTL if this fails
+			l.record.remove(ctx)
 			cancel()
 			return
 		}
+	}
+}
+
+// keep refreshes the record of the term every key TTL, a third of its time
+// to live, writing it again where it is missing, until the leadership ends;
+// while fewer than a quorum of nodes are known to have it (recorded false),
+// it does so every third of a key TTL instead.
+func (l *Leadership) keep(recorded bool) {
+	defer l.workers.Done()
+	m := l.record.m
+	every := m.keyTTL()
+	retry := max(every/3, time.Millisecond)
+	next := func() time.Duration {
+		if recorded {
+			return every
+		}
+		return retry
+	}
+	t := time.NewTimer(next())
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		recorded = l.record.put(l.ctx, true)
+		t.Reset(next())
 	}
 }
 
@@ -211,21 +348,25 @@ func (l *Leadership) watch() {
 type Leader struct {
 	// Value is what the leader campaigned with.
 	Value string
-	// Term is the highest fencing counter among the nodes that hold the
-	// leader's key: its term, except during its election's last round trip
-	// (while its term is written back), when it can still read as the term
-	// before. 0 in Observe's reports means no leader.
+	// Term is the leader's term: its Leadership's Term, read from the
+	// record of it the leader wrote once elected. 0 in Observe's reports
+	// means no leader.
 	Term int64
 }
 
-// Leader reads every node (one call each, bounded by the node timeout) and
-// returns the candidate whose key a quorum of nodes hold. It returns an
-// error wrapping ErrNoLeader when no candidate does, and an error naming
+// Leader reads every node (one call each, bounded by the node timeout: a
+// Peek of the lock key, then one of the record of the term of the value it
+// holds) and returns the candidate whose value a
+// quorum of nodes hold, provided one of them also holds the record that
+// candidate wrote of its term once it was elected: a candidate that was
+// never elected, whose keys a failed campaign left behind, is not a leader.
+// The Term is the one in that record. It returns an error wrapping
+// ErrNoLeader when no elected candidate holds a quorum, and an error naming
 // every node's result when too few nodes answered to tell. The answer is
 // what the nodes held when they were read: a leader that has just lost its
-// lease is reported until its keys expire; only the leader's own Done says
-// when leadership ends. Every node must implement PeekNode (the error, which
-// wraps ErrInvalidConfig, names the one that does not).
+// lease can be reported until its keys expire; only the leader's own Done
+// says when leadership ends. Every node must implement PeekNode (the error,
+// which wraps ErrInvalidConfig, names the one that does not).
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	m := e.m
 	c := m.c
@@ -236,21 +377,34 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	}
 	n := len(c.members)
 	values := make([]string, n)
-	fences := make([]int64, n)
+	terms := make([]int64, n) // the term in the record of values[i]'s leadership, 0 without one
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
 		node:    NodePeek,
 		lock:    &m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
-			v, f, err := mb.peek.Peek(ctx, m.name)
-			values[i], fences[i] = v, f
-			return v != "", err
+			v, _, err := mb.peek.Peek(ctx, m.name)
+			values[i] = v
+			if err != nil || v == "" {
+				return v != "", err
+			}
+			token, _, ok := strings.Cut(v, "?")
+			if !ok {
+				return true, nil // not a value Campaign wrote: no record
+			}
+			rec, _, err := mb.peek.Peek(ctx, m.name+termInfix+token)
+			if term, perr := strconv.ParseInt(rec, 10, 64); err == nil && perr == nil && term > 0 {
+				terms[i] = term
+			}
+			return true, err
 		},
 	})
-	// Wait for every node, or for a quorum holding one value.
+	// Wait for every node, or for a quorum holding one value whose record
+	// was found.
 	d := decision{answered: make([]bool, n)}
 	counts := map[string]int{}
+	termOf := map[string]int64{}
 	grace := time.NewTimer(c.cfg.nodeTimeout + 20*time.Millisecond)
 	defer grace.Stop()
 	answered, leading := 0, ""
@@ -260,9 +414,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 			d.answered[i] = true
 			answered++
 			if r.calls[i].err == nil {
-				counts[values[i]]++
-				if counts[values[i]] >= m.quorum {
-					leading = values[i]
+				v := values[i]
+				counts[v]++
+				termOf[v] = max(termOf[v], terms[i])
+				if counts[v] >= m.quorum && termOf[v] > 0 {
+					leading = v
 				}
 			}
 		case <-grace.C:
@@ -272,16 +428,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		}
 	}
 	if leading != "" {
-		var term int64
-		for i := range values { // only the answered calls' results are final
-			if d.answered[i] && r.calls[i].err == nil && values[i] == leading {
-				term = max(term, fences[i])
-			}
-		}
-		return Leader{Value: candidateOf(leading), Term: term}, nil
+		return Leader{Value: candidateOf(leading), Term: termOf[leading]}, nil
 	}
-	// No value has a quorum: no leader, unless the nodes that did not
-	// answer could still make one.
+	// No elected candidate's value has a quorum: no leader, unless the
+	// nodes that did not answer could still make one (their answers could
+	// also bring the record a quorum's value lacks).
 	failed, best := 0, 0
 	for i, cl := range r.calls {
 		if !d.answered[i] || (cl.err != nil && !errors.Is(cl.err, ErrNodeNotHeld)) {
@@ -291,7 +442,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	for _, k := range counts {
 		best = max(best, k)
 	}
-	if best+failed >= m.quorum {
+	if failed > 0 && best+failed >= m.quorum {
 		qe := &QuorumError{Op: "leader", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d)}
 		return Leader{}, fmt.Errorf("redlock: leader of %q unknown: %w", m.name, qe)
 	}
@@ -312,8 +463,8 @@ func candidateOf(stored string) string {
 // Observe reports the election's leader on the returned channel: the
 // current one first, then each change (a new value or term), reading the
 // nodes as Leader does every tenth of the TTL; a Leader with Term 0 means no
-// candidate holds a quorum. Reads that cannot tell (too few nodes answered)
-// are skipped. The channel is closed when ctx ends; a change that happens
+// elected candidate holds a quorum. Reads that cannot tell (too few nodes
+// answered) are skipped. The channel is closed when ctx ends; a change that happens
 // while the receiver is not reading is reported as the leader of the next
 // read (intermediate leaders may be missed). It needs PeekNode as Leader
 // does: without it the channel is closed at once.
