@@ -63,6 +63,10 @@ type member struct {
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
 	// without channel permissions); Lock polls it without asking again.
 	watchDenied atomic.Bool
+	// deniedLogged: the client's logger was told that the node denied
+	// access, while its server run was deniedRun (under mu; logger.go).
+	deniedLogged bool
+	deniedRun    string
 
 	memberIdentity   // identity.go
 	memberQuarantine // quarantine.go, under mu

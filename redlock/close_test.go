@@ -105,3 +105,49 @@ func TestDeniedReleaseIsNotRetried(t *testing.T) {
 		require.NoError(t, c.Close(context.Background()))
 	})
 }
+
+// replyError is a server's error reply as a Node returns it: it has the
+// RedisError method that marks go-redis's replies.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// An error reply to a release is an answer (TestRefusedReleaseIsNotRetried
+// shows it on a real server): the release is not queued. One that asks to
+// try later (LOADING: the server is reading its data back) is not: that
+// release is queued and retried until the node answers.
+func TestReleaseRetriesOnlyReplyThatAsksToTryLater(t *testing.T) {
+	for _, tc := range []struct {
+		reply  replyError
+		queued bool
+	}{
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", false},
+		{"ERR user_script:1: Script attempted to access a non local key", false},
+		{"LOADING Redis is loading the dataset in memory", true},
+		{"BUSY Redis is busy running a script", true},
+		{"READONLY You can't write against a read only replica.", true},
+	} {
+		t.Run(string(tc.reply[:7]), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ms, nodes := mem(3)
+				c := newClient(t, nodes)
+				m := newMutex(t, c)
+				warmUp(t, m)
+				lease, err := m.TryLock(context.Background())
+				require.NoError(t, err)
+				ms[0].Fail(fmt.Errorf("mem-0: %w", tc.reply))
+				require.NoError(t, lease.Unlock(context.Background()), "a quorum confirmed")
+				synctest.Wait()
+				if !tc.queued {
+					assert.Equal(t, 0, c.Stats().Backlog[0], "not queued")
+					return
+				}
+				assert.Equal(t, 1, c.Stats().Backlog[0], "queued for a retry")
+				ms[0].Fail(nil)
+				require.NoError(t, c.Close(context.Background()))
+				assert.Zero(t, ownKeys(ms), "the retry released it")
+			})
+		})
+	}
+}

@@ -328,6 +328,18 @@ func TestConfigValidation(t *testing.T) {
 		{lock: []redlock.LockOption{redlock.WithTTL(time.Microsecond)}, want: "TTL 1µs"},
 		{client: []redlock.ClientOption{redlock.WithNodeTimeout(time.Second)}, lock: []redlock.LockOption{redlock.WithTTL(time.Second)}, want: "node timeout 1s must be below the TTL 1s"},
 		{lock: []redlock.LockOption{redlock.WithMinValidity(10 * time.Second)}, want: "minimum validity 10s"},
+		// Issue 32, item 4: a node timeout that leaves no validity (TTL less
+		// drift 12ms and the minimum validity).
+		{client: []redlock.ClientOption{redlock.WithNodeTimeout(990 * time.Millisecond)}, lock: []redlock.LockOption{redlock.WithTTL(time.Second)},
+			want: "node timeout 990ms leaves no validity of the TTL 1s (less drift 12ms and minimum validity 0s)"},
+		{client: []redlock.ClientOption{redlock.WithNodeTimeout(900 * time.Millisecond)}, lock: []redlock.LockOption{redlock.WithTTL(time.Second), redlock.WithMinValidity(100 * time.Millisecond)},
+			want: "node timeout 900ms leaves no validity of the TTL 1s (less drift 12ms and minimum validity 100ms)"},
+		// Issue 32, item 3: a restart quarantine shorter than the keys live
+		// protects nothing (3 of 3 trials gave two holders).
+		{client: []redlock.ClientOption{redlock.WithRestartQuarantine(time.Second)}, lock: []redlock.LockOption{redlock.WithTTL(3 * time.Second)},
+			want: "restart quarantine 1s is shorter than the lock's keys live (TTL 3s plus lock delay 0s: 3s)"},
+		{client: []redlock.ClientOption{redlock.WithRestartQuarantine(3 * time.Second)}, lock: []redlock.LockOption{redlock.WithTTL(3 * time.Second), redlock.WithLockDelay(time.Second)},
+			want: "restart quarantine 3s is shorter than the lock's keys live (TTL 3s plus lock delay 1s: 4.010101011s)"},
 		{lock: []redlock.LockOption{redlock.WithRetryBackoff(time.Second, time.Millisecond)}, want: "minimum 1s is above maximum 1ms"},
 		// Issue 8, defect 9: min 0 never backs off (min*2^k stays 0).
 		{lock: []redlock.LockOption{redlock.WithRetryBackoff(0, 250*time.Millisecond)}, want: "retry backoff minimum 0 with maximum 250ms never backs off"},
@@ -362,7 +374,25 @@ func TestConfigValidation(t *testing.T) {
 		_, err := c.NewMutex(ok, redlock.WithRetryBackoff(0, 0))
 		require.NoError(t, err, ok)
 	}
-	_, err := redlock.New(nil)
+	// The quarantine is a client option, the TTL a lock option: every
+	// constructor checks the one against the other. A quarantine that
+	// covers the keys, or 0 (the longest TTL in use), is accepted.
+	q := newClient(t, nodes, redlock.WithRestartQuarantine(3*time.Second))
+	_, err := q.NewMutex("ok", redlock.WithTTL(3*time.Second))
+	require.NoError(t, err)
+	for ctor, build := range map[string]func() error{
+		"NewElection":  func() error { _, err := q.NewElection("e", redlock.WithTTL(4*time.Second)); return err },
+		"NewRWMutex":   func() error { _, err := q.NewRWMutex("rw", redlock.WithTTL(4*time.Second)); return err },
+		"NewSemaphore": func() error { _, err := q.NewSemaphore("s", 2, redlock.WithTTL(4*time.Second)); return err },
+		"NewReentrant": func() error { _, err := q.NewReentrant("r", "me", redlock.WithTTL(4*time.Second)); return err },
+	} {
+		err := build()
+		require.ErrorIs(t, err, redlock.ErrInvalidConfig, ctor)
+		assert.ErrorContains(t, err, "restart quarantine 3s is shorter than the lock's keys live (TTL 4s", ctor)
+	}
+	_, err = newClient(t, nodes, redlock.WithRestartQuarantine(0)).NewMutex("ok", redlock.WithTTL(time.Hour))
+	require.NoError(t, err)
+	_, err = redlock.New(nil)
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 	_, err = redlock.New([]redlock.Node{nodes[0], nodes[0], nodes[1]})
 	require.ErrorContains(t, err, `duplicate node address "mem-0"`)

@@ -184,7 +184,7 @@ func quarantineSetup(t *testing.T, through func(i int, addr string) string) (ms 
 // restart, and a client whose connections a proxy kept open across it,
 // must refuse the restarted master's vote all the same.
 func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
-	const q = 2 * time.Second
+	const q = 3 * time.Second // also the TTL: a quarantine must cover it
 	for _, tc := range []struct {
 		name  string
 		proxy bool // the clients reach master 0 through a keepProxy
@@ -203,10 +203,10 @@ func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
 			})
 			waitOlder(t, ms, nodes, q) // older than the quarantine, as the clients will read it
 			opt := redlock.WithRestartQuarantine(q)
-			a := newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(time.Minute))
+			a := newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(q))
 			var b *redlock.Mutex
 			if !tc.late {
-				b = newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(time.Minute))
+				b = newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(q))
 				warm, err := b.TryLock(ctx) // B meets every server before the restart
 				require.NoError(t, err)
 				require.NoError(t, warm.Unlock(ctx))
@@ -217,7 +217,7 @@ func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
 			require.NoError(t, ms.servers[0].Restart()) // kill -9, start empty: A's key on 0 is gone
 			require.NoError(t, ms.raw[2].Del(ctx, lockName).Err())
 			if tc.late {
-				b = newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(time.Minute))
+				b = newMutex(t, realClient(t, nodes, opt), redlock.WithTTL(q))
 			}
 			other, err := lockUntilDecided(t, b)
 			if err == nil {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 )
 
@@ -15,6 +16,11 @@ import (
 //   - Warn: also each "bad" finding of the client's check of a server's
 //     settings at first contact (ServerCheckEvent: an eviction policy that
 //     can evict lock keys, a replica, ...);
+//   - Warn: a node denied access (ErrNodeDenied: a wrong password, an ACL
+//     user without a grant), once per node and server run (the run the
+//     client last read from the node; not once per call), with the node's
+//     error, which names what was refused; and each release a node refused
+//     with an error reply (WRONGTYPE, ...), which is not retried;
 //   - Info: a node's restart quarantine started, a fencing token started a
 //     new epoch, a "warn" finding of that check (no AOF without the restart
 //     quarantine, a master with replicas, ...);
@@ -78,10 +84,21 @@ func (s *slogObserver) Attempt(ctx context.Context, e AttemptEvent) {
 }
 
 func (s *slogObserver) NodeCall(ctx context.Context, e NodeEvent) {
-	if e.Err == nil || !s.log.Enabled(ctx, slog.LevelDebug) {
+	if e.Err == nil {
 		return
 	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "redlock: node call failed", slog.String("lock", e.Lock.Name),
+	level, msg := slog.LevelDebug, "redlock: node call failed"
+	switch e.Op {
+	case NodeRelease, NodeRollback, NodeRetry:
+		// A denial is logged once per node and run (noteDenied).
+		if refusedRelease(e.Err) && !errors.Is(e.Err, ErrNodeDenied) {
+			level, msg = slog.LevelWarn, "redlock: release refused by the node, not retried (the key expires with its TTL)"
+		}
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	s.log.LogAttrs(ctx, level, msg, slog.String("lock", e.Lock.Name),
 		slog.String("node", e.Node), slog.String("op", string(e.Op)), slog.String("vote", string(e.Vote)),
 		slog.Duration("took", e.Took), slog.Any("err", e.Err))
 }
@@ -139,5 +156,26 @@ func (s *slogObserver) ServerCheck(ctx context.Context, e ServerCheckEvent) {
 			s.log.LogAttrs(ctx, level, "redlock: server check: "+f.Text, slog.String("node", e.Node),
 				slog.String("check", f.Check), slog.String("level", f.Level), slog.String("run_id", e.RunID))
 		}
+	}
+}
+
+// noteDenied tells the client's logger (WithLogger) at Warn that node i
+// denied access when err says so (ErrNodeDenied), once per node and server
+// run: the run the client last read from the node ("" before the first
+// read, as when the node refuses INFO). Every call's error stays at Debug
+// (slogObserver.NodeCall).
+func (c *Client) noteDenied(ctx context.Context, i int, err error) {
+	if err == nil || c.cfg.logger == nil || !errors.Is(err, ErrNodeDenied) {
+		return
+	}
+	m := c.members[i]
+	m.mu.Lock()
+	run := m.runID
+	first := !m.deniedLogged || m.deniedRun != run
+	m.deniedLogged, m.deniedRun = true, run
+	m.mu.Unlock()
+	if first && c.cfg.logger.Enabled(ctx, slog.LevelWarn) {
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "redlock: node denied access", slog.String("node", m.addr),
+			slog.String("run_id", run), slog.Any("err", err))
 	}
 }

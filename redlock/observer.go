@@ -324,7 +324,7 @@ type BacklogChange string
 const (
 	BacklogQueued    BacklogChange = "queued"    // a release that failed was queued for retry
 	BacklogDone      BacklogChange = "done"      // a retry got an answer (or a refused connection): the entry left the queue
-	BacklogDropped   BacklogChange = "dropped"   // refused at the cap (1024 per node), or denied by the server: its key expires with its TTL
+	BacklogDropped   BacklogChange = "dropped"   // refused at the cap (1024 per node), or a retry the server refused (denied, an error reply): its key expires with its TTL
 	BacklogAbandoned BacklogChange = "abandoned" // Close gave up on it: its key expires with its TTL
 )
 

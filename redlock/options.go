@@ -91,7 +91,10 @@ func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = 
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
 // node. Default: 50ms (the Redis docs suggest 5-50ms for a 10s TTL). Must be
-// positive and below every lock's TTL.
+// positive and leave validity: below every lock's TTL less the drift
+// allowance (WithDriftFactor) and the lock's minimum validity
+// (WithMinValidity); the lock's constructor (NewMutex, ...) refuses a lock
+// it leaves none, naming both values.
 func WithNodeTimeout(d time.Duration) ClientOption {
 	return func(c *clientConfig) { c.nodeTimeout = d }
 }
@@ -139,7 +142,11 @@ func WithOwnerLabel(label string) ClientOption {
 // released like any other; the node's result says ErrNodeQuarantined. Nodes
 // whose Addr is in durable (masters with appendfsync always, which keep
 // their keys) are exempt. d = 0 selects the longest TTL plus lock-delay of
-// the client's mutexes. Default: off.
+// the client's mutexes. A positive d must cover how long every lock's keys
+// live (its TTL plus its lock delay, stretched as WithLockDelay says): a
+// shorter quarantine protects nothing, and the lock's constructor (NewMutex,
+// NewElection, NewRWMutex, ...) refuses such a lock with ErrInvalidConfig,
+// naming both values. Default: off.
 func WithRestartQuarantine(d time.Duration, durable ...string) ClientOption {
 	return func(c *clientConfig) {
 		c.quarantine, c.quarantineFor, c.durable = true, d, durable
@@ -147,7 +154,10 @@ func WithRestartQuarantine(d time.Duration, durable ...string) ClientOption {
 }
 
 // WithTTL sets the lock's time to live on each node. Default: 10s. Must be at
-// least 1ms and above the client's node and release timeouts.
+// least 1ms, above the client's release timeout and above its node timeout
+// plus the drift allowance and the minimum validity (WithNodeTimeout), and,
+// with its lock delay, at most the client's restart quarantine when one is
+// set (WithRestartQuarantine).
 func WithTTL(ttl time.Duration) LockOption { return func(l *lockConfig) { l.ttl = ttl } }
 
 // WithMinValidity makes an acquisition fail (ErrNotObtained wrapping
@@ -346,6 +356,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("minimum validity %v must not be negative", l.minValidity)
 	case l.minValidity >= l.ttl-c.drift(l.ttl):
 		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl))
+	case c.nodeTimeout >= l.ttl-c.drift(l.ttl)-l.minValidity:
+		return configError("node timeout %v leaves no validity of the TTL %v (less drift %v and minimum validity %v): an acquire whose quorum answers at the node timeout could never be used", c.nodeTimeout, l.ttl, c.drift(l.ttl), l.minValidity)
 	case l.retryMin < 0 || l.retryMax < 0:
 		return configError("retry backoff %v..%v must not be negative", l.retryMin, l.retryMax)
 	case l.retryMin > l.retryMax:
@@ -360,6 +372,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("lock delay %v must not be negative", l.lockDelay)
 	case l.ttl > maxKeyTTL || l.lockDelay > maxKeyTTL-l.ttl:
 		return configError("TTL %v plus lock delay %v must not exceed %v", l.ttl, l.lockDelay, maxKeyTTL)
+	case c.quarantine && c.quarantineFor > 0 && c.quarantineFor < l.keyTTL(c):
+		return configError("restart quarantine %v is shorter than the lock's keys live (TTL %v plus lock delay %v: %v): a node restarted without them would vote while they still hold elsewhere; use at least %v, or 0 for the longest in use", c.quarantineFor, l.ttl, l.lockDelay, l.keyTTL(c), l.keyTTL(c))
 	case l.renew < 0 || l.renew >= 1 || l.renew != l.renew:
 		return configError("auto-renew fraction %v must be in [0, 1)", l.renew)
 	case l.renew > 0 && time.Duration(float64(l.ttl)*l.renew) < time.Millisecond:

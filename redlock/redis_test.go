@@ -554,12 +554,14 @@ func TestRestartQuarantineOnRealMasters(t *testing.T) {
 			ms := startMasters(t, 3)
 			ctx := context.Background()
 			var opts []redlock.ClientOption
-			const quarantineFor = 2 * time.Second
+			// The quarantine must cover the keys' TTL (NewMutex refuses a
+			// shorter one): both are 3s, so that the servers soon are older.
+			const quarantineFor = 3 * time.Second
 			if quarantine {
 				opts = append(opts, redlock.WithRestartQuarantine(quarantineFor))
 			}
-			a := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(time.Minute))
-			b := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(time.Minute))
+			a := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(quarantineFor))
+			b := newMutex(t, realClient(t, ms.nodes, opts...), redlock.WithTTL(quarantineFor))
 			// The servers are older than the quarantine, as the client reads
 			// their age (INFO uptime less the second it may overstate).
 			waitOlder(t, ms, ms.nodes, quarantineFor)

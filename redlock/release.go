@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -110,10 +111,40 @@ func (e *releaseExec) do(ctx context.Context, i int, m *member) (bool, error) {
 	q := e.p
 	q.guard = e.guards[i]
 	ok, err := q.send(ctx, m)
-	if err != nil {
+	if err != nil && !refusedRelease(err) {
 		e.c.queueRelease(e.ctx, i, q)
 	}
 	return ok, err
+}
+
+// refusedRelease reports whether err is the node's answer to a release that
+// a retry cannot change, so the release is not retried (its key, if any,
+// expires with its TTL): a denial (ErrNodeDenied), or an error reply of the
+// server (WRONGTYPE: the key holds another kind of lock; a script error),
+// other than one that asks to try again later (serverBusy). An error reply
+// is an error with a RedisError method, go-redis's mark of one.
+func refusedRelease(err error) bool {
+	if errors.Is(err, ErrNodeDenied) {
+		return true
+	}
+	var reply interface {
+		error
+		RedisError()
+	}
+	return errors.As(err, &reply) && !serverBusy(reply.Error())
+}
+
+// serverBusy reports whether a Redis error reply says that the command did
+// not run for a while only: the server is loading its data, running a long
+// script, out of memory, read-only (a replica that a failover may promote),
+// or its cluster is moving or down. A release so answered is retried.
+func serverBusy(reply string) bool {
+	for _, code := range []string{"LOADING ", "BUSY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN ", "READONLY ", "OOM ", "MOVED ", "ASK ", "NOREPLICAS ", "ERR max number of clients"} {
+		if strings.HasPrefix(reply, code) {
+			return true
+		}
+	}
+	return false
 }
 
 // queueRelease keeps a release that failed on a node that may hold the key.
@@ -127,8 +158,11 @@ func (e *releaseExec) do(ctx context.Context, i int, m *member) (bool, error) {
 // the guard). A refused connection also ends the retry: the process is gone,
 // and what a restart reloads from its disk expires on the key's own
 // schedule. A timed-out dial does not: the server may be alive and paused.
-// A release the server denied (ErrNodeDenied: a permission the user lacks)
-// is dropped: retrying cannot help, and its key expires with its TTL.
+// A release the server refused is not retried (refusedRelease: a denial,
+// ErrNodeDenied, or an error reply such as WRONGTYPE; not one that asks to
+// try later, such as LOADING): retrying cannot help, and its key expires
+// with its TTL. Refused at once, it is not queued; refused on a retry, it
+// leaves the queue as dropped.
 // One goroutine per node drains the queue with backoff (from min(node
 // timeout, 100ms), doubling up to 1s) and stops when the queue is empty.
 // Once Close is called it retries at once, then every min(node timeout,
@@ -205,18 +239,19 @@ func (c *Client) drain(i int) {
 		}
 		if c.obs != nil {
 			c.obs.NodeCall(context.Background(), NodeEvent{Lock: *p.lock, Op: NodeRetry, Node: m.addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+			c.noteDenied(context.Background(), i, err)
 		}
 		// Done once the node answered, or refused the connection: then
 		// the server process that may have received the acquire is gone,
 		// and whatever a restart brings back from its disk expires on the
 		// key's own schedule.
-		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || errors.Is(err, ErrNodeDenied) {
+		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || refusedRelease(err) {
 			change := BacklogDone
 			m.mu.Lock()
 			if len(m.backlog) > 0 {
 				m.backlog = m.backlog[1:]
-				if errors.Is(err, ErrNodeDenied) && !errors.Is(err, ErrNotSent) {
-					m.abandoned++ // denied: retrying cannot help; the key expires with its TTL
+				if refusedRelease(err) && !errors.Is(err, ErrNotSent) {
+					m.abandoned++ // refused: retrying cannot help; the key expires with its TTL
 					change = BacklogDropped
 				}
 			}

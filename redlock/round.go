@@ -296,6 +296,7 @@ func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) er
 	err := c.runCall(ctx, shared, i, cl, o)
 	if !cl.skipped {
 		obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+		c.noteDenied(ctx, i, err)
 	}
 	return err
 }

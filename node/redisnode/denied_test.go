@@ -90,7 +90,11 @@ func TestLockDeniedFailsAtOnce(t *testing.T) {
 			var rerr redis.Error
 			require.True(t, errors.As(nerr, &rerr), "the reply stays in the chain: %v", nerr)
 			assert.Contains(t, rerr.Error(), tc.reply)
-			assert.True(t, strings.HasSuffix(nerr.Error(), "redlock: node denied access: "+srv.Addr()+": "+rerr.Error()), nerr.Error())
+			assert.Contains(t, nerr.Error(), "redlock: node denied access: "+srv.Addr()+": ")
+			assert.True(t, strings.HasSuffix(nerr.Error(), ": "+rerr.Error()), nerr.Error())
+			if tc.reply == "NOPERM " {
+				assert.Contains(t, nerr.Error(), "refused EVALSHA: ", "names the refused command")
+			}
 			assert.ErrorIs(t, nerr, redlock.ErrNotSent, "refused before it ran: nothing to release")
 
 			denials := aclDenials(t, admin)

@@ -143,6 +143,9 @@ func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
 		res, err = cmd.Int64()
 		return err
 	})
+	if err != nil {
+		err = withKeys(err, evalKeys(args))
+	}
 	return res, err
 }
 

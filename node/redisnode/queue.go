@@ -45,7 +45,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return err
 	})
 	if err != nil {
-		return false, 0, err
+		return false, 0, withKeys(err, []string{key, guard, fence, queue, queueTTL})
 	}
 	acquired, counter, ok := twoInts(res)
 	if !ok {

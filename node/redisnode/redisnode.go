@@ -8,12 +8,16 @@
 // wrapping ctx.Err(). An error reply of the server (CROSSSLOT, READONLY,
 // WRONGTYPE, OOM, a script error) is returned as itself: errors.As finds the
 // go-redis redis.Error and its text is unchanged. A reply that denies access
-// (NOAUTH, WRONGPASS, NOPERM) is wrapped: the error wraps
-// redlock.ErrNodeDenied, names the node ("redlock: node denied access:
-// host:port: WRONGPASS ..."), and errors.As still finds the reply; on a
-// client that never retries it also wraps redlock.ErrNotSent when the
-// command was refused before it ran (not for a NOPERM of a command inside a
-// script). A dial the
+// (NOAUTH, WRONGPASS, NOPERM, and the reply of a command an ACL refused
+// inside a script: Redis 7.0's "ERR The user executing the script can't
+// ...") is wrapped: the error wraps redlock.ErrNodeDenied, names the node
+// and what the server refused (the command, or the keys it may have
+// refused; for a refusal inside a script, the script's commands on the line
+// the reply names: "redlock: node denied access: host:port: refused GET
+// (acquire.lua line 24): ERR The user executing the script ..."), and
+// errors.As still finds the reply; on a client that never retries it also
+// wraps redlock.ErrNotSent when the command was refused before it ran (not
+// for a refusal inside a script, which may follow its writes). A dial the
 // server refused wraps redlock.ErrNotSent and says "connection refused"; a
 // dial that timed out does not wrap ErrNotSent (the server may be paused with
 // a full accept queue, holding commands it will run when it resumes).
@@ -193,7 +197,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 		return err
 	})
 	if err != nil {
-		return false, 0, err
+		return false, 0, withKeys(err, []string{key, guard, fence})
 	}
 	acquired, counter, ok := twoInts(res)
 	if !ok {
@@ -282,7 +286,7 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 		return nil
 	})
 	if err != nil {
-		return "", 0, err
+		return "", 0, withKeys(err, []string{key, fence})
 	}
 	if counter == "" {
 		return value, 0, nil
@@ -419,15 +423,20 @@ func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...
 		res, err = s.Run(ctx, n.client, keys, args...).Int64()
 		return err
 	})
+	if err != nil {
+		err = withKeys(err, keys)
+	}
 	return res, err
 }
 
 // do runs fn and classifies its error: a Redis error reply as itself, except
-// a denial (NOAUTH, WRONGPASS, NOPERM), which wraps redlock.ErrNodeDenied
-// and names the node; a context expiry wrapping ctx.Err(); a failed dial of
-// a client that never retries wrapping redlock.ErrNotSent when notsent.Dial
-// says nothing can have been sent (a refused connection, not a timed-out
-// dial).
+// a denial (NOAUTH, WRONGPASS, NOPERM, or a command refused inside a
+// script), which is a *deniedError: it wraps redlock.ErrNodeDenied and the
+// reply and names the node and what was refused (callers that know the
+// call's keys add them with withKeys); a context expiry wrapping ctx.Err();
+// a failed dial of a client that never retries wrapping redlock.ErrNotSent
+// when notsent.Dial says nothing can have been sent (a refused connection,
+// not a timed-out dial).
 func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", redlock.ErrNotSent, err)
@@ -448,47 +457,6 @@ func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 		return notsent.Dial(err)
 	}
 	return err
-}
-
-// deniedError is a call the server denied: it wraps redlock.ErrNodeDenied
-// and the reply, and redlock.ErrNotSent when the command was refused before
-// it ran (so it had no effect and needs no release).
-type deniedError struct {
-	addr    string
-	reply   error
-	notSent bool
-}
-
-func (e *deniedError) Error() string {
-	return redlock.ErrNodeDenied.Error() + ": " + e.addr + ": " + e.reply.Error()
-}
-
-func (e *deniedError) Unwrap() []error {
-	if e.notSent {
-		return []error{redlock.ErrNodeDenied, e.reply, redlock.ErrNotSent}
-	}
-	return []error{redlock.ErrNodeDenied, e.reply}
-}
-
-// unexecuted reports whether a denial refused the command itself before it
-// ran: a failed authentication, or an ACL refusal of the command or its keys
-// (not of a command inside a script, which may follow writes the script
-// already made).
-func unexecuted(rerr redis.Error) bool {
-	return !strings.HasPrefix(rerr.Error(), "NOPERM ") || !strings.Contains(rerr.Error(), "script")
-}
-
-// denied reports whether a Redis error reply refuses the call for a reason
-// that retrying cannot mend: no or a wrong password, or an ACL user without
-// the permission.
-func denied(rerr redis.Error) bool {
-	msg := rerr.Error()
-	for _, prefix := range []string{"NOAUTH ", "WRONGPASS ", "NOPERM "} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 func ttlMillis(ttl time.Duration) (int64, error) {
