@@ -36,7 +36,7 @@
 // scenario's protected twins show which mitigation does), and "FAIL"
 // otherwise, with a line below the table saying why. The JSON file's
 // "verdict" field has the same three values. The exit status is 1 when any
-// verdict is FAIL, 2 on a usage error.
+// verdict is FAIL, 64 on a usage error (as for every command).
 //
 // chaos --quick gives the whole table in about two minutes on two cores:
 // every scenario once, at its own number of masters, for the short
@@ -64,11 +64,12 @@ import (
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
-// Exit statuses.
+// Exit statuses. A usage error is 64 (EX_USAGE) for every command, run's
+// runUsage among them.
 const (
 	exitOK    = 0
 	exitFail  = 1
-	exitUsage = 2
+	exitUsage = 64
 )
 
 func main() {

@@ -32,7 +32,7 @@ Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
 as for quorumlock run.
 
 Exit status: 0; 1 when a lock's state is unknown (too few masters answered);
-2 usage.
+64 usage (as run).
 
 Flags:
 `
