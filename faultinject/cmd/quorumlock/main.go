@@ -175,8 +175,13 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	if *list {
+		// Columns as wide as their longest entry: names outgrow any fixed width.
+		nw, ttlw := 0, 0
 		for _, s := range scs {
-			fmt.Fprintf(stdout, "%-24s %-6s N=%d K=%d TTL=%v  %s\n", s.Name, s.Expect, s.Nodes, s.Clients, s.TTL, s.About)
+			nw, ttlw = max(nw, len(s.Name)), max(ttlw, len(s.TTL.String()))
+		}
+		for _, s := range scs {
+			fmt.Fprintf(stdout, "%-*s  %-6s  N=%d  K=%-2d  TTL=%-*v  %s\n", nw, s.Name, s.Expect, s.Nodes, s.Clients, ttlw, s.TTL, s.About)
 		}
 		return exitOK
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,10 +89,34 @@ func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
 	}
 }
 
+// TestList: one line per scenario, its columns aligned whatever the length
+// of the names (the longest are past 30 characters).
 func TestList(t *testing.T) {
 	code, out, _ := runMain(t, "chaos", "--list")
 	if code != exitOK || !strings.Contains(out, "restart-no-persistence") || !strings.Contains(out, "unsafe") {
 		t.Fatalf("chaos --list: exit %d, output %q", code, out)
+	}
+	// Each column starts where it starts on the first line.
+	var first []int
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			t.Fatalf("short line %q", l)
+		}
+		var at []int
+		from := 0
+		for _, field := range f[1:5] { // expect, N=, K=, TTL=
+			i := strings.Index(l[from:], field)
+			at = append(at, from+i)
+			from += i + len(field)
+		}
+		if first == nil {
+			first = at
+		}
+		if !slices.Equal(at, first) {
+			t.Errorf("columns of %q start at %v, the first line's at %v:\n%s", f[0], at, first, out)
+			break
+		}
 	}
 }
 
