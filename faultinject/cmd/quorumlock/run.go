@@ -190,7 +190,7 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	fs.BoolVar(&rc.shared, "shared", false, "take a read (shared) lease of the read-write lock NAME")
 	fs.BoolVar(&rc.excl, "exclusive", false, "take the write lease of the read-write lock NAME (excludes --shared holders)")
 	fs.IntVar(&rc.sem, "semaphore", 0, "take one of K places of the semaphore NAME")
-	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status")
+	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status (with --cooldown, run adds \"; cooldown=D ttl=T\", from which status tells a lock kept by its cooldown)")
 	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere, which run does not report below --log-level info (0..255)")
 	rc.level.level = slog.LevelWarn
 	fs.Var(&rc.level, "log-level", "`LEVEL` of what run writes on stderr: error, warn (also the library's warnings: failed renewals, a lease lost), info (also the lock taken, held elsewhere, released; quarantines) or debug (also every master call, and go-redis's own log)")
@@ -357,7 +357,12 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 	}
 	// The library's own account: failed renewals with every master's
 	// answer (warn), the lease's end, quarantines, new fencing epochs (info).
-	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label), redlock.WithLogger(log)}
+	label := rc.label
+	if rc.cooldown > 0 {
+		// status reads the mark to tell a lock kept by the cooldown.
+		label = cooldownLabel(label, rc.cooldown, rc.ttl)
+	}
+	copts := []redlock.ClientOption{redlock.WithOwnerLabel(label), redlock.WithLogger(log)}
 	var met *runMetrics
 	if rc.metrics != "" {
 		// Listen before the masters are dialled: a port in use fails the
