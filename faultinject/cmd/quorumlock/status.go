@@ -26,7 +26,9 @@ Shows, per master, whether it answers (and its role, uptime and run), and for
 the lock NAME (or every lock matching the glob PATTERN: a name with *, ? or
 [) its holders with their owner (token, host, pid, label) and TTL left, its
 fencing counter, and which holder has a quorum. A read-write lock's or a
-semaphore's holders are shown one per line.
+semaphore's holders are shown one per line. A lock taken by quorumlock run
+--cooldown is shown in its cooldown once run is gone (its pid no longer
+runs on this host, or its keys were not renewed for half the TTL).
 
 Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
 as for quorumlock run.
