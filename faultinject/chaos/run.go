@@ -238,11 +238,13 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 	n := sc.Nodes
 	q := n/2 + 1
 	lockOpts := []redlock.LockOption{redlock.WithTTL(sc.TTL), redlock.WithRetryBackoff(time.Millisecond, 20*time.Millisecond)}
-	// Node and release deadlines of a fifth of the TTL: the suite runs under
-	// -race on two cores beside Docker and Toxiproxy, where the 50ms default
-	// made whole scenarios time out (0 acquisitions); a fifth still leaves
-	// most of the TTL as validity and keeps a 20ms-slow master on time.
-	clientOpts := []redlock.ClientOption{redlock.WithNodeTimeout(sc.TTL / 5), redlock.WithReleaseTimeout(sc.TTL / 5)}
+	// Node and release deadlines of a fifth of the TTL by default
+	// (Scenario.NodeTimeout): the suite runs under -race on two cores
+	// beside Docker and Toxiproxy, where the 50ms default made whole
+	// scenarios time out (0 acquisitions); a fifth still leaves most of
+	// the TTL as validity.
+	nt := sc.nodeTimeout()
+	clientOpts := []redlock.ClientOption{redlock.WithNodeTimeout(nt), redlock.WithReleaseTimeout(nt)}
 	if sc.DriftFactor > 0 {
 		clientOpts = append(clientOpts, redlock.WithDriftFactor(sc.DriftFactor))
 	}

@@ -68,6 +68,7 @@ func TestTargetNodes(t *testing.T) {
 	}{
 		{Minority, 5, []int{3, 4}}, {Minority, 3, []int{2}}, {Minority, 7, []int{4, 5, 6}},
 		{LastNode, 5, []int{4}}, {Pivot, 3, []int{1}}, {Pivot, 5, []int{2}},
+		{All, 3, []int{0, 1, 2}}, {All, 1, []int{0}},
 	}
 	for _, c := range cases {
 		got, err := c.t.Nodes(c.n)
@@ -96,6 +97,7 @@ func TestValidateNamesBadValues(t *testing.T) {
 		"TTL -1s":              func(s *Scenario) { s.TTL = -time.Second },
 		"clients 0":            func(s *Scenario) { s.Clients = 0 },
 		"hold 1s":              func(s *Scenario) { s.Hold = time.Second },
+		"node timeout 1s":      func(s *Scenario) { s.NodeTimeout = time.Second },
 		"odd number of nodes":  func(s *Scenario) { s.Split, s.Nodes = true, 4 },
 		"at least 2 clients":   func(s *Scenario) { s.Split, s.Clients = true, 1 },
 		"neither a fault kind": func(s *Scenario) { s.Schedule = []Step{{At: 1}} },

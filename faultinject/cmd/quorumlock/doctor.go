@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
 	"github.com/quorumlock/quorumlock/internal/nodecheck"
@@ -27,13 +29,18 @@ failover could promote), tcp-backlog; and for the set, the number of masters
 and one server listed twice.
 
 It reads INFO, CONFIG GET (appendfsync, save, tcp-backlog) and COMMAND INFO;
-an ACL user needs +info +config|get +command|info.
+an ACL user needs +info +config|get +command|info. A check that could not
+be read (CONFIG GET or COMMAND INFO refused) is "unknown", says what was not
+read and what grant reads it, and is never reported as a milder level than
+it could have: without CONFIG GET a master with appendonly no may keep RDB
+snapshots (bad). Without COMMAND INFO, doctor asks EVALSHA and EVAL
+themselves (a script that returns 1).
 
 Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
 as for quorumlock run.
 
-Exit status: 0 when nothing is "bad"; 1 when something is (or a master does
-not answer); 2 usage.
+Exit status: 0 when nothing is "bad" or "unknown"; 1 when something is (a
+master that does not answer is "bad"); 64 usage (as run).
 
 Flags:
 `
@@ -44,6 +51,10 @@ const (
 	levelInfo = nodecheck.Info
 	levelWarn = nodecheck.Warn
 	levelBad  = nodecheck.Bad
+	// levelUnknown: the check could not be read (a command refused), and
+	// what it did not read could make it bad. It counts as bad for the
+	// exit status: doctor cannot vouch for what it could not see.
+	levelUnknown = "unknown"
 )
 
 // finding is one line of doctor's report.
@@ -102,7 +113,7 @@ func doctorCmd(ctx context.Context, args []string, e *env) int {
 	fs2 := diagnose(facts)
 	code := exitOK
 	for _, f := range fs2 {
-		if f.Level == levelBad {
+		if f.Level == levelBad || f.Level == levelUnknown {
 			code = exitFail
 		}
 	}
@@ -115,12 +126,12 @@ func doctorCmd(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stdout, "%s\n", b)
 		return code
 	}
-	width, cw := len("masters"), 0
+	width, lw, cw := len("masters"), len(levelWarn), 0
 	for _, f := range fs2 {
-		width, cw = max(width, len(f.Node)), max(cw, len(f.Check))
+		width, lw, cw = max(width, len(f.Node)), max(lw, len(f.Level)), max(cw, len(f.Check))
 	}
 	for _, f := range fs2 {
-		fmt.Fprintf(e.stdout, "%-*s  %-4s  %-*s  %s\n", width, f.Node, f.Level, cw, f.Check, f.Text)
+		fmt.Fprintf(e.stdout, "%-*s  %-*s  %-*s  %s\n", width, f.Node, lw, f.Level, cw, f.Check, f.Text)
 	}
 	return code
 }
@@ -137,9 +148,13 @@ type nodeFacts struct {
 	Config    map[string]string
 	ConfigErr error
 	// Commands maps the commands asked about to whether the server has
-	// them; CommandsErr is set when COMMAND INFO failed.
+	// them; CommandsErr is set when COMMAND INFO failed. Probed then holds
+	// what EVALSHA and EVAL answered when asked themselves: whether each
+	// exists, or (absent) the error that left it unknown (ProbeErr).
 	Commands    map[string]bool
 	CommandsErr error
+	Probed      map[string]bool
+	ProbeErr    map[string]error
 }
 
 // configParams are the settings doctor reads with CONFIG GET (one per call:
@@ -176,6 +191,7 @@ func readFacts(ctx context.Context, c rawClient) nodeFacts {
 	res, err := c.c.Do(ctx, args...).Slice()
 	if err != nil {
 		f.CommandsErr = ctxerr.Wrap(ctx, err)
+		f.Probed, f.ProbeErr = probeScripts(ctx, c.c)
 		return f
 	}
 	for i, name := range probedCommands {
@@ -204,6 +220,7 @@ func diagnose(facts []nodeFacts) []finding {
 		}
 
 		for _, c := range nodecheck.Server(in, f.Config, f.ConfigErr) {
+			c = f.unread(c)
 			add(a, c.Level, c.Check, "%s", c.Text)
 		}
 		f.commandsFinding(add)
@@ -234,10 +251,72 @@ func diagnose(facts []nodeFacts) []finding {
 	return out
 }
 
+// unread turns a finding that rests on CONFIG GET values that could not be
+// read into an unknown one that says so, whatever milder level the values
+// it did read gave: without the save setting, appendonly no is a warn
+// without RDB snapshots and bad with them; without appendfsync, appendonly
+// yes is ok (always) or a warn. Other findings are returned as they are.
+func (f nodeFacts) unread(c nodecheck.Finding) nodecheck.Finding {
+	if f.ConfigErr == nil || c.Check != "persistence" {
+		return c
+	}
+	switch f.Info["aof_enabled"] {
+	case "0":
+		c.Level = levelUnknown
+		c.Text = fmt.Sprintf("appendonly no, and whether RDB snapshots are on could not be read (CONFIG GET save refused: %v): with snapshots this is bad (a restart loads an older snapshot: lock keys lost, fencing counters go back), without them a warn (a restart loses the lock keys: use the restart quarantine); grant +config|get to check", f.ConfigErr)
+	case "1":
+		if _, ok := f.Config["appendfsync"]; !ok {
+			c.Level = levelUnknown
+			c.Text = fmt.Sprintf("appendonly yes, appendfsync could not be read (CONFIG GET refused: %v): unless it is always, a crash loses the last writes (use the restart quarantine); grant +config|get to check", f.ConfigErr)
+		}
+	}
+	return c
+}
+
+// probeScripts asks EVALSHA (with a digest no script has: NOSCRIPT says
+// it exists) and EVAL (a script that returns 1) whether they exist, for a
+// user that may not run COMMAND INFO. An unknown command is missing; any
+// other error (NOPERM, a timeout) leaves the command unknown.
+func probeScripts(ctx context.Context, c *redis.Client) (map[string]bool, map[string]error) {
+	have, errs := map[string]bool{}, map[string]error{}
+	for name, args := range map[string][]any{
+		"evalsha": {"evalsha", "0000000000000000000000000000000000000000", 0},
+		"eval":    {"eval", "return 1", 0},
+	} {
+		err := c.Do(ctx, args...).Err()
+		switch {
+		case err == nil, strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			have[name] = true
+		case strings.Contains(strings.ToLower(err.Error()), "unknown command"):
+			have[name] = false
+		default:
+			errs[name] = ctxerr.Wrap(ctx, err)
+		}
+	}
+	return have, errs
+}
+
 // commandsFinding adds the finding on the commands the master has.
 func (f nodeFacts) commandsFinding(add func(node, level, check, format string, args ...any)) {
 	if f.CommandsErr != nil {
-		add(f.Addr, levelInfo, "commands", "COMMAND INFO failed (%v): grant +command|info to check which commands exist", f.CommandsErr)
+		var missing, unknown []string
+		for _, name := range probedCommands[:2] {
+			have, asked := f.Probed[name]
+			switch {
+			case !asked:
+				unknown = append(unknown, fmt.Sprintf("%s (%v)", strings.ToUpper(name), f.ProbeErr[name]))
+			case !have:
+				missing = append(missing, strings.ToUpper(name))
+			}
+		}
+		switch {
+		case len(missing) > 0:
+			add(f.Addr, levelBad, "commands", "%s missing (renamed or disabled; asked directly, as COMMAND INFO was refused: %v): the lock runs Lua scripts and cannot work here", strings.Join(missing, " and "), f.CommandsErr)
+		case len(unknown) > 0:
+			add(f.Addr, levelUnknown, "commands", "COMMAND INFO refused (%v) and %s could not be asked: whether the lock's scripts can run here is unknown; grant +command|info to check", f.CommandsErr, strings.Join(unknown, " and "))
+		default:
+			add(f.Addr, levelOK, "commands", "EVALSHA and EVAL present (the lock's scripts; asked directly, as COMMAND INFO was refused: %v); the native WAITAOF, DELIFEQ, DELEX not checked (grant +command|info)", f.CommandsErr)
+		}
 	} else {
 		var have []string
 		for _, c := range probedCommands[2:] {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -98,5 +100,65 @@ func TestDoctorGoodMasters(t *testing.T) {
 	code, out, stderr := runMain(t, "doctor", "--nodes", strings.Join(addrs, ","))
 	if code != exitOK || strings.Contains(out, " warn ") || strings.Contains(out, " bad ") {
 		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// minimalACL is docs/nodes.md's minimal ACL for user locker with password pw
+// (read from the doc, so that the test follows it).
+func minimalACL(t *testing.T, pw string) []any {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "nodes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ACL SETUSER (locker on >PASSWORD .*)$`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/nodes.md has no line ACL SETUSER locker on >PASSWORD ...")
+	}
+	args := []any{"ACL", "SETUSER"}
+	for _, f := range strings.Fields(strings.Replace(string(m[1]), "PASSWORD", pw, 1)) {
+		args = append(args, f)
+	}
+	return args
+}
+
+// TestDoctorAsLimitedUser: doctor run as docs/nodes.md's minimal ACL user
+// (no +config|get, no +command|info) on a master with RDB snapshots and no
+// AOF, bad for the lock. It cannot read save, so it must not call the
+// persistence a warn and exit 0: it says what it could not read and why
+// that matters, reports "unknown" and exits 1. The commands it can ask
+// directly (EVALSHA, EVAL) it reports as present.
+func TestDoctorAsLimitedUser(t *testing.T) {
+	const pw = "Locker-pw-5"
+	rdb := redisproc.StartT(t, redisproc.Config{Args: []string{"--save", "900 1"}})
+	aof := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
+	var urls []string
+	for _, srv := range []*redisproc.Server{rdb, aof} {
+		if err := admin(t, &redis.Options{Addr: srv.Addr()}).Do(context.Background(), minimalACL(t, pw)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, "redis://locker:"+pw+"@"+srv.Addr())
+	}
+	// As an admin, the RDB master is bad: the judgement the limited user
+	// must not turn into a warn.
+	code, out, _ := runMain(t, "doctor", "--nodes", rdb.Addr())
+	if code != exitFail || !regexp.MustCompile(`(?m)^`+rdb.Addr()+` +bad +persistence +appendonly no with RDB snapshots`).MatchString(out) {
+		t.Fatalf("doctor as admin: exit %d\n%s", code, out)
+	}
+	code, out, stderr := runMain(t, "doctor", "--nodes", strings.Join(urls, ","))
+	if code != exitFail {
+		t.Errorf("doctor as the minimal ACL user: exit %d, want %d (a persistence it could not read may be bad)", code, exitFail)
+	}
+	for _, want := range []string{
+		`^` + rdb.Addr() + ` +unknown +persistence +appendonly no, and whether RDB snapshots are on could not be read \(CONFIG GET save refused: NOPERM.*\): with snapshots this is bad .*grant \+config\|get to check$`,
+		`^` + aof.Addr() + ` +unknown +persistence +appendonly yes, appendfsync could not be read \(CONFIG GET refused: NOPERM.*grant \+config\|get to check$`,
+		`^` + rdb.Addr() + ` +ok +commands +EVALSHA and EVAL present \(the lock's scripts; asked directly, as COMMAND INFO was refused: NOPERM`,
+	} {
+		if !regexp.MustCompile(`(?m)` + want).MatchString(out) {
+			t.Errorf("no line matches %s:\n%s%s", want, out, stderr)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\S+ +(warn|info|ok) +persistence `).MatchString(out) || strings.Contains(out+stderr, pw) {
+		t.Errorf("a persistence it could not read judged milder than unknown, or the password shown:\n%s%s", out, stderr)
 	}
 }

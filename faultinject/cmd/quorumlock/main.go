@@ -36,7 +36,7 @@
 // scenario's protected twins show which mitigation does), and "FAIL"
 // otherwise, with a line below the table saying why. The JSON file's
 // "verdict" field has the same three values. The exit status is 1 when any
-// verdict is FAIL, 2 on a usage error.
+// verdict is FAIL, 64 on a usage error (as for every command).
 //
 // chaos --quick gives the whole table in about two minutes on two cores:
 // every scenario once, at its own number of masters, for the short
@@ -64,11 +64,12 @@ import (
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
-// Exit statuses.
+// Exit statuses. A usage error is 64 (EX_USAGE) for every command, run's
+// runUsage among them.
 const (
 	exitOK    = 0
 	exitFail  = 1
-	exitUsage = 2
+	exitUsage = 64
 )
 
 func main() {
@@ -174,8 +175,13 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	if *list {
+		// Columns as wide as their longest entry: names outgrow any fixed width.
+		nw, ttlw := 0, 0
 		for _, s := range scs {
-			fmt.Fprintf(stdout, "%-24s %-6s N=%d K=%d TTL=%v  %s\n", s.Name, s.Expect, s.Nodes, s.Clients, s.TTL, s.About)
+			nw, ttlw = max(nw, len(s.Name)), max(ttlw, len(s.TTL.String()))
+		}
+		for _, s := range scs {
+			fmt.Fprintf(stdout, "%-*s  %-6s  N=%d  K=%-2d  TTL=%-*v  %s\n", nw, s.Name, s.Expect, s.Nodes, s.Clients, ttlw, s.TTL, s.About)
 		}
 		return exitOK
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,10 +62,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"doctor", "--nodes", "redis://u:s3cr3t@127.0.0.1:0"}, `master 1 of --nodes: redisnode: bad port "0"`},
 		{[]string{"chaos", "--nodes", "4"}, `--nodes 4: chaos: scenario "split-quorums": split needs an odd number of nodes, have 4`},
 	}
+	// 64 (EX_USAGE) for every command, as run gives (TestRunUsageErrors):
+	// a script tells a usage error from a failure the same way whichever
+	// command it called.
+	const usage = 64
 	for _, c := range cases {
 		code, _, stderr := runMain(t, c.args...)
-		if code != exitUsage || !strings.Contains(stderr, c.want) {
-			t.Errorf("quorumlock %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, exitUsage, c.want)
+		if code != usage || !strings.Contains(stderr, c.want) {
+			t.Errorf("quorumlock %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, usage, c.want)
 		}
 	}
 }
@@ -84,10 +89,34 @@ func TestUsageNamesOnlyCommandsThatExist(t *testing.T) {
 	}
 }
 
+// TestList: one line per scenario, its columns aligned whatever the length
+// of the names (the longest are past 30 characters).
 func TestList(t *testing.T) {
 	code, out, _ := runMain(t, "chaos", "--list")
 	if code != exitOK || !strings.Contains(out, "restart-no-persistence") || !strings.Contains(out, "unsafe") {
 		t.Fatalf("chaos --list: exit %d, output %q", code, out)
+	}
+	// Each column starts where it starts on the first line.
+	var first []int
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			t.Fatalf("short line %q", l)
+		}
+		var at []int
+		from := 0
+		for _, field := range f[1:5] { // expect, N=, K=, TTL=
+			i := strings.Index(l[from:], field)
+			at = append(at, from+i)
+			from += i + len(field)
+		}
+		if first == nil {
+			first = at
+		}
+		if !slices.Equal(at, first) {
+			t.Errorf("columns of %q start at %v, the first line's at %v:\n%s", f[0], at, first, out)
+			break
+		}
 	}
 }
 

@@ -36,8 +36,8 @@ const (
 	// before the lease's validity ended (as timeout(1)'s 124).
 	runLost = 124
 	// runUsage: bad flags, a bad address, options that do not fit.
-	// EX_USAGE.
-	runUsage = 64
+	// EX_USAGE, as every command's usage error (exitUsage).
+	runUsage = exitUsage
 	// runUnavailable: too few masters answered to decide (unreachable,
 	// denied: a wrong password or a missing ACL grant). EX_UNAVAILABLE.
 	runUnavailable = 69
@@ -190,7 +190,7 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	fs.BoolVar(&rc.shared, "shared", false, "take a read (shared) lease of the read-write lock NAME")
 	fs.BoolVar(&rc.excl, "exclusive", false, "take the write lease of the read-write lock NAME (excludes --shared holders)")
 	fs.IntVar(&rc.sem, "semaphore", 0, "take one of K places of the semaphore NAME")
-	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status")
+	fs.StringVar(&rc.label, "label", "quorumlock run", "owner label stored with the lock, shown by quorumlock status (with --cooldown, run adds \"; cooldown=D ttl=T\", from which status tells a lock kept by its cooldown)")
 	fs.IntVar(&rc.conflict, "conflict-exit-code", runNotObtained, "exit status when the lock is held elsewhere, which run does not report below --log-level info (0..255)")
 	rc.level.level = slog.LevelWarn
 	fs.Var(&rc.level, "log-level", "`LEVEL` of what run writes on stderr: error, warn (also the library's warnings: failed renewals, a lease lost), info (also the lock taken, held elsewhere, released; quarantines) or debug (also every master call, and go-redis's own log)")
@@ -233,8 +233,10 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	if m := maxGrace(rc.ttl); rc.grace > m {
 		return nil, runUsage, fmt.Errorf("--grace %v does not fit --ttl %v: SIGKILL comes a tenth of the TTL before the validity ends and SIGTERM --grace before it, both in the TTL's second half so that renewals can keep the lock; use --grace %v or less, or a longer --ttl", rc.grace, rc.ttl, max(m, 0).Round(time.Millisecond))
 	}
+	semSet := false // --semaphore given, whatever its value: 0 is refused, not a plain mutex
+	fs.Visit(func(f *flag.Flag) { semSet = semSet || f.Name == "semaphore" })
 	kinds := 0
-	for _, on := range []bool{rc.shared, rc.excl, rc.sem != 0} {
+	for _, on := range []bool{rc.shared, rc.excl, semSet} {
 		if on {
 			kinds++
 		}
@@ -242,7 +244,7 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	switch {
 	case kinds > 1:
 		return nil, runUsage, errors.New("--shared, --exclusive and --semaphore exclude each other")
-	case rc.sem < 0:
+	case semSet && rc.sem < 1:
 		return nil, runUsage, fmt.Errorf("--semaphore %d: want at least 1 place", rc.sem)
 	case rc.fencing && kinds > 0:
 		return nil, runUsage, errors.New("--fencing works with a plain lock only, not with --shared, --exclusive or --semaphore")
@@ -355,7 +357,12 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 	}
 	// The library's own account: failed renewals with every master's
 	// answer (warn), the lease's end, quarantines, new fencing epochs (info).
-	copts := []redlock.ClientOption{redlock.WithOwnerLabel(rc.label), redlock.WithLogger(log)}
+	label := rc.label
+	if rc.cooldown > 0 {
+		// status reads the mark to tell a lock kept by the cooldown.
+		label = cooldownLabel(label, rc.cooldown, rc.ttl)
+	}
+	copts := []redlock.ClientOption{redlock.WithOwnerLabel(label), redlock.WithLogger(log)}
 	var met *runMetrics
 	if rc.metrics != "" {
 		// Listen before the masters are dialled: a port in use fails the

@@ -549,6 +549,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--grace", "x", "jobs:a", "true"}, `--grace "x": want a non-negative duration`},
 		{[]string{"--shared", "--semaphore", "2", "jobs:a", "true"}, "--shared, --exclusive and --semaphore exclude each other"},
 		{[]string{"--semaphore", "-1", "jobs:a", "true"}, "--semaphore -1: want at least 1 place"},
+		{[]string{"--semaphore", "0", "jobs:a", "true"}, "--semaphore 0: want at least 1 place"},
+		{[]string{"--semaphore=0", "--shared", "jobs:a", "true"}, "--shared, --exclusive and --semaphore exclude each other"},
 		{[]string{"--fencing", "--shared", "jobs:a", "true"}, "--fencing works with a plain lock only"},
 		{[]string{"--quarantine", "5s", "jobs:a", "true"}, "--quarantine 5s is shorter than --ttl plus --cooldown (10s)"},
 		{[]string{"--min-hold", "-1s", "jobs:a", "true"}, "--min-hold -1s must not be negative"},

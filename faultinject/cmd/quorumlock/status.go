@@ -26,13 +26,15 @@ Shows, per master, whether it answers (and its role, uptime and run), and for
 the lock NAME (or every lock matching the glob PATTERN: a name with *, ? or
 [) its holders with their owner (token, host, pid, label) and TTL left, its
 fencing counter, and which holder has a quorum. A read-write lock's or a
-semaphore's holders are shown one per line.
+semaphore's holders are shown one per line. A lock taken by quorumlock run
+--cooldown is shown in its cooldown once run is gone (its pid no longer
+runs on this host, or its keys were not renewed for half the TTL).
 
 Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
 as for quorumlock run.
 
 Exit status: 0; 1 when a lock's state is unknown (too few masters answered);
-2 usage.
+64 usage (as run).
 
 Flags:
 `
@@ -186,7 +188,11 @@ type holderStat struct {
 	Since *time.Time `json:"since,omitempty"`
 	// SeenSince is when --watch first saw it.
 	SeenSince *time.Time `json:"seen_since,omitempty"`
-	id        string
+	// Cooldown is set for a holder that quorumlock run took with
+	// --cooldown (its label carries the mark; Label is then without it):
+	// whether run is gone and the cooldown alone keeps the lock.
+	Cooldown *cooldownStat `json:"cooldown,omitempty"`
+	id       string
 }
 
 type lockOnNode struct {
@@ -422,10 +428,12 @@ func (ls *lockStatus) judge() {
 		// A semaphore of k places needs max(majority, n*k/(k+1)+1) masters.
 		ls.Quorum = max(ls.Quorum, n*semK/(semK+1)+1)
 	}
+	host := localHostname()
 	for _, key := range order {
 		c := counts[key]
 		c.h.On = c.on
 		c.h.Quorum = c.on >= ls.Quorum
+		c.h.judgeCooldown(ls.ttlLeft(c.h.Kind, c.h.id), host)
 		ls.Holders = append(ls.Holders, c.h)
 	}
 	sort.SliceStable(ls.Holders, func(i, j int) bool { return ls.Holders[i].On > ls.Holders[j].On })
@@ -439,6 +447,22 @@ func (ls *lockStatus) judge() {
 		// The masters that did not answer could hold a quorum.
 		ls.State = "unknown"
 	}
+}
+
+// ttlLeft is the longest TTL left of the holder (kind, id) on the masters.
+func (ls *lockStatus) ttlLeft(kind, id string) time.Duration {
+	var most int64
+	for _, ln := range ls.Nodes {
+		if ln.Type == "string" && kind == "holder" && ln.Value == id {
+			most = max(most, ln.TTLms)
+		}
+		for _, h := range ln.Holds {
+			if h.Kind == kind && h.ID == id {
+				most = max(most, h.TTLms)
+			}
+		}
+	}
+	return time.Duration(most) * time.Millisecond
 }
 
 // shapeKind names a lock shape by its holds' groups: "read-write",
@@ -541,6 +565,9 @@ func short(id string) string {
 }
 
 func owner(o lockkey.Owner) string {
+	if label, cd, _, ok := parseCooldownLabel(o.Label); ok {
+		return fmt.Sprintf("%s (host %q, pid %d, label %q, --cooldown %v)", o.Token, o.Host, o.PID, label, cd)
+	}
 	return fmt.Sprintf("%s (host %q, pid %d, label %q)", o.Token, o.Host, o.PID, o.Label)
 }
 
@@ -587,6 +614,9 @@ func (l lockStatus) printSummary(w io.Writer, now time.Time) {
 	case l.Kind == "mutex" && l.State == "held":
 		h := l.Holders[0]
 		fmt.Fprintf(w, "lock %q: held by %s on a quorum (%d of %d)%s%s\n", l.Name, h.Token, h.On, n, sinceNote(h, now), seenNote(h))
+		if h.Cooldown != nil {
+			fmt.Fprintf(w, "  %s\n", h.cooldownNote())
+		}
 	case l.State == "held":
 		k := 0
 		for _, h := range l.Holders {
@@ -611,6 +641,9 @@ func (l lockStatus) printSummary(w io.Writer, now time.Time) {
 			q = " (not a quorum)"
 		}
 		fmt.Fprintf(w, "  %s %s on %d of %d%s%s%s\n", h.Kind, owner(h.owner()), h.On, n, q, sinceNote(h, now), seenNote(h))
+		if h.Cooldown != nil {
+			fmt.Fprintf(w, "    %s\n", h.cooldownNote())
+		}
 	}
 }
 

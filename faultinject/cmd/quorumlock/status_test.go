@@ -277,10 +277,12 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	}
 
 	// doctor with the same user: without +config|get +command|info it says
-	// what it could not read; with them (docs/operations.md) it reads all.
+	// what it could not read, asks EVALSHA and EVAL themselves, and exits 1
+	// (the persistence it could not read may be bad); with them
+	// (docs/operations.md) it reads all.
 	code, out = runDoctor(t)
-	if code != exitOK || !regexp.MustCompile(`(?m)^`+addrs[1]+` +info +commands +COMMAND INFO failed \(NOPERM`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^`+addrs[1]+` +warn +persistence +appendonly no:`).MatchString(out) {
+	if code != exitFail || !regexp.MustCompile(`(?m)^`+addrs[1]+` +ok +commands +EVALSHA and EVAL present \(the lock's scripts; asked directly, as COMMAND INFO was refused: NOPERM`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+addrs[1]+` +unknown +persistence +appendonly no, and whether RDB snapshots are on could not be read \(CONFIG GET save refused: NOPERM`).MatchString(out) {
 		t.Errorf("doctor as a user without +config|get +command|info: exit %d\n%s", code, out)
 	}
 	for _, a := range addrs[1:] {
@@ -371,4 +373,61 @@ func (w *watchWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// TestStatusCooldown: a lock that run keeps for --cooldown after its
+// command exited is shown as such, not as held by a pid that is gone: on
+// this host by the pid (it no longer runs), for a holder on another host by
+// its keys' TTL (not renewed for half a TTL). A cooldown run still renewing
+// is said to be one.
+func TestStatusCooldown(t *testing.T) {
+	addrs := startMasters(t, 3)
+	nodes := strings.Join(addrs, ",")
+	a := startProc(t, "A", []string{nodesEnv(addrs)}, "run", "--cooldown", "1m", "--ttl", "2s", "jobs:cooldown", "--", "true")
+	if code := a.wait(procLimit); code != 0 {
+		t.Fatalf("run: exit %d; stderr:\n%s", code, a.stderr.String())
+	}
+	pid := a.cmd.Process.Pid
+	code, out, stderr := runMain(t, "status", "--nodes", nodes, "jobs:cooldown")
+	want := fmt.Sprintf(`(?m)^  in its cooldown: pid %d has exited; run --cooldown 1m0s keeps the lock held until its keys expire \([0-9.hms]+ left\), then it is free$`, pid)
+	if code != exitOK || !regexp.MustCompile(want).MatchString(out) ||
+		!strings.Contains(out, fmt.Sprintf(`pid %d, label "quorumlock run", --cooldown 1m0s)`, pid)) {
+		t.Errorf("after run --cooldown exited: exit %d, want a line matching %s\n%s%s", code, want, out, stderr)
+	}
+	code, out, _ = runMain(t, "status", "--json", "--nodes", nodes, "jobs:cooldown")
+	var snap statusSnap
+	if err := json.Unmarshal([]byte(out), &snap); err != nil || code != exitOK || len(snap.Locks) != 1 || len(snap.Locks[0].Holders) != 1 {
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	if h := snap.Locks[0].Holders[0]; h.Label != "quorumlock run" || h.Cooldown == nil || !h.Cooldown.Ended || h.Cooldown.ForS != 60 || h.Cooldown.TTLS != 2 {
+		t.Errorf("--json holder %+v, cooldown %+v", h, h.Cooldown)
+	}
+
+	// Holders on another host, written as run writes them: one renewed just
+	// now (TTL + cooldown left), one not renewed for longer than half a TTL.
+	ctx := context.Background()
+	value := func(tok string) string {
+		q := url.Values{"host": {"elsewhere"}, "pid": {"4242"}, "label": {cooldownLabel("nightly", time.Minute, 2*time.Second)}}
+		return tok + "?" + q.Encode()
+	}
+	for _, a := range addrs {
+		c := admin(t, &redis.Options{Addr: a})
+		for _, kv := range []struct {
+			key, val string
+			ttl      time.Duration
+		}{{"jobs:renewed", value("tokrenewed"), 62 * time.Second}, {"jobs:gone", value("tokgone"), 30 * time.Second}} {
+			if err := c.Set(ctx, kv.key, kv.val, kv.ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, out, _ = runMain(t, "status", "--nodes", nodes, "jobs:renewed")
+	if !strings.Contains(out, "  run with --cooldown 1m0s: renewed while its command runs; after the command exits 0 the lock stays held 1m0s more, with no process\n") ||
+		!strings.Contains(out, `(host "elsewhere", pid 4242, label "nightly", --cooldown 1m0s)`) {
+		t.Errorf("a cooldown run still renewing:\n%s", out)
+	}
+	_, out, _ = runMain(t, "status", "--nodes", nodes, "jobs:gone")
+	if !strings.Contains(out, "  in its cooldown: its keys have not been renewed for more than half its TTL (2s); run --cooldown 1m0s keeps the lock held until its keys expire") {
+		t.Errorf("a cooldown run gone, on another host:\n%s", out)
+	}
 }
