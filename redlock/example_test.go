@@ -53,7 +53,7 @@ func quickStart() error {
 	// so that a holder paused past its lease cannot overwrite newer work.
 	var store memnode.FencedStore
 
-	mutex, err := client.NewMutex("invoices:42", redlock.WithTTL(10*time.Second), redlock.WithFencing())
+	mutex, err := client.NewMutex("locks:invoices:42", redlock.WithTTL(10*time.Second), redlock.WithFencing())
 	if err != nil {
 		return err
 	}
