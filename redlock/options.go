@@ -92,9 +92,8 @@ func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
 // node. Default: 50ms (the Redis docs suggest 5-50ms for a 10s TTL). Must be
 // positive and leave validity: below every lock's TTL less the drift
-// allowance (WithDriftFactor) and the lock's minimum validity
-// (WithMinValidity); the lock's constructor (NewMutex, ...) refuses a lock
-// it leaves none, naming both values.
+// allowance (WithDriftFactor); the lock's constructor (NewMutex, ...)
+// refuses a lock it leaves none, naming both values.
 func WithNodeTimeout(d time.Duration) ClientOption {
 	return func(c *clientConfig) { c.nodeTimeout = d }
 }
@@ -155,7 +154,7 @@ func WithRestartQuarantine(d time.Duration, durable ...string) ClientOption {
 
 // WithTTL sets the lock's time to live on each node. Default: 10s. Must be at
 // least 1ms, above the client's release timeout and above its node timeout
-// plus the drift allowance and the minimum validity (WithNodeTimeout), and,
+// plus the drift allowance (WithNodeTimeout), and,
 // with its lock delay, at most the client's restart quarantine when one is
 // set (WithRestartQuarantine).
 func WithTTL(ttl time.Duration) LockOption { return func(l *lockConfig) { l.ttl = ttl } }
@@ -356,8 +355,8 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("minimum validity %v must not be negative", l.minValidity)
 	case l.minValidity >= l.ttl-c.drift(l.ttl):
 		return configError("minimum validity %v must be below TTL %v minus drift %v", l.minValidity, l.ttl, c.drift(l.ttl))
-	case c.nodeTimeout >= l.ttl-c.drift(l.ttl)-l.minValidity:
-		return configError("node timeout %v leaves no validity of the TTL %v (less drift %v and minimum validity %v): an acquire whose quorum answers at the node timeout could never be used", c.nodeTimeout, l.ttl, c.drift(l.ttl), l.minValidity)
+	case c.nodeTimeout >= l.ttl-c.drift(l.ttl):
+		return configError("node timeout %v leaves no validity of the TTL %v (less drift %v): an acquire whose quorum answers at the node timeout could never be used", c.nodeTimeout, l.ttl, c.drift(l.ttl))
 	case l.retryMin < 0 || l.retryMax < 0:
 		return configError("retry backoff %v..%v must not be negative", l.retryMin, l.retryMax)
 	case l.retryMin > l.retryMax:
