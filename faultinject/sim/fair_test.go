@@ -140,15 +140,16 @@ const prefairPlans = 0x14ad9407e53188d2
 
 // TestFairDraw: Plan.Fair comes from a stream of its own, so a plan
 // without it is the plan its seed drew before the fair queue existed
-// (prefairPlans: the regression seeds and trails keep their schedules);
-// it is drawn in the mixed family only, about one schedule in fairOneIn,
-// and every fair plan's names are mutexes.
+// (prefairPlans: the regression seeds and trails keep their schedules)
+// but for the host faults, drawn after it from a stream of their own
+// (TestHostFaultDraw); it is drawn in the mixed family only, about one
+// schedule in fairOneIn, and every fair plan's names are mutexes.
 func TestFairDraw(t *testing.T) {
 	h := fnv.New64a()
 	for seed := uint64(1); seed <= 500; seed++ {
 		for _, fam := range Families {
 			if p := NewPlan(seed, fam); !p.Fair {
-				h.Write([]byte(p.String()))
+				h.Write([]byte(drawPlan(seed, fam).String()))
 			}
 		}
 	}

@@ -28,12 +28,12 @@ const (
 	Stragglers Family = "stragglers" // delayed requests and reply spikes (release guard)
 	Cancels    Family = "cancels"    // callers cancelled mid-acquire on slow links (detached rollback)
 	FastClocks Family = "fastclocks" // masters' clocks fast, within the drift allowance
-	Restarts   Family = "restarts"   // restarts without keys, asymmetric cuts, quarantine on
-	Fences     Family = "fences"     // fencing across shifting quorums, client pauses
+	Restarts   Family = "restarts"   // restarts without keys, asymmetric cuts, quarantine on; power cuts losing the AOF tail
+	Fences     Family = "fences"     // fencing across shifting quorums, client pauses; power cuts losing the AOF tail
 	Shapes     Family = "shapes"     // reentrant, read-write and semaphore locks under mixed faults
 	// What independent probes found and a million schedules of the
 	// families above did not.
-	Late    Family = "late"    // a majority restarts empty; clients that first meet it after (restart quarantine)
+	Late    Family = "late"    // a majority restarts empty (its clocks stepped at boot); clients that first meet it after (restart quarantine)
 	Aliases Family = "aliases" // one server listed twice, restarting between its addresses' first contacts
 	Leaks   Family = "leaks"   // paused masters whose accept queue fills; Do functions that panic
 )
@@ -119,13 +119,26 @@ const (
 	// DoPanic: a worker's Mutex.Do whose function panics (the worker
 	// recovers it); drawn per acquisition with Plan.DoPanicP.
 	DoPanic
+	// CrashAOFTail: a power cut on Master's host at At, down for Dur, with
+	// appendfsync everysec: the restart brings back the keyspace as of
+	// Delay (under 1s) before the cut, the writes of that last second lost
+	// (memnode Checkpoint then RestartFromCheckpoint). Its fencing counters
+	// come back older than some it wrote back (issue 32, S1). Families
+	// Fences and Restarts, drawn from hostStream.
+	CrashAOFTail
+	// BootClockStep: Master restarts without its keys at At and its clock
+	// steps forward by Jump at once, as chrony's makestep does at boot: the
+	// new run's INFO uptime_in_seconds reads Jump too old (issue 32, S2).
+	// No key exists yet for the step to expire early, so it breaks no
+	// assumption. Family Late, drawn from hostStream.
+	BootClockStep
 	numKinds
 )
 
 var kindNames = [...]string{"pause", "crash", "restart-keep", "restart-empty", "clock-jump",
 	"drift-within", "drift-beyond", "partition", "isolate", "slow-link", "client-pause",
 	"caller-cancel", "net-delay", "net-spike", "drop-request", "drop-reply",
-	"late-client", "alias", "backlog-pause", "do-panic"}
+	"late-client", "alias", "backlog-pause", "do-panic", "crash-aof-tail", "boot-clock-step"}
 
 func (k FaultKind) String() string { return kindNames[k] }
 
@@ -139,7 +152,7 @@ type Fault struct {
 	Cut     []int // Partition: the masters the client cannot reach
 	Jump    time.Duration
 	Rate    float64
-	Delay   time.Duration // SlowLink
+	Delay   time.Duration // SlowLink; BacklogPause: queue full after; CrashAOFTail: last fsync before At
 }
 
 func (f Fault) String() string {
@@ -157,6 +170,10 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" m%d", f.Master)
 	case ClockJump:
 		s += fmt.Sprintf(" m%d +%v", f.Master, f.Jump)
+	case CrashAOFTail:
+		s += fmt.Sprintf(" m%d for %v, last fsync %v before", f.Master, f.Dur, f.Delay)
+	case BootClockStep:
+		s += fmt.Sprintf(" m%d, clock stepped +%v at boot", f.Master, f.Jump)
 	case DriftWithin, DriftBeyond:
 		s += fmt.Sprintf(" m%d rate %.4f", f.Master, f.Rate)
 	case Partition:
@@ -247,6 +264,11 @@ func (p Plan) late(c int) (time.Duration, bool) {
 	return 0, false
 }
 
+// hasAny reports whether the plan has a fault of one of kinds.
+func (p Plan) hasAny(kinds []FaultKind) bool {
+	return slices.ContainsFunc(p.Faults, func(f Fault) bool { return slices.Contains(kinds, f.Kind) })
+}
+
 // aliases lists the faults that list a server a second time.
 func (p Plan) aliases() []Fault {
 	var out []Fault
@@ -282,8 +304,20 @@ const (
 	retryMax       = 50 * time.Millisecond
 )
 
-// NewPlan draws the schedule for seed in family f.
+// NewPlan draws the schedule for seed in family f: the plan's main stream
+// (drawPlan), then the draws added later from streams of their own
+// (drawFair, drawHostFaults), so that those did not move any earlier draw.
 func NewPlan(seed uint64, f Family) Plan {
+	p := drawPlan(seed, f)
+	fair, lockRetry := drawFair(seed, f)
+	p.Fair, p.LockRetry = fair, p.LockRetry || lockRetry
+	p.drawHostFaults(seed)
+	return p
+}
+
+// drawPlan draws the plan's main stream: the whole plan as it was before
+// the fair queue and the host faults existed.
+func drawPlan(seed uint64, f Family) Plan {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	p := Plan{Seed: seed, Family: f}
 	p.Masters = []int{3, 3, 5}[r.IntN(3)]
@@ -460,9 +494,64 @@ func NewPlan(seed uint64, f Family) Plan {
 		p.Faults = append(p.Faults, ft)
 	}
 	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
-	fair, lockRetry := drawFair(seed, f)
-	p.Fair, p.LockRetry = fair, p.LockRetry || lockRetry
 	return p
+}
+
+// hostStream seeds the random stream the host faults (CrashAOFTail,
+// BootClockStep) are drawn from, apart from the plan's main stream.
+const hostStream = 0xb007
+
+// hostOneIn: one schedule in hostOneIn of the families that have them
+// gets host faults.
+const hostOneIn = 2
+
+// drawHostFaults adds the host faults of issue 32 to one schedule in
+// hostOneIn of their families, from a stream of their own:
+//
+//   - Fences and Restarts: one power cut (CrashAOFTail) on one master up
+//     to a bare majority (the hosts on one feed), down at once for up to
+//     half a TTL and back at once, each from its own last fsync, less
+//     than a second before the cut: the AOF's last second lost. The
+//     quarantine is on (a master then lacks the lock keys written after
+//     its last fsync, as after a restart without keys). The cut comes at
+//     least TTL + 2 lock delays before the workload's end, so that the
+//     keys it brings back (released since, perhaps) have expired when the
+//     orphan check runs. A cut on a bare majority leaves the last tokens
+//     on the minority alone; no quorum forms until the majority's
+//     quarantine is over, and then a quorum of restored counters may hand
+//     out the next token.
+//   - Late: every restart without keys is a BootClockStep, its clock
+//     stepped forward 30 s to 2 min at boot (the hosts of a zone rebooting
+//     with their clocks behind).
+func (p *Plan) drawHostFaults(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, hostStream))
+	switch p.Family {
+	case Fences, Restarts:
+		if r.IntN(hostOneIn) != 0 {
+			return
+		}
+		p.Quar = true
+		latest := p.Duration - p.TTL - 2*p.Delay
+		at := time.Millisecond + time.Duration(r.Int64N(int64(latest-time.Millisecond)))
+		down := time.Millisecond + time.Duration(r.Int64N(int64(p.TTL/2)))
+		for _, m := range r.Perm(p.Masters)[:1+r.IntN(p.Masters/2+1)] {
+			lag := min(time.Millisecond+time.Duration(r.Int64N(int64(time.Second-time.Millisecond))), at)
+			p.Faults = append(p.Faults, Fault{Kind: CrashAOFTail, Master: m, At: at, Dur: down, Delay: lag})
+		}
+	case Late:
+		if r.IntN(hostOneIn) != 0 {
+			return
+		}
+		for i, f := range p.Faults {
+			if f.Kind == RestartEmpty {
+				p.Faults[i].Kind = BootClockStep
+				p.Faults[i].Jump = 30*time.Second + time.Duration(r.Int64N(int64(90*time.Second)))
+			}
+		}
+	default:
+		return
+	}
+	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 }
 
 // backlogPause draws a BacklogPause's length (0.5 to 0.95 TTL, as the
@@ -505,7 +594,7 @@ func (p Plan) Broken() []string {
 			out = append(out, "forward clock jump on m"+fmt.Sprint(f.Master))
 		case f.Kind == DriftBeyond:
 			out = append(out, fmt.Sprintf("clock rate %.4f beyond allowance %.4f on m%d", f.Rate, p.safeRate(), f.Master))
-		case (f.Kind == RestartEmpty || f.Kind == MasterCrash) && !p.Quar:
+		case (f.Kind == RestartEmpty || f.Kind == MasterCrash || f.Kind == CrashAOFTail || f.Kind == BootClockStep) && !p.Quar:
 			out = append(out, "restart without keys and no quarantine on m"+fmt.Sprint(f.Master))
 		}
 	}

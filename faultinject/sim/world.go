@@ -309,6 +309,27 @@ func (w *world) faults() {
 				m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
 				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 			}}, ev{end, func() { m.Restart(false); m.Fail(nil) }})
+		case CrashAOFTail:
+			// The last fsync, then the power cut: down (connections
+			// refused) until the host is back, with the keyspace as of the
+			// last fsync.
+			evs = append(evs, ev{f.At - f.Delay, func() { m.Checkpoint() }},
+				ev{f.At, func() {
+					m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
+					w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
+				}}, ev{end, func() { m.RestartFromCheckpoint(); m.Fail(nil) }})
+		case BootClockStep:
+			// Refused while the host boots, so that no command lands
+			// between the restart and the step (a key set on the clock
+			// before the step would expire early: a broken assumption,
+			// not this fault).
+			evs = append(evs, ev{f.At, func() {
+				m.Fail(fmt.Errorf("sim: m%d booting: %w", f.Master, redlock.ErrNotSent))
+				m.Restart(false)
+				_ = m.SkewClock(f.Jump, 1)
+				m.Fail(nil)
+				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
+			}})
 		case RestartKeep:
 			evs = append(evs, ev{f.At, func() { m.Restart(true) }})
 		case RestartEmpty:
