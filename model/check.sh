@@ -59,6 +59,8 @@ configs=(
 "safe-lockdelay|redlock|-DLOCKDELAY -DFAST -DDELAY -DSPLIT -DEXTENDS=1|pass|"
 "safe-lockdelay-restarts|redlock|-DLOCKDELAY -DFAST -DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DLATE -DEXTENDS=1|pass|"
 "safe-quick|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DFAST -DWRITES|pass|quick"
+"safe-fencing-stale|redlock|-DFENCING -DPRIOR -DQUAR -DRESTARTS=2 -DRESTART_STALE -DRESTART_KEEP -DLATE|pass|"
+"safe-boot-step|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DBOOT_STEP -DLATE|pass|"
 # ---- documented unsafe conditions: a counterexample each ----
 "unsafe-restart|redlock|-DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
 "unsafe-jump|redlock|-DJUMP -DWRITES -DJUDGE_WRITES|violate fresh-writes|quick"
@@ -74,6 +76,8 @@ configs=(
 "NoLockDelay|redlock|-DLOCKDELAY -DNO_LOCKDELAY|violate lock-delay|quick"
 "NoShapeQuorum|shapes|-DSEM -DNO_SHAPE_QUORUM|violate semaphore-bound|quick"
 "NoExtendCheck|redlock|-DEXTENDS=1 -DNO_EXTEND_CHECK|violate extend-after-end|quick"
+"NoRunStamp|redlock|-DFENCING -DPRIOR -DQUAR -DRESTARTS=1 -DRESTART_STALE -DLATE -DNO_RUN_STAMP|violate token-order|quick"
+"WallUptime|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DBOOT_STEP -DLATE -DWALL_UPTIME|violate mutual-exclusion|quick"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

@@ -19,14 +19,16 @@
  * ticks, or until its paused master resumes).
  *
  * Faults and options (-D): LOSS, DELAY, SPLIT, RESTARTS=n with
- * RESTART_EMPTY and/or RESTART_KEEP, QUAR, LATE, MPAUSE, BACKLOG, FAST,
+ * RESTART_EMPTY, RESTART_KEEP and/or RESTART_STALE (with FENCING), BOOT_STEP,
+ * QUAR, LATE, MPAUSE, BACKLOG, FAST,
  * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES,
  * LOCKDELAY (with LDELAY=n).
  * Mechanisms switched off,
  * named after internal/knobs: NO_GUARD (NoReleaseGuard), NO_DRIFT (NoDrift),
  * NO_EPOCH (NoFenceEpoch), NO_WRITEBACK (NoFenceWriteBack), NO_QUARANTINE
  * (NoQuarantine), NO_VOTE_ID (NoVoteIdentity), DIAL_NOTSENT
- * (DialTimeoutNotSent), NO_LOCKDELAY (NoLockDelay); NO_EXTEND_CHECK (Extend's refusal once Until has
+ * (DialTimeoutNotSent), NO_LOCKDELAY (NoLockDelay), NO_RUN_STAMP
+ * (NoRunStamp), WALL_UPTIME (WallUptime); NO_EXTEND_CHECK (Extend's refusal once Until has
  * passed; no knob in the code). model/check.sh lists the configurations
  * it checks and what each must find.
  */
@@ -160,8 +162,27 @@ byte kv[N];		/* lock key: 0 none, else attempt id + 1 */
 byte kl[N];		/* ticks it has left */
 byte gl[NA*N];		/* release guard of attempt i on m: ticks left, 0 none */
 byte fv[N];		/* fencing counter, 0 absent */
+#ifdef FENCING
+bit fo[N];		/* the counter was written by the master's current run (its
+			 * stamp is the run: runs are never reused, so the stamp
+			 * equals the run read iff no restart came since) */
+#ifdef RESTART_STALE
+byte df[N];		/* the counter as the AOF last synced it (FSYNC); a stale
+			 * restart brings it back, stamped with the old run */
+#endif
+#endif
+#if defined(RESTART_STALE) && !defined(FENCING)
+#error RESTART_STALE restores fencing counters: it needs FENCING
+#endif
+#if defined(PRIOR) && !defined(FENCING)
+#error PRIOR is a fenced lease before the run: it needs FENCING
+#endif
 byte mrun[N];		/* run: 0 at start, +1 per restart */
 byte yl[N];		/* ticks the run stays younger than the TTL */
+#if defined(BOOT_STEP) && defined(WALL_UPTIME)
+bit bs[N];		/* the run's wall clock stepped forward at boot: the uptime it
+			 * reports is past the quarantine (only WallUptime reads it) */
+#endif
 byte md[N];		/* ticks a key expires early (the master's clock is fast) */
 bit pz[N];		/* paused */
 bit bf[N];		/* paused with its accept queue full: new dials time out */
@@ -286,13 +307,26 @@ int tmask;		/* tokens granted */
 
 /* ---- the restart quarantine: the server's Info read after a vote ---- */
 
+/* The uptime a client takes for a run it meets for the first time, as
+ * ticks the run stays younger than the quarantine: a lower bound of the
+ * real time since the restart, which no step of the server's wall clock
+ * inflates (in the code, the server main thread's CPU time); the model
+ * takes the bound's largest value, the real ticks. WALL_UPTIME (the
+ * WallUptime knob): the uptime the server reports, from its wall clock,
+ * which a step forward at boot (BOOT_STEP) puts past the quarantine. */
+#if defined(BOOT_STEP) && defined(WALL_UPTIME)
+#define YOUNG(m) (bs[m] -> 0 : yl[m])
+#else
+#define YOUNG(m) yl[m]
+#endif
+
 /* Client c reads master m's identity: a new run of a known server is
  * quarantined for the whole TTL from now; a server met for the first time
  * until it has been up for the TTL. */
 #define OBSERVE(c,m) \
 	if :: krun[CM(c,m)] != mrun[m] -> \
 		if :: krun[CM(c,m)] != UNKNOWN_RUN -> ql[CM(c,m)] = QTTL \
-		   :: else -> ql[CM(c,m)] = yl[m] fi; \
+		   :: else -> ql[CM(c,m)] = YOUNG(m) fi; \
 		krun[CM(c,m)] = mrun[m] \
 	   :: else -> skip fi;
 
@@ -428,8 +462,17 @@ int tmask;		/* tokens granted */
 	printf("EV raise c=%d i=%d tok=%d\n", CL(i), i, tok[i]); \
 	SENDZ(i,0) SENDZ(i,1) SENDZ(i,2)
 #endif
+/* The counter as the acquire reads it: one written by another run of the
+ * master (it came back with a restart that kept or restored it) reads as
+ * absent, so it counts as lost and the epoch rule sees it. NO_RUN_STAMP
+ * (the NoRunStamp knob): every counter there reads as it is. */
+#ifdef NO_RUN_STAMP
+#define FREAD(m) fv[m]
+#else
+#define FREAD(m) (fo[m] -> fv[m] : 0)
+#endif
 #define READ_FENCE(i,m) \
-	if :: dec[CL(i)] == 0 -> hi[CL(i)] = MAX(hi[CL(i)], fv[m]); pr[CL(i)] = pr[CL(i)] + (fv[m] > 0 -> 1 : 0) \
+	if :: dec[CL(i)] == 0 -> hi[CL(i)] = MAX(hi[CL(i)], FREAD(m)); pr[CL(i)] = pr[CL(i)] + (FREAD(m) > 0 -> 1 : 0) \
 	   :: else -> skip fi;
 #else
 #define ACQ_OK(i) GRANT(i)
@@ -570,7 +613,8 @@ int tmask;		/* tokens granted */
 
 /* ---- fencing write-back (raise_fence.lua: raise while the key is ours) ---- */
 
-#define ZEFFECT(i,m) if :: kv[m] == i+1 -> fv[m] = MAX(fv[m], tok[i]); t = 1 :: else -> t = 0 fi;
+/* the raise stamps the counter with the master's current run */
+#define ZEFFECT(i,m) if :: kv[m] == i+1 -> fv[m] = MAX(fv[m], tok[i]); fo[m] = 1; t = 1 :: else -> t = 0 fi;
 #define ZROUND_OPEN(i) (zopen[CL(i)] && na[CL(i)] == AT(i)+1)
 #define ZCLOSE_BODY(i) \
 	zq[IM(i,0)] = 0; zq[IM(i,1)] = 0; zq[IM(i,2)] = 0; zopen[CL(i)] = 0; SHUT(zrk[CL(i)]) \
@@ -698,15 +742,58 @@ int tmask;		/* tokens granted */
 #define FORGET_1(i) gl[IM(i,1)] = 0;
 #define FORGET_2(i) gl[IM(i,2)] = 0;
 
+/* What a restart does to the fencing counter (keep: 0 empty, 1 kept, 2
+ * stale): gone, kept, or the AOF's last synced value; whatever comes back
+ * was written by another run. Once every restart is spent, the synced
+ * copy no longer matters (forgotten, so it does not multiply states). */
+#ifdef FENCING
+#ifdef RESTART_STALE
+#define STALE_FENCE(m) df[m]
+#define SYNC_RESTART(m, keep) \
+	if :: keep == 0 -> df[m] = 0 :: keep == 1 -> df[m] = fv[m] :: else -> skip fi; \
+	if :: nrest == RESTARTS -> df[0] = 0; df[1] = 0; df[2] = 0 :: else -> skip fi;
+#else
+#define STALE_FENCE(m) 0
+#define SYNC_RESTART(m, keep)
+#endif
+#define FENCE_RESTART(m, keep) \
+	if :: keep == 0 -> fv[m] = 0 :: keep == 2 -> fv[m] = STALE_FENCE(m) :: else -> skip fi; \
+	fo[m] = 0; SYNC_RESTART(m, keep)
+#else
+#define FENCE_RESTART(m, keep)
+#endif
+#if defined(BOOT_STEP) && defined(WALL_UPTIME)
+#define BOOT_CLOCK(m, step) bs[m] = step;
+#else
+#define BOOT_CLOCK(m, step)
+#endif
+#if defined(BOOT_STEP) && !defined(RESTART_EMPTY)
+#error BOOT_STEP comes with the restarts without persistence: it needs RESTART_EMPTY
+#endif
+
 /* A restart: requests not yet applied die with the old run's connections
  * (a release among them is retried); the proxy keeps the client's
- * connections, so nothing tells the client. */
-#define RESTART(m, keep, DROPX, FORGETX) \
+ * connections, so nothing tells the client. keep: 0 without persistence
+ * (keys, guards and counters gone), 1 with all of it (AOF, fsync always),
+ * 2 stale (RESTART_STALE: the AOF lost its last writes, appendfsync
+ * everysec and a host crash; the counter comes back as the AOF last
+ * synced it, FSYNC; the keys and guards as lost). step (BOOT_STEP): the
+ * master's wall clock steps forward right after the restart (chrony
+ * makestep at boot): the uptime it reports is past the quarantine. */
+#define RESTART(m, keep, step, DROPX, FORGETX) \
 	:: d_step { nrest < RESTARTS -> \
-		nrest++; mrun[m]++; yl[m] = QTTL; pz[m] = 0; bf[m] = 0; \
+		nrest++; mrun[m]++; yl[m] = QTTL; pz[m] = 0; bf[m] = 0; BOOT_CLOCK(m, step) \
 		FOR_I(DROPX) \
-		if :: !keep -> kv[m] = 0; kl[m] = 0; fv[m] = 0; FOR_I(FORGETX) :: else -> skip fi; \
-		printf("EV restart m=%d keep=%d\n", m, keep); NORM_ALL }
+		if :: keep != 1 -> kv[m] = 0; kl[m] = 0; FOR_I(FORGETX) :: else -> skip fi; \
+		FENCE_RESTART(m, keep) \
+		if :: keep == 2 -> printf("EV restart m=%d keep=0 stale=1 fence=%d\n", m, fv[m]) \
+		   :: step -> printf("EV restart m=%d keep=%d step=1\n", m, keep) \
+		   :: else -> printf("EV restart m=%d keep=%d\n", m, keep) fi; NORM_ALL }
+#ifdef RESTART_STALE
+/* the AOF's fsync (every second): the counter as it is now is durable */
+#define FSYNC(m) \
+	:: d_step { nrest < RESTARTS && df[m] != fv[m] -> df[m] = fv[m]; printf("EV fsync m=%d fence=%d\n", m, fv[m]) }
+#endif
 
 #define DO_MPAUSE(m) \
 	:: d_step { npz < NPAUSE && !pz[m] -> npz++; pz[m] = 1; pl[m] = PMAX; printf("EV mpause m=%d\n", m) }
@@ -721,9 +808,15 @@ int tmask;		/* tokens granted */
 /* ---- the clock ---- */
 
 #define DEC(x) if :: x > 0 -> x-- :: else -> skip fi;
+/* a run up for the quarantine is past it whatever its clock says */
+#if defined(BOOT_STEP) && defined(WALL_UPTIME)
+#define BOOT_TICK(m) if :: yl[m] == 0 -> bs[m] = 0 :: else -> skip fi;
+#else
+#define BOOT_TICK(m)
+#endif
 #define TICK_M(m) \
 	if :: kv[m] != 0 -> kl[m]--; if :: kl[m] == 0 -> kv[m] = 0 :: else -> skip fi :: else -> skip fi; \
-	DEC(yl[m]) if :: pz[m] -> pl[m]-- :: else -> skip fi;
+	DEC(yl[m]) BOOT_TICK(m) if :: pz[m] -> pl[m]-- :: else -> skip fi;
 #define TICK_IM(i,m) \
 	DEC(gl[IM(i,m)]) \
 	if :: aq[IM(i,m)] == FLY && sl[i] <= 1 -> aq[IM(i,m)] = 0 :: else -> skip fi;
@@ -804,14 +897,25 @@ proctype world()
 #endif
 #if RESTARTS > 0
 #ifdef RESTART_EMPTY
-	RESTART(0, 0, DROP_0, FORGET_0)
-	RESTART(1, 0, DROP_1, FORGET_1)
-	RESTART(2, 0, DROP_2, FORGET_2)
+	RESTART(0, 0, 0, DROP_0, FORGET_0)
+	RESTART(1, 0, 0, DROP_1, FORGET_1)
+	RESTART(2, 0, 0, DROP_2, FORGET_2)
+#ifdef BOOT_STEP
+	RESTART(0, 0, 1, DROP_0, FORGET_0)
+	RESTART(1, 0, 1, DROP_1, FORGET_1)
+	RESTART(2, 0, 1, DROP_2, FORGET_2)
+#endif
 #endif
 #ifdef RESTART_KEEP
-	RESTART(0, 1, DROP_0, FORGET_0)
-	RESTART(1, 1, DROP_1, FORGET_1)
-	RESTART(2, 1, DROP_2, FORGET_2)
+	RESTART(0, 1, 0, DROP_0, FORGET_0)
+	RESTART(1, 1, 0, DROP_1, FORGET_1)
+	RESTART(2, 1, 0, DROP_2, FORGET_2)
+#endif
+#ifdef RESTART_STALE
+	RESTART(0, 2, 0, DROP_0, FORGET_0)
+	RESTART(1, 2, 0, DROP_1, FORGET_1)
+	RESTART(2, 2, 0, DROP_2, FORGET_2)
+	FOR_M(FSYNC)
 #endif
 #endif
 #ifdef MPAUSE
@@ -843,6 +947,21 @@ proctype world()
 init {
 	atomic {
 		FOR_C(INIT_RUN)
+#ifdef PRIOR
+		/* the lock was used before: a lease granted token 1 wrote it back
+		 * to every master, and the AOF has synced it */
+		fv[0] = 1; fv[1] = 1; fv[2] = 1; fo[0] = 1; fo[1] = 1; fo[2] = 1;
+#ifdef RESTART_STALE
+		df[0] = 1; df[1] = 1; df[2] = 1;
+#endif
+		maxc = 1; lasttok = 1;
+#ifdef CSKEW
+		mlast = 1;
+#endif
+#ifdef JUDGE_WRITES
+		tmask = 2;
+#endif
+#endif
 #ifdef LATE
 		krun[CM(C-1,0)] = UNKNOWN_RUN; krun[CM(C-1,1)] = UNKNOWN_RUN; krun[CM(C-1,2)] = UNKNOWN_RUN;
 #endif
@@ -850,6 +969,9 @@ init {
 		printf("EV start N=%d C=%d A=%d TTL=%d DRIFT=%d LD=%d\n", N, C, A, TTL, DRIFT, LDELAY);
 #else
 		printf("EV start N=%d C=%d A=%d TTL=%d DRIFT=%d\n", N, C, A, TTL, DRIFT);
+#endif
+#ifdef PRIOR
+		printf("EV prior tok=1\n");
 #endif
 #if defined(FAST) || defined(BEYOND)
 		/* each master's clock: exact, or fast (keys expire early) */
