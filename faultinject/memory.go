@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -68,30 +69,43 @@ type memoryServer struct {
 	paused      chan struct{} // non-nil while paused; closed by Resume
 	dead        chan struct{} // closed by Kill, releases paused commands
 	persistence Persistence
-	runID       string
-	since       time.Time
+	// run is the current run's identity, read by the hook without mu (a
+	// script's INFO reaches the hook while the script holds the miniredis
+	// lock).
+	run atomic.Pointer[memoryRun]
+}
+
+// memoryRun identifies one run of a memoryServer.
+type memoryRun struct {
+	id    string
+	since time.Time
 }
 
 // started records a new run and installs the hook; call with mu held.
 func (s *memoryServer) started() {
 	var b [20]byte
 	_, _ = rand.Read(b[:])
-	s.runID = hex.EncodeToString(b[:])
-	s.since = time.Now()
+	s.run.Store(&memoryRun{id: hex.EncodeToString(b[:]), since: time.Now()})
 	s.running = true
 	s.dead = make(chan struct{})
 	s.m.Server().SetPreHook(s.hook)
 }
 
 // hook runs before every command: it holds commands while paused, moves the
-// miniredis clock to the virtual clock, and answers INFO server and
-// replication (which miniredis lacks) so that restart detection works.
+// miniredis clock to the virtual clock, and answers INFO server,
+// replication and cpu (which miniredis lacks) so that restart detection works
+// and the fencing scripts can read the run.
 //
 // Commands a Lua script issues also pass through the hook, on a fresh peer,
 // while the script's command holds the miniredis lock: those must not touch
 // the lock (SetTime would deadlock) nor wait for Resume; see scriptPeer.
 func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
 	if scriptPeer(c) {
+		// The fencing scripts read the run's identity (INFO server).
+		if cmd == "INFO" && infoSections(args) {
+			c.WriteBulk(s.info())
+			return true
+		}
 		return false
 	}
 	s.mu.Lock()
@@ -106,30 +120,38 @@ func (s *memoryServer) hook(c *mserver.Peer, cmd string, args ...string) bool {
 	}
 	s.syncTime()
 	if cmd == "INFO" && infoSections(args) {
-		s.mu.Lock()
-		info := fmt.Sprintf("# Server\r\nredis_version:0.0.0-miniredis\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n",
-			s.runID, int64(time.Since(s.since).Seconds()))
-		s.mu.Unlock()
-		info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
-		// Memory and persistence as they are: nothing is evicted, nothing
-		// survives a kill.
-		info += "\r\n# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n# Persistence\r\naof_enabled:0\r\n"
-		c.WriteBulk(info)
+		c.WriteBulk(s.info())
 		return true
 	}
 	return false
 }
 
+// info is the INFO text the hook answers: the run's identity, and its main
+// thread's CPU time as that of a server that never idles (the real time
+// since its start: a bound of its age no clock step moves, as on Redis).
+func (s *memoryServer) info() string {
+	r := s.run.Load()
+	up := time.Since(r.since)
+	info := fmt.Sprintf("# Server\r\nredis_version:0.0.0-miniredis\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n",
+		r.id, int64(up.Seconds()))
+	info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+	// Memory and persistence as they are: nothing is evicted, nothing
+	// survives a kill.
+	info += "\r\n# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n# Persistence\r\naof_enabled:0\r\n"
+	info += fmt.Sprintf("\r\n# CPU\r\nused_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:0.000000\r\n", up.Seconds())
+	return info
+}
+
 // infoSections reports whether an INFO command asks only for the server,
-// replication, memory and persistence sections (some of them, as Redis 7
-// accepts several), which this hook answers (all four).
+// replication, memory, persistence and cpu sections (some of them, as
+// Redis 7 accepts several), which this hook answers (all five).
 func infoSections(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
 	for _, a := range args {
 		switch strings.ToLower(a) {
-		case "server", "replication", "memory", "persistence":
+		case "server", "replication", "memory", "persistence", "cpu":
 		default:
 			return false
 		}
