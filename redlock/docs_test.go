@@ -242,12 +242,15 @@ func TestDocsListEveryScript(t *testing.T) {
 
 // quickStartBlock returns the Go code block of the README's "Quick start"
 // section without its import block.
-func quickStartBlock(readme string) (string, bool) {
-	_, section, ok := strings.Cut(readme, "\n## Quick start\n")
+func quickStartBlock(readme, section string) (string, bool) {
+	_, body, ok := strings.Cut(readme, "\n## "+section+"\n")
 	if !ok {
 		return "", false
 	}
-	_, block, ok := strings.Cut(section, "```go\n")
+	if next := strings.Index(body, "\n## "); next >= 0 {
+		body = body[:next]
+	}
+	_, block, ok := strings.Cut(body, "```go\n")
 	if !ok {
 		return "", false
 	}
@@ -302,27 +305,32 @@ func TestReadmeQuickStartIsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, ok := quickStartBlock(string(readme))
-	if !ok {
-		t.Fatal("README.md has no Go block under \"## Quick start\"")
-	}
-	body := funcBody(t, string(src), "quickStart") + "\n"
-	readmeLoop, exampleLoop := nodesPart.FindString(block), nodesPart.FindString(body)
-	if !strings.Contains(readmeLoop, "redisnode.DialAll(") {
-		t.Fatalf("the README's quick start does not open by dialing the nodes with redisnode.DialAll:\n%s", block)
-	}
-	if !strings.Contains(exampleLoop, "memnode.New(") {
-		t.Fatalf("quickStart does not open by making the nodes with memnode.New:\n%s", body)
-	}
-	readmeRest, exampleRest := block[len(readmeLoop):]+"\n", body[len(exampleLoop):]
-	if readmeRest != exampleRest {
-		rl, el := strings.Split(readmeRest, "\n"), strings.Split(exampleRest, "\n")
-		for i := range min(len(rl), len(el)) {
-			if rl[i] != el[i] {
-				t.Fatalf("the README's quick start differs from quickStart in redlock/example_test.go after the node loop, line %d:\nREADME:  %q\nexample: %q", i+1, rl[i], el[i])
-			}
+	for _, tc := range []struct{ section, fn string }{
+		{"A first lock", "firstLock"},
+		{"Quick start", "quickStart"},
+	} {
+		block, ok := quickStartBlock(string(readme), tc.section)
+		if !ok {
+			t.Fatalf("README.md has no Go block under \"## %s\"", tc.section)
 		}
-		t.Fatalf("the README's quick start and quickStart differ in length: %d and %d lines after the node loop", len(rl), len(el))
+		body := funcBody(t, string(src), tc.fn) + "\n"
+		readmeLoop, exampleLoop := nodesPart.FindString(block), nodesPart.FindString(body)
+		if !strings.Contains(readmeLoop, "redisnode.DialAll(") {
+			t.Fatalf("the README's %q does not open by dialing the nodes with redisnode.DialAll:\n%s", tc.section, block)
+		}
+		if !strings.Contains(exampleLoop, "memnode.New(") {
+			t.Fatalf("%s does not open by making the nodes with memnode.New:\n%s", tc.fn, body)
+		}
+		readmeRest, exampleRest := block[len(readmeLoop):]+"\n", body[len(exampleLoop):]
+		if readmeRest != exampleRest {
+			rl, el := strings.Split(readmeRest, "\n"), strings.Split(exampleRest, "\n")
+			for i := range min(len(rl), len(el)) {
+				if rl[i] != el[i] {
+					t.Fatalf("the README's %q differs from %s in redlock/example_test.go after the node loop, line %d:\nREADME:  %q\nexample: %q", tc.section, tc.fn, i+1, rl[i], el[i])
+				}
+			}
+			t.Fatalf("the README's %q and %s differ in length: %d and %d lines after the node loop", tc.section, tc.fn, len(rl), len(el))
+		}
 	}
 }
 

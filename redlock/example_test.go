@@ -10,6 +10,47 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
+// The README's first lock: the fewest lines that take a lock on three
+// masters and let it go. The code is firstLock below.
+func Example_firstLock() {
+	if err := firstLock(); err != nil {
+		fmt.Println("error:", err)
+	}
+	// Output:
+	// locked: true
+}
+
+// firstLock is the README's first lock, line for line
+// (TestReadmeQuickStartIsTheExample compares them), except for the loop
+// that builds the nodes, as in quickStart.
+func firstLock() error {
+	var nodes []redlock.Node
+	for _, addr := range []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"} {
+		nodes = append(nodes, memnode.New(addr))
+	}
+
+	client, err := redlock.New(nodes)
+	if err != nil {
+		return err
+	}
+	defer client.Close(context.Background())
+
+	mutex, err := client.NewMutex("locks:report") // TTL 10s by default
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := mutex.Lock(ctx) // waits for the lock until ctx ends
+	if err != nil {
+		return err
+	}
+	defer lease.Unlock(context.Background())
+
+	fmt.Println("locked:", lease.Valid()) // the work goes here
+	return nil
+}
+
 // The README's quick start: a lock with fencing tokens, taken once with Lock
 // and Unlock, then once with Do, one after the other (never both at once:
 // the second would wait for the first). The code is quickStart below.
