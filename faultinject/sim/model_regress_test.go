@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // modelCases are the model's counterexamples (model/check.sh writes them
@@ -46,6 +47,8 @@ var modelCases = []struct {
 	// the TTL alone a second client is granted the lock when they expire,
 	// before the lock delay has run (history.LockDelay).
 	{trail: "NoLockDelay", knob: "NoLockDelay", property: "lock-delay"},
+	{trail: "NoRunStamp", knob: "NoRunStamp", property: "token-order"},
+	{trail: "WallUptime", knob: "WallUptime", property: "mutual-exclusion"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
@@ -179,6 +182,84 @@ func TestModelCounterexamples(t *testing.T) {
 		}
 		t.Logf("jump-fencing-3: %v (%s), broken %v", r.Outcome, firstOr(broke(r, "token-order")), r.Broken)
 	})
+}
+
+// TestParseTrailHostFaults checks how ParseTrail translates the prior
+// counter and the restarts of issue 32 (the fsync steps no replayed trail
+// has): a restart with an older state is a CrashAOFTail down for no time,
+// its clock stepped, whose checkpoint is its master's last fsync, else its
+// last restart, else the start; a restart with a clock step a
+// BootClockStep; and the combinations the replay cannot give are refused.
+func TestParseTrailHostFaults(t *testing.T) {
+	const head = "# model/check.sh host: spin -t -p -DFENCING -DPRIOR -DQUAR -DRESTARTS=4 -DRESTART_STALE -DRESTART_EMPTY redlock.pml\n" +
+		"EV start N=3 C=2 A=1 TTL=4 DRIFT=1\n"
+	s, tr, err := ParseTrail(strings.NewReader(head + `EV prior tok=1
+EV fsync m=1 fence=1
+EV restart m=0 keep=0 stale=1 fence=1
+EV tick
+EV fsync m=0 fence=1
+EV restart m=1 keep=0
+EV tick
+EV restart m=1 keep=0 stale=1 fence=0
+EV restart m=0 keep=0 stale=1 fence=1
+EV restart m=2 keep=0 step=1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Prior != 1 || tr.Prior != 1 {
+		t.Errorf("prior: script %d, trail %d, want 1", s.Prior, tr.Prior)
+	}
+	at := func(kind string, m int) time.Duration {
+		for _, e := range tr.Events {
+			if e.Kind == kind && e.Args["m"] == m {
+				return e.At
+			}
+		}
+		t.Fatalf("no %s of m%d", kind, m)
+		return 0
+	}
+	type want struct {
+		kind       FaultKind
+		m          int
+		checkpoint time.Duration // CrashAOFTail: At-Delay
+	}
+	wants := []want{
+		{CrashAOFTail, 0, 0},
+		{RestartEmpty, 1, 0},
+		{CrashAOFTail, 1, at("restart", 1)}, // m1's empty restart, not its fsync before
+		{CrashAOFTail, 0, at("fsync", 0)},
+		{BootClockStep, 2, 0},
+	}
+	if len(s.Faults) != len(wants) {
+		t.Fatalf("faults %v, want %d", s.Faults, len(wants))
+	}
+	for k, w := range wants {
+		f := s.Faults[k]
+		if f.Kind != w.kind || f.Master != w.m || f.Dur != 0 {
+			t.Errorf("fault %d: %v, want %v on m%d", k, f, w.kind, w.m)
+			continue
+		}
+		switch f.Kind {
+		case CrashAOFTail:
+			if f.At-f.Delay != w.checkpoint || f.Jump != modelBootStep {
+				t.Errorf("fault %d: %v: checkpoint at %v, step %v; want %v, %v", k, f, f.At-f.Delay, f.Jump, w.checkpoint, modelBootStep)
+			}
+		case BootClockStep:
+			if f.Jump != modelBootStep {
+				t.Errorf("fault %d: %v: step %v, want %v", k, f, f.Jump, modelBootStep)
+			}
+		}
+	}
+
+	for _, bad := range []string{
+		strings.Replace(head, "-DRESTART_EMPTY", "-DWALL_UPTIME", 1),
+		strings.Replace(head, "-DRESTART_EMPTY", "-DFAST", 1) + "EV fast m=0 d=1\n",
+	} {
+		if _, _, err := ParseTrail(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "cannot be replayed") {
+			t.Errorf("trail %q: err %v, want it refused", bad, err)
+		}
+	}
 }
 
 func mechanism(knob string) string {

@@ -124,7 +124,9 @@ const (
 	// Delay (under 1s) before the cut, the writes of that last second lost
 	// (memnode Checkpoint then RestartFromCheckpoint). Its fencing counters
 	// come back older than some it wrote back (issue 32, S1). Families
-	// Fences and Restarts, drawn from hostStream.
+	// Fences and Restarts, drawn from hostStream. A trail's replay
+	// (ParseTrail) also steps its clock forward by Jump as it comes back
+	// (0 in a plan).
 	CrashAOFTail
 	// BootClockStep: Master restarts without its keys at At and its clock
 	// steps forward by Jump at once, as chrony's makestep does at boot: the
@@ -172,6 +174,9 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" m%d +%v", f.Master, f.Jump)
 	case CrashAOFTail:
 		s += fmt.Sprintf(" m%d for %v, last fsync %v before", f.Master, f.Dur, f.Delay)
+		if f.Jump > 0 {
+			s += fmt.Sprintf(", clock stepped +%v at boot", f.Jump)
+		}
 	case BootClockStep:
 		s += fmt.Sprintf(" m%d, clock stepped +%v at boot", f.Master, f.Jump)
 	case DriftWithin, DriftBeyond:

@@ -41,6 +41,11 @@ type Script struct {
 	// Shape is the lock's (the zero Shape: a mutex). A read-write lock's
 	// client 0 takes the write lease, the others read leases.
 	Shape Shape
+	// Prior is the fencing counter every master holds at the start (0:
+	// none): written by the master's current run, as an earlier lease
+	// granted that token wrote it back, before the clients meet the
+	// masters (priorCounter).
+	Prior int64
 	// Late lists the clients that meet the masters at their first
 	// operation (a new process); the others meet every master before the
 	// workload starts.
@@ -164,6 +169,9 @@ func (s Script) Plan() Plan {
 func (s Script) String() string {
 	b := fmt.Sprintf("script %s: masters=%d clients=%d ttl=%v lockdelay=%v drift=%v nodetimeout=%v fencing=%v quarantine=%v shape=%v late=%v duration=%v",
 		s.Name, s.Masters, s.Clients, s.TTL, s.LockDelay, s.Drift, s.NodeTimeout, s.Fencing, s.Quar, s.Shape, s.Late, s.Duration)
+	if s.Prior > 0 {
+		b += fmt.Sprintf(" prior=%d", s.Prior)
+	}
 	for _, f := range s.Faults {
 		b += "\n  fault " + f.String()
 	}
@@ -188,6 +196,9 @@ func RunScript(s Script) Result {
 	}
 	for m := range p.Masters {
 		w.masters = append(w.masters, memnode.New(fmt.Sprintf("m%d", m)))
+		if s.Prior > 0 {
+			priorCounter(w.masters[m], s.Prior, p.TTL)
+		}
 	}
 	w.stores = []*memnode.FencedStore{{}}
 	w.full = make([]time.Time, p.Masters)
@@ -264,6 +275,25 @@ func RunScript(s Script) Result {
 	wg.Wait()
 	w.finish()
 	return w.result()
+}
+
+// priorCounter leaves m holding the script's lock's fencing counter at
+// token, written by its current run, as a lease granted token would have
+// left it: the lease's acquire, its write-back, its release (nothing else
+// stays: the key is deleted, so no release guard is set).
+func priorCounter(m *memnode.Node, token int64, ttl time.Duration) {
+	ctx := context.Background()
+	const value = "prior-lease"
+	ok, err := m.Acquire(ctx, scriptName, value, ttl)
+	if err == nil && ok {
+		ok, err = m.RaiseFence(ctx, scriptName, value, token)
+	}
+	if err == nil && ok {
+		ok, err = m.Release(ctx, scriptName, value, 0)
+	}
+	if err != nil || !ok {
+		panic(fmt.Sprintf("sim: the prior counter on %s: %v, %v", m.Addr(), ok, err))
+	}
 }
 
 // scripted runs client c's operations.

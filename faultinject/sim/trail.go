@@ -27,6 +27,23 @@ const (
 	modelNodeTimeout = 20 * time.Millisecond
 	// driftConstant is redlock's fixed part of the drift allowance.
 	driftConstant = 2 * time.Millisecond
+	// modelBootStep is how far a master's clock steps forward right after
+	// a restart with "step=1" (BOOT_STEP): the low end of the simulator's
+	// own draws (drawHostFaults), well over any trail's quarantine (a few
+	// ticks) and the whole second INFO's uptime_in_seconds counts in.
+	//
+	// A restart with an older state ("stale=1") steps it as far,
+	// for two things the model has and memnode's RestartFromCheckpoint has
+	// not: the keys and guards of the older state are lost (the step
+	// expires every one at once; the fencing counters, kept without
+	// expiry, stay), and a client that meets the new run for the first time
+	// takes as its uptime the real time since the restart (the model takes
+	// the uptime's lower bound at its largest). Without the step memnode's
+	// uptime_in_seconds, whole seconds less one, would be the smaller
+	// bound and quarantine the run up to two seconds, ten ticks, longer
+	// than the model does; with it the CPU time, the real time since the
+	// restart, is.
+	modelBootStep = 30 * time.Second
 )
 
 // Trail is a model counterexample as SPIN printed it: the EV lines of
@@ -43,6 +60,10 @@ type Trail struct {
 	N, C, A, TTL, Drift int
 	// LockDelay is the lock delay in ticks (LOCKDELAY; 0 without).
 	LockDelay int
+	// Prior is the fencing counter every master holds at the start, as an
+	// earlier lease granted that token wrote it back and the AOF synced it
+	// (PRIOR, "EV prior tok=1"; 0 without).
+	Prior int
 }
 
 // TrailEvent is one EV line: its kind and arguments, the tick it happened
@@ -115,6 +136,9 @@ func ReadTrail(r io.Reader) (Trail, error) {
 				t.Flags = append(t.Flags, fmt.Sprintf("-DK=%d", k))
 			}
 			continue
+		case "prior":
+			t.Prior = e.Args["tok"]
+			continue
 		}
 		t.Events = append(t.Events, e)
 	}
@@ -141,8 +165,13 @@ func modelRate(ttl, d int) float64 { return float64(ModelTTL(ttl)) / float64(Mod
 // (times); a client's steps become its operations; a master's restarts,
 // pauses, clock jumps and rates its faults; and each node call the model
 // applied, delayed, lost or dialled in vain a ScriptCall. A call the trail
-// never applies is lost. The script's options (fencing, quarantine, a
-// late client, the shape, the lock delay) are the configuration's; a
+// never applies is lost. A restart with an older state ("stale=1") is a
+// CrashAOFTail down for no time whose checkpoint is the master's last
+// "fsync" (or the start, or its last restart before), its clock stepped
+// forward by modelBootStep as it comes back, a restart with a clock step
+// ("step=1") a BootClockStep of modelBootStep. The script's
+// options (fencing, quarantine, a late client, the shape, the lock delay,
+// the prior counter) are the configuration's; a
 // mechanism the trail's configuration switched off is the caller's to
 // switch off (internal/knobs).
 func ParseTrail(r io.Reader) (Script, Trail, error) {
@@ -162,12 +191,18 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 		Fencing: t.Has("FENCING"), Quar: t.Has("QUAR"),
 		// The model's keys live TTL+LD ticks: ModelTTL(TTL+LD) is the TTL
 		// plus LD whole ticks.
-		LockDelay: time.Duration(t.LockDelay) * ModelTick}
+		LockDelay: time.Duration(t.LockDelay) * ModelTick, Prior: int64(t.Prior)}
 	if t.LockDelay > 0 && (t.Has("FAST") || t.Has("BEYOND")) {
 		// A fast master's rate (modelRate) is for keys of the TTL alone:
 		// the model expires a key of TTL+LD ticks d ticks early, the rate
 		// would expire it d*(TTL+LD)/TTL early.
 		return Script{}, t, fmt.Errorf("trail %s: fast clocks with a lock delay cannot be replayed (the model's fast clock is an offset, the simulator's a rate)", t.Name)
+	}
+	if t.Has("RESTART_STALE") && t.Has("WALL_UPTIME") {
+		// A stale restart's clock step (modelBootStep) would make its run look
+		// up for the quarantine to the WallUptime knob, which the model's
+		// stale restart does not.
+		return Script{}, t, fmt.Errorf("trail %s: a restart with an older state cannot be replayed with WALL_UPTIME (its replay steps the master's clock)", t.Name)
 	}
 	switch {
 	case t.Has("SEM"):
@@ -247,6 +282,11 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 		s.Faults = append(s.Faults, f)
 	}
 	stalled := map[int]bool{}
+	// synced is when each master's state was last durable, as a restart
+	// with an older state ("stale=1") brings it back: the start (the
+	// prior counter, or nothing), its last "fsync", or its last restart
+	// but a stale one (the state it came back with is the synced one).
+	synced := make([]time.Duration, t.N)
 	var last time.Duration
 	for _, e := range t.Events {
 		a := e.Args
@@ -312,10 +352,23 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: c, Kind: OpStall})
 		case "unlock":
 			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: c, Kind: OpUnlock})
+		case "fsync":
+			synced[m] = e.At
 		case "restart":
-			k := RestartEmpty
-			if a["keep"] == 1 {
-				k = RestartKeep
+			f := Fault{Kind: RestartEmpty, Master: m, At: e.At}
+			switch {
+			case a["stale"] == 1:
+				// The power cut's fault, down for no time: Checkpoint when
+				// the state was last synced, RestartFromCheckpoint now, and
+				// the clock stepped forward at once (modelBootStep says why).
+				f.Kind, f.Delay, f.Jump = CrashAOFTail, e.At-synced[m], modelBootStep
+			case a["step"] == 1:
+				f.Kind, f.Jump = BootClockStep, modelBootStep
+			case a["keep"] == 1:
+				f.Kind = RestartKeep
+			}
+			if f.Kind != CrashAOFTail {
+				synced[m] = e.At
 			}
 			if p := pauses[m]; p != nil { // a restart resumes a paused master
 				endPause(p, e.At)
@@ -326,7 +379,7 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 					r.flying = -1
 				}
 			}
-			s.Faults = append(s.Faults, Fault{Kind: k, Master: m, At: e.At})
+			s.Faults = append(s.Faults, f)
 		case "mpause":
 			pauses[m] = &pause{at: e.At, m: m}
 		case "mfull":
@@ -337,6 +390,10 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 		case "jump":
 			s.Faults = append(s.Faults, Fault{Kind: ClockJump, Master: m, At: e.At, Jump: ttl + ModelTick})
 		case "fast":
+			if t.Has("RESTART_STALE") || t.Has("BOOT_STEP") {
+				// The step sets the master's clock rate back to 1.
+				return Script{}, t, fmt.Errorf("trail %s: a fast clock cannot be replayed with restarts that step the clock (RESTART_STALE, BOOT_STEP)", t.Name)
+			}
 			k := DriftWithin
 			if a["d"] > t.Drift {
 				k = DriftBeyond

@@ -312,12 +312,19 @@ func (w *world) faults() {
 		case CrashAOFTail:
 			// The last fsync, then the power cut: down (connections
 			// refused) until the host is back, with the keyspace as of the
-			// last fsync.
+			// last fsync (and its clock stepped, if Jump says so, before
+			// anything reaches it).
 			evs = append(evs, ev{f.At - f.Delay, func() { m.Checkpoint() }},
 				ev{f.At, func() {
 					m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
 					w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
-				}}, ev{end, func() { m.RestartFromCheckpoint(); m.Fail(nil) }})
+				}}, ev{end, func() {
+					m.RestartFromCheckpoint()
+					if f.Jump > 0 {
+						_ = m.SkewClock(f.Jump, 1)
+					}
+					m.Fail(nil)
+				}})
 		case BootClockStep:
 			// Refused while the host boots, so that no command lands
 			// between the restart and the step (a key set on the clock
