@@ -175,7 +175,10 @@ func (c *Client) noteDenied(ctx context.Context, i int, err error) {
 	m.deniedLogged, m.deniedRun = true, run
 	m.mu.Unlock()
 	if first && c.cfg.logger.Enabled(ctx, slog.LevelWarn) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "redlock: node denied access", slog.String("node", m.addr),
-			slog.String("run_id", run), slog.Any("err", err))
+		attrs := []slog.Attr{slog.String("node", m.addr)}
+		if run != "" { // known once the node has answered INFO
+			attrs = append(attrs, slog.String("run_id", run))
+		}
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "redlock: node denied access", append(attrs, slog.Any("err", err))...)
 	}
 }

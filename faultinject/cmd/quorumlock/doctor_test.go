@@ -42,7 +42,7 @@ func TestDoctorFindsBadSettings(t *testing.T) {
 		`^` + evicting.Addr() + ` +warn +persistence +appendonly no: a restarted master comes back without the lock keys it granted.*restart quarantine`,
 		`^` + evicting.Addr() + ` +warn +role +a master with 1 replica: a failover .* may lack lock keys`,
 		`^` + replica.Addr() + ` +bad +role +a replica of 127.0.0.1:` + port + `: it refuses writes \(READONLY\)`,
-		`^` + rdb.Addr() + ` +bad +persistence +appendonly no with RDB snapshots \(save "900 1"\): .* fencing counters go back`,
+		`^` + rdb.Addr() + ` +bad +persistence +appendonly no with RDB snapshots \(save "900 1"\): .* lock keys taken since are lost`,
 		`^` + everysec.Addr() + ` +warn +persistence +appendonly yes but appendfsync everysec: a crash loses the last writes`,
 		`^` + good.Addr() + ` +ok +persistence +appendonly yes, appendfsync always`,
 		`^` + good.Addr() + ` +ok +maxmemory-policy +noeviction: lock keys are never evicted`,
