@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -61,18 +63,28 @@ func (h *hop) do(f func() error) error {
 }
 
 // newHop starts a proxy on a free 127.0.0.1 port forwarding to upstream.
+// The port is below Linux's ephemeral range (32768-60999 by default): a
+// partition closes the listener and heal binds the same port again, and in
+// between an outgoing connection could take an ephemeral port as its own
+// local port and make the rebind fail (seen: "bind: address already in
+// use" healing a partition in chaos --quick).
 func (c *Cluster) newHop(name, upstream string) (*hop, error) {
-	p := toxiproxy.NewProxy(c.tp, name, "127.0.0.1:0", upstream)
-	if err := c.tp.Collection.Add(p, true); err != nil {
-		return nil, fmt.Errorf("faultinject: starting proxy %s to %s: %w", name, upstream, err)
+	var err error
+	for range 50 { // bounded: another process may hold a port we draw
+		addr := fmt.Sprintf("127.0.0.1:%d", hopPortLow+rand.IntN(hopPortHigh-hopPortLow))
+		p := toxiproxy.NewProxy(c.tp, name, addr, upstream)
+		if err = c.tp.Collection.Add(p, true); err == nil {
+			return &hop{p: p, addr: addr}, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
 	}
-	// Collection.Add returns after the listener is bound; the write of
-	// p.Listen happened before, under p's lock.
-	p.Lock()
-	addr := p.Listen
-	p.Unlock()
-	return &hop{p: p, addr: addr}, nil
+	return nil, fmt.Errorf("faultinject: starting proxy %s to %s: %w", name, upstream, err)
 }
+
+// The ports newHop draws from: below the kernel's ephemeral range.
+const hopPortLow, hopPortHigh = 20000, 32768
 
 // setToxic replaces (or adds) the toxic of the given name.
 func (h *hop) setToxic(ctx context.Context, name, typ, stream, attrs string) error {

@@ -292,14 +292,19 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 
 	r.logf("chaos: %s: %d masters (%s), %d clients, TTL %v, %v; %s", sc.Name, n, r.cluster.Kind(), sc.Clients, sc.TTL, dur, sc.About)
 	if sc.Quarantine {
-		// Masters younger than the quarantine when a client first meets
-		// them do not vote until they are older: start the workload once
-		// they are (Redis reports whole seconds of uptime, hence the
-		// extra second).
-		wait := sc.TTL + time.Second
-		r.logf("chaos: %s: waiting %v for the fresh masters to age past the restart quarantine", sc.Name, wait)
-		if !sleep(ctx, wait) {
-			return ctx.Err()
+		// A client counts the votes of a master it meets for the first
+		// time only once that master's run is older than the quarantine,
+		// by the server's main-thread CPU time (which a clock step cannot
+		// inflate, and an idle fresh master gains slowly), or after the
+		// quarantine since the client met it. Start the workload once
+		// every client has met every master and waited that out.
+		r.logf("chaos: %s: the clients meet the masters and wait out the restart quarantine", sc.Name)
+		rcs := make([]*redlock.Client, len(clients))
+		for k, c := range clients {
+			rcs[k] = c.rc
+		}
+		if err := r.meetMasters(ctx, rcs, sc.TTL); err != nil {
+			return err
 		}
 	}
 	workCtx, stopWork := context.WithCancel(ctx)
@@ -391,4 +396,36 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 		}
 	}
 	return nil
+}
+
+// meetMasters has every client take and release a lock of another name
+// (not the one the workload and the leak check use), which waits until the
+// client counts the votes of a quorum of masters: past their restart
+// quarantine, from the client's first contact.
+func (r *run) meetMasters(ctx context.Context, clients []*redlock.Client, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*ttl+30*time.Second)
+	defer cancel()
+	errs := make(chan error, len(clients))
+	for _, c := range clients {
+		go func() {
+			m, err := c.NewMutex(r.lock+".meet", redlock.WithTTL(ttl))
+			if err != nil {
+				errs <- err
+				return
+			}
+			lease, err := m.Lock(ctx)
+			if err != nil {
+				errs <- fmt.Errorf("meeting the masters: %w", err)
+				return
+			}
+			errs <- lease.Unlock(ctx)
+		}()
+	}
+	var first error
+	for range clients {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
