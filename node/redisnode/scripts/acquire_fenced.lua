@@ -33,7 +33,9 @@ if s then
   if not n and not tonumber(s) then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
   end
-  if n and (run == string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ARGV[3] == 'anyrun') then
+  local info = n and redis.call('INFO', 'server')
+  local at = info and string.find(info, 'run_id:', 1, true)
+  if n and ((at and run == string.sub(info, at + 7, at + 46)) or ARGV[3] == 'anyrun') then
     fence = tonumber(n)
   elseif not n and ARGV[3] == 'anyrun' then
     fence = tonumber(s)

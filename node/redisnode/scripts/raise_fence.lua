@@ -41,7 +41,12 @@ local token = tonumber(ARGV[2])
 if counter > token then
   token = counter
 end
-local value = string.format('%d:%s', token, string.match(redis.call('INFO', 'server'), 'run_id:(%x+)'))
+local info = redis.call('INFO', 'server')
+local at = string.find(info, 'run_id:', 1, true)
+if not at then
+  return redis.error_reply('ERR INFO server has no run_id')
+end
+local value = string.format('%d:%s', token, string.sub(info, at + 7, at + 46))
 local keep = tonumber(ARGV[3] or '0')
 if keep > 0 then
   redis.call('SET', KEYS[2], value, 'PX', keep)
