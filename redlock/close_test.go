@@ -111,8 +111,10 @@ func TestReleaseRetriesOnlyReplyThatAsksToTryLater(t *testing.T) {
 		{replyError("LOADING Redis is loading the dataset in memory"), true},
 		{replyError("BUSY Redis is busy running a script"), true},
 		{replyError("READONLY You can't write against a read only replica."), true},
+		{replyError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), true},
+		{replyError("ERR Error running script (call to f_1a2b): @user_script:1: -READONLY You can't write against a read only replica."), true},
 	} {
-		t.Run(strings.Fields(tc.reply.Error())[0], func(t *testing.T) {
+		t.Run(strings.Join(strings.Fields(tc.reply.Error())[:2], " "), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ms, nodes := mem(3)
 				c := newClient(t, nodes)

@@ -85,6 +85,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 		margin:  m.cancelMargin(),
 		done:    make(chan struct{}),
 		resign:  make(chan struct{}),
+		kept:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
@@ -200,6 +201,7 @@ type Leadership struct {
 	resign  chan struct{} // closed by Resign: the watcher stops
 	rOnce   sync.Once
 	workers sync.WaitGroup // watch and keep
+	kept    chan struct{}  // closed when keep has returned
 	stopped chan struct{}  // closed when watch and keep have returned
 }
 
@@ -291,6 +293,7 @@ func (l *Leadership) watch() {
 		select {
 		case <-lease.Done():
 			l.end(lease.Err())
+			<-l.kept // a refresh that keep was making lands before the removal
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 			l.record.remove(ctx)
 			cancel()
@@ -309,6 +312,7 @@ func (l *Leadership) watch() {
 			l.end(err)
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout+c.cfg.nodeTimeout)
 			_ = lease.Unlock(ctx) // its keys expire with their TTL if this fails
+			<-l.kept
 			l.record.remove(ctx)
 			cancel()
 			return
@@ -322,6 +326,7 @@ func (l *Leadership) watch() {
 // it does so every third of a key TTL instead.
 func (l *Leadership) keep(recorded bool) {
 	defer l.workers.Done()
+	defer close(l.kept)
 	m := l.record.m
 	every := m.keyTTL()
 	retry := max(every/3, time.Millisecond)

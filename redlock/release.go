@@ -136,11 +136,15 @@ func refusedRelease(err error) bool {
 
 // serverBusy reports whether a Redis error reply says that the command did
 // not run for a while only: the server is loading its data, running a long
-// script, out of memory, read-only (a replica that a failover may promote),
-// or its cluster is moving or down. A release so answered is retried.
+// script, out of memory, refusing writes after a failed save (MISCONF),
+// read-only (a replica that a failover may promote), or its cluster is
+// moving or down. Redis before 7.0 reports such a reply to a command of a
+// script inside "ERR Error running script ... -CODE ...". A release so
+// answered is retried.
 func serverBusy(reply string) bool {
-	for _, code := range []string{"LOADING ", "BUSY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN ", "READONLY ", "OOM ", "MOVED ", "ASK ", "NOREPLICAS ", "ERR max number of clients"} {
-		if strings.HasPrefix(reply, code) {
+	inScript := strings.HasPrefix(reply, "ERR Error running script")
+	for _, code := range []string{"LOADING ", "BUSY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN ", "READONLY ", "OOM ", "MISCONF ", "MOVED ", "ASK ", "NOREPLICAS ", "ERR max number of clients"} {
+		if strings.HasPrefix(reply, code) || inScript && strings.Contains(reply, "-"+code) {
 			return true
 		}
 	}

@@ -362,10 +362,22 @@ func guardTTL(guard time.Duration) time.Duration {
 }
 
 // scriptError is an error reply of a script: it names the node and the
-// script, and wraps errWrongType when that was the reply.
+// script, wraps errWrongType when that was the reply, and is marked as an
+// error reply (replyError), as go-redis marks Redis's.
 func (n *Node) scriptError(script string, err error) error {
-	return fmt.Errorf("memnode %s: %s: %w", n.addr, script, err)
+	return replyError{fmt.Errorf("memnode %s: %s: %w", n.addr, script, err)}
 }
+
+// replyError is an error reply of the node: it has the RedisError method by
+// which go-redis marks a server's error replies, so that the coordinator
+// treats memnode's replies as Redis's (a release refused with one is an
+// answer, not retried).
+type replyError struct{ error }
+
+// RedisError marks the error as a server's reply.
+func (replyError) RedisError() {}
+
+func (e replyError) Unwrap() error { return e.error }
 
 // Info implements redlock.Node. It reports what a real Redis master
 // reports (internal/redisinfo): uptime_in_seconds from the node clock (so a
