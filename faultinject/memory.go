@@ -77,15 +77,17 @@ type memoryServer struct {
 
 // memoryRun identifies one run of a memoryServer.
 type memoryRun struct {
-	id    string
-	since time.Time
+	id     string
+	replID string // master_replid: new with each run, as after a restart
+	since  time.Time
 }
 
 // started records a new run and installs the hook; call with mu held.
 func (s *memoryServer) started() {
-	var b [20]byte
+	var b, r [20]byte
 	_, _ = rand.Read(b[:])
-	s.run.Store(&memoryRun{id: hex.EncodeToString(b[:]), since: time.Now()})
+	_, _ = rand.Read(r[:])
+	s.run.Store(&memoryRun{id: hex.EncodeToString(b[:]), replID: hex.EncodeToString(r[:]), since: time.Now()})
 	s.running = true
 	s.dead = make(chan struct{})
 	s.m.Server().SetPreHook(s.hook)
@@ -134,7 +136,7 @@ func (s *memoryServer) info() string {
 	up := time.Since(r.since)
 	info := fmt.Sprintf("# Server\r\nredis_version:0.0.0-miniredis\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n",
 		r.id, int64(up.Seconds()))
-	info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+	info += "\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:" + r.replID + "\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
 	// Memory and persistence as they are: nothing is evicted, nothing
 	// survives a kill.
 	info += "\r\n# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n# Persistence\r\naof_enabled:0\r\n"

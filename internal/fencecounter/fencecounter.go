@@ -1,6 +1,8 @@
 // Package fencecounter is the encoding of a lock's fencing counter on a
 // master, "{name}:fence": the counter and the server run that last wrote it,
-// "<counter>:<run_id>". The scripts of node/redisnode read and write it in
+// "<counter>:<run>", where a Redis run is its run_id followed by its
+// master_replid (a master demoted, resynced and promoted again keeps its
+// run_id but not its replication ID); memnode's run is its RunID. The scripts of node/redisnode read and write it in
 // Lua (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua); memnode and
 // the Go readers (Peek, quorumlock status) use this package, so that the
 // rule is written once on each side of the wire.
@@ -16,7 +18,6 @@ package fencecounter
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"strings"
 
@@ -30,22 +31,27 @@ var ErrNoCounter = errors.New("holds no fencing counter")
 // Parse reads a counter value s as the scripts do: "<digits>:<hex run>"
 // gives that number and run; a plain number (written before counters
 // carried their run, read as Lua 5.1's tonumber reads it) gives its value
-// truncated toward zero and run "", which is no server's run; anything else
-// fails with ErrNoCounter.
+// truncated toward zero and run "", which is no server's run; anything
+// else, and a number whose magnitude is 2^53 or more (where Lua's doubles
+// stop counting by one; NaN, infinities), fails with ErrNoCounter.
 func Parse(s string) (n int64, run string, err error) {
 	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) && hex(r) {
 		v, err := strconv.ParseFloat(num, 64) // Lua's tonumber: a double
-		if err != nil {
+		if err != nil || !exact(v) {
 			return 0, "", ErrNoCounter
 		}
-		return truncate(v), r, nil
+		return int64(v), r, nil
 	}
 	v, ok := luaNumber(s)
-	if !ok {
+	if !ok || !exact(v) {
 		return 0, "", ErrNoCounter
 	}
-	return truncate(v), "", nil
+	return int64(v), "", nil
 }
+
+// exact reports whether f is a number the scripts accept as a counter:
+// below 2^53 in magnitude (not NaN).
+func exact(f float64) bool { return f > -0x1p53 && f < 0x1p53 }
 
 // Read is what an acquire reads from a counter value s on a server whose
 // current run is run: the counter when this run wrote it, else 0 (the
@@ -92,16 +98,6 @@ func hex(s string) bool {
 		}
 	}
 	return true
-}
-
-// truncate converts a Lua number to the integer Redis replies with:
-// truncated toward zero; NaN and numbers out of int64's range give
-// math.MinInt64, as the x86-64 conversion does.
-func truncate(f float64) int64 {
-	if math.IsNaN(f) || f >= 0x1p63 || f < -0x1p63 {
-		return math.MinInt64
-	}
-	return int64(f)
 }
 
 // luaNumber is Lua 5.1's tonumber on a string, as Redis's scripts read a

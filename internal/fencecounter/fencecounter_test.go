@@ -22,8 +22,10 @@ func TestParseLegacy(t *testing.T) {
 		{"7", 7}, {"+7", 7}, {"12.7", 12}, {"-3.5", -3}, {".5", 0}, {"5.", 5},
 		{"1e3", 1000}, {"1E+2", 100}, {"  42  ", 42}, {"12\x00ab", 12},
 		{" 0x1A", 26}, {"0X10", 16}, {"0x1p4", 16},
-		{"9007199254740993", 9007199254740992},
-		{"infinity", math.MinInt64}, {"-inf", math.MinInt64}, {"nan", math.MinInt64}, {"1e400", math.MinInt64},
+		{"9007199254740991", 9007199254740991}, {"-9007199254740991", -9007199254740991},
+		// Past 2^53 a double no longer counts by one: no counter.
+		{"9007199254740992", none}, {"9007199254740993", none}, {"99999999999999999999:ab", none},
+		{"infinity", none}, {"-inf", none}, {"nan", none}, {"1e400", none},
 		{"", none}, {"x", none}, {"1_000", none}, {"0x", none}, {"--7", none}, {"1e", none}, {"7 x", none},
 		{"7:", none}, {":ab", none}, {"7:xyz", none}, {"-7:ab", none},
 	} {

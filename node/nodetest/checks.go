@@ -1119,6 +1119,20 @@ func fenceCounterNameTakenFirst(c *checker) {
 		c.want(c.release(k, "v", 0), true, "the holder releases its key")
 		c.want(c.release(fk, tc.value, 0), false, "the write-back replaced the number with a counter of this run")
 	}
+	// A number Lua's doubles no longer count by one (2^53 or more) is no
+	// counter: the scripts fail before they take or write anything.
+	for i, big := range []string{"99999999999999999999:ab", "9007199254740992"} {
+		k := fmt.Sprintf("b%d", i)
+		fk := "{" + k + "}:fence"
+		c.want(c.acquire(fk, big, long), true, "a free key is taken")
+		_, err := c.tryAcquireFenced(k, "v", long)
+		c.wantErr(err, fmt.Sprintf("%s holds %q, past 2^53: no counter", fk, big))
+		c.want(c.acquire(k, "v", long), true, "the failed AcquireFenced took nothing")
+		_, err = c.tryRaiseFence(k, "v", 5)
+		c.wantErr(err, fmt.Sprintf("%s holds %q, past 2^53: no counter", fk, big))
+		c.want(c.release(fk, big, 0), true, "the failed RaiseFence wrote nothing")
+		c.want(c.release(k, "v", 0), true, "the holder releases its key")
+	}
 	if c.s != nil {
 		const hk = "{h}:fence" // h's fencing counter
 		c.want(c.acquireHold(hk, reader("r1"), long), 1, "a free lock is taken")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/nodecheck"
 )
 
@@ -155,8 +156,10 @@ type nodeStatus struct {
 	RunID    string  `json:"run_id,omitempty"`
 	UptimeS  float64 `json:"uptime_s"`
 	Promoted bool    `json:"promoted,omitempty"`
-	// QuarantineS is how much longer the node stays in the clients'
-	// restart quarantine (--quarantine), 0 when it is out of it.
+	// QuarantineS is how much longer the node stays in the restart
+	// quarantine (--quarantine) of a client that meets it now, 0 when it
+	// is out of it: the quarantine less the server's age as clients read
+	// it (its main thread's CPU time, which an idle server gains slowly).
 	QuarantineS float64 `json:"quarantine_left_s,omitempty"`
 }
 
@@ -230,12 +233,12 @@ func readStatus(ctx context.Context, sc *statusConfig, cs []rawClient) *statusSn
 		wg.Go(func() {
 			ns := &snap.Nodes[i]
 			ns.Addr = c.addr
-			info, err := readInfo(ctx, c.c)
+			info, age, err := readInfo(ctx, c.addr, c.c)
 			if err != nil {
 				ns.Error = err.Error()
 				return
 			}
-			ns.fill(info, sc.quarantine)
+			ns.fill(info, age, sc.quarantine)
 			p := &per[i]
 			p.names = []string{sc.pattern}
 			if pattern {
@@ -302,18 +305,24 @@ func readStatus(ctx context.Context, sc *statusConfig, cs []rawClient) *statusSn
 	return snap
 }
 
-// readInfo reads INFO server and replication as a map (plain INFO on a
-// server that takes one section per call).
-func readInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
-	text, err := c.Info(ctx, "server", "replication").Result()
+// readInfo reads INFO server, replication and cpu as a map (plain INFO on
+// a server that takes one section per call), and the server's age as the
+// clients judge it for the restart quarantine (internal/redisinfo: its
+// main thread's CPU time, which no clock step inflates).
+func readInfo(ctx context.Context, addr string, c *redis.Client) (map[string]string, time.Duration, error) {
+	text, err := c.Info(ctx, "server", "replication", "cpu").Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.Contains(rerr.Error(), "wrong number of arguments") {
 		text, err = c.Info(ctx).Result()
 	}
 	if err != nil {
-		return nil, ctxerr.Wrap(ctx, err)
+		return nil, 0, ctxerr.Wrap(ctx, err)
 	}
-	return parseInfo(text), nil
+	si, err := redisinfo.Parse(addr, text)
+	if err != nil {
+		return nil, 0, err
+	}
+	return parseInfo(text), si.Uptime, nil
 }
 
 func parseInfo(text string) map[string]string {
@@ -326,7 +335,7 @@ func parseInfo(text string) map[string]string {
 	return m
 }
 
-func (ns *nodeStatus) fill(info map[string]string, quarantine time.Duration) {
+func (ns *nodeStatus) fill(info map[string]string, age, quarantine time.Duration) {
 	ns.Role = info["role"]
 	ns.Version = nodecheck.Version(info)
 	ns.RunID = info["run_id"]
@@ -334,13 +343,9 @@ func (ns *nodeStatus) fill(info map[string]string, quarantine time.Duration) {
 	ns.UptimeS = up
 	ns.Promoted = ns.Role == "master" && info["master_replid2"] != "" && info["master_replid2"] != nodecheck.NoReplID
 	if quarantine > 0 {
-		// As redlock judges it: uptime less one second (Redis truncates
-		// its start time), 0 for a promoted master, which the client
-		// meets as new.
-		age := time.Duration(max(up-1, 0) * float64(time.Second))
-		if ns.Promoted {
-			age = 0
-		}
+		// As redlock judges a server it meets for the first time: its age
+		// is its main thread's CPU time (at most its uptime less one
+		// second; 0 for a promoted master, which the client meets as new).
 		if left := quarantine - age; left > 0 {
 			ns.QuarantineS = left.Seconds()
 		}

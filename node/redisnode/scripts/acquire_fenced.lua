@@ -5,14 +5,15 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value (same hash slot as KEYS[1])
 -- KEYS[3]  the fencing counter of the lock (same hash slot):
---          "<counter>:<run_id>", the server run that wrote it
+--          "<counter>:<run>", the server run that wrote it (its run_id
+--          and master_replid, as run() below reads them)
 --          (raise_fence.lua; internal/fencecounter)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  optional, test-only: "anyrun" reads a counter of any run
 --          (knobs.NoRunStamp)
 --
--- Commands used: INFO, EXISTS, SET, GET.
+-- Commands used: INFO (server, replication), EXISTS, SET, GET.
 --
 -- The counter reads as 0 unless this run of the server wrote it: a counter
 -- that came back from the disk after a restart may be older than what the
@@ -26,19 +27,32 @@
 --   [1]  1 acquired (or already held ARGV[1]), 0 held by another value,
 --        -1 refused by a release guard (as acquire.lua)
 --   [2]  the fencing counter written by this run, 0 when there is none
+
+-- run is the server's run: its run_id and its replication ID. A master that
+-- is demoted, resynced from another and promoted again keeps its run_id,
+-- not its replication ID (a promotion makes a new one), and its data may
+-- then be older than what it wrote. nil when INFO lacks either.
+local function run()
+  local s = redis.call('INFO', 'server')
+  local r = redis.call('INFO', 'replication')
+  local a = string.find(s, 'run_id:', 1, true)
+  local b = string.find(r, 'master_replid:', 1, true)
+  if not a or not b then
+    return nil
+  end
+  return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
+end
+
 local fence = 0
 local s = redis.call('GET', KEYS[3])
 if s then
-  local n, run = string.match(s, '^(%d+):(%x+)$')
-  if not n and not tonumber(s) then
+  local n, stamp = string.match(s, '^(%d+):(%x+)$')
+  local v = tonumber(n or s)
+  if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
   end
-  local info = n and redis.call('INFO', 'server')
-  local at = info and string.find(info, 'run_id:', 1, true)
-  if n and ((at and run == string.sub(info, at + 7, at + 46)) or ARGV[3] == 'anyrun') then
-    fence = tonumber(n)
-  elseif not n and ARGV[3] == 'anyrun' then
-    fence = tonumber(s)
+  if ARGV[3] == 'anyrun' or (n and stamp == run()) then
+    fence = v
   end
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then

@@ -35,7 +35,7 @@
 --          (knobs.NoRunStamp)
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
--- PEXPIREAT, GET, INFO, EXISTS, SET. (Membership is read from ZADD NX's reply,
+-- PEXPIREAT, GET, INFO (server, replication), EXISTS, SET. (Membership is read from ZADD NX's reply,
 -- not ZSCORE, so that the ACL of docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
@@ -85,19 +85,32 @@ else
   end
   cover()
 end
+
+-- run is the server's run: its run_id and its replication ID. A master that
+-- is demoted, resynced from another and promoted again keeps its run_id,
+-- not its replication ID (a promotion makes a new one), and its data may
+-- then be older than what it wrote. nil when INFO lacks either.
+local function run()
+  local s = redis.call('INFO', 'server')
+  local r = redis.call('INFO', 'replication')
+  local a = string.find(s, 'run_id:', 1, true)
+  local b = string.find(r, 'master_replid:', 1, true)
+  if not a or not b then
+    return nil
+  end
+  return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
+end
+
 local fence = 0
 local s = redis.call('GET', KEYS[3])
 if s then
-  local n, run = string.match(s, '^(%d+):(%x+)$')
-  if not n and not tonumber(s) then
+  local n, stamp = string.match(s, '^(%d+):(%x+)$')
+  local v = tonumber(n or s)
+  if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
   end
-  local info = n and redis.call('INFO', 'server')
-  local at = info and string.find(info, 'run_id:', 1, true)
-  if n and ((at and run == string.sub(info, at + 7, at + 46)) or ARGV[6] == 'anyrun') then
-    fence = tonumber(n)
-  elseif not n and ARGV[6] == 'anyrun' then
-    fence = tonumber(s)
+  if ARGV[6] == 'anyrun' or (n and stamp == run()) then
+    fence = v
   end
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then

@@ -6,34 +6,51 @@
 -- a counter lives ARGV[3] after the last acquisition that wrote it back; an
 -- ARGV[3] of 0 (or none) keeps it for ever. The epoch rule makes that safe
 -- (docs/algorithm.md, "Fence counter cleanup"). It stamps the counter with
--- the server's run (INFO run_id), so that a counter brought back old from
+-- the server's run (INFO's run_id and master_replid), so that a counter brought back old from
 -- the disk after a restart reads as lost (acquire_fenced.lua). GET, SET and
 -- INFO only, so the minimal ACL of docs/nodes.md suffices.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter of the lock (same hash slot as KEYS[1]):
---          "<counter>:<run_id>" (see acquire_fenced.lua)
+--          "<counter>:<run>" (see acquire_fenced.lua)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  the fencing token to record (positive integer)
 -- ARGV[3]  optional: the counter's time to live in milliseconds (positive
 --          integer), or 0 for none
 --
--- Commands used: GET, INFO, SET.
+-- Commands used: GET, INFO (server, replication), SET.
 --
 -- Returns:
 --   1   the key held our value; the counter is now max(counter, ARGV[2])
---       stamped with this run's run_id (whichever run wrote it before),
+--       stamped with this run (whichever run wrote it before),
 --       rewritten so that it expires ARGV[3] ms from now (never, for 0)
 --   0   the key did not hold our value; the counter is unchanged
--- A counter key that holds no counter fails the script with an error reply.
+-- A counter key that holds no counter (or a number of 2^53 or more, which
+-- Lua's numbers cannot count on from) fails the script with an error reply.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
+
+-- run is the server's run: its run_id and its replication ID. A master that
+-- is demoted, resynced from another and promoted again keeps its run_id,
+-- not its replication ID (a promotion makes a new one), and its data may
+-- then be older than what it wrote. nil when INFO lacks either.
+local function run()
+  local s = redis.call('INFO', 'server')
+  local r = redis.call('INFO', 'replication')
+  local a = string.find(s, 'run_id:', 1, true)
+  local b = string.find(r, 'master_replid:', 1, true)
+  if not a or not b then
+    return nil
+  end
+  return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
+end
+
 local s = redis.call('GET', KEYS[2])
 local counter = 0
 if s then
   counter = tonumber(string.match(s, '^(%d+):%x+$') or s)
-  if not counter then
+  if not counter or counter ~= counter or counter >= 9007199254740992 or counter <= -9007199254740992 then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[2] .. ' holds no counter')
   end
 end
@@ -41,12 +58,11 @@ local token = tonumber(ARGV[2])
 if counter > token then
   token = counter
 end
-local info = redis.call('INFO', 'server')
-local at = string.find(info, 'run_id:', 1, true)
-if not at then
-  return redis.error_reply('ERR INFO server has no run_id')
+local id = run()
+if not id then
+  return redis.error_reply('ERR INFO has no run_id or master_replid')
 end
-local value = string.format('%d:%s', token, string.sub(info, at + 7, at + 46))
+local value = string.format('%d:%s', token, id)
 local keep = tonumber(ARGV[3] or '0')
 if keep > 0 then
   redis.call('SET', KEYS[2], value, 'PX', keep)
