@@ -31,7 +31,8 @@ import (
 // restart quarantine at once (docs/algorithm.md, "Restart quarantine").
 // Uptime is the smaller of the two (uptime_in_seconds less one second,
 // because Redis counts it from its start time truncated to the second), 0
-// without the main thread's CPU time (Redis before 6.2), and 0 on a master
+// without the main thread's CPU time (Redis before 6.2; builds without
+// per-thread CPU accounting, such as macOS), and 0 on a master
 // promoted from a replica (master_replid2 set): it may lack keys written on
 // the old master until its promotion, at a time INFO does not give.
 // Settings holds the fields of nodecheck.Fields that text has (nil when it
