@@ -17,8 +17,8 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
-	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/nodecheck"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 )
 
 const statusUsageText = `usage: quorumlock status [flags] NAME|PATTERN
