@@ -40,12 +40,12 @@ func TestFencingCounterAfterAFailback(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	replicate(t, rb, a.Addr(), ra, fk) // B copies A: counter 10
-	require.NoError(t, rb.SlaveOf(ctx, "NO", "ONE").Err())
+	require.NoError(t, rb.ReplicaOf(ctx, "NO", "ONE").Err())
 	ok, err = n.RaiseFence(ctx, key, "v", 11) // on A only
 	require.NoError(t, err)
 	require.True(t, ok)
 	replicate(t, ra, b.Addr(), rb, fk) // A resyncs from B: counter 10 again
-	require.NoError(t, ra.SlaveOf(ctx, "NO", "ONE").Err())
+	require.NoError(t, ra.ReplicaOf(ctx, "NO", "ONE").Err())
 	s, err := ra.Get(ctx, fk).Result()
 	require.NoError(t, err)
 	v, _, err := fencecounter.Parse(s)
@@ -64,7 +64,7 @@ func replicate(t *testing.T, replica *redis.Client, addr string, master *redis.C
 	ctx := context.Background()
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
-	require.NoError(t, replica.SlaveOf(ctx, host, port).Err())
+	require.NoError(t, replica.ReplicaOf(ctx, host, port).Err())
 	want, err := master.Get(ctx, key).Result()
 	require.NoError(t, err)
 	for i := 0; ; i++ {
