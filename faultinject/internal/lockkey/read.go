@@ -164,12 +164,28 @@ func hashTag(name string) bool {
 
 // Derived reports whether key is one that the lock keeps next to a lock
 // key rather than a lock key itself: a fencing counter, a waiting-writers
-// set or a release guard. redlock refuses such names as lock names.
+// set, a release guard (redlock refuses such names as lock names), or an
+// election's term record, the election's name + ":term:" + a lease's
+// token (32 hexadecimal digits).
 func Derived(key string) bool {
-	if strings.Contains(key, ":release-guard:") {
+	if strings.Contains(key, ":release-guard:") || termRecord(key) {
 		return true
 	}
 	return hashTag(key) && (strings.HasSuffix(key, ":fence") || strings.HasSuffix(key, ":waiting"))
+}
+
+// termRecord reports whether key ends in ":term:" and a lease's token.
+func termRecord(key string) bool {
+	i := strings.LastIndex(key, ":term:")
+	if i < 0 || len(key)-(i+len(":term:")) != 32 {
+		return false
+	}
+	for _, c := range key[i+len(":term:"):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Pattern reports whether s is a glob pattern (it has *, ? or [) rather

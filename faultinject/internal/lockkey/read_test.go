@@ -91,6 +91,10 @@ func TestDerivedKeys(t *testing.T) {
 	if !Derived("{jobs:a}:release-guard:0123") || Derived("jobs:fence") {
 		t.Error("Derived: a release guard is derived; a name ending in :fence without a hash tag is a lock")
 	}
+	// An election's term record: its name, ":term:" and a lease's token.
+	if !Derived("locks:leader:term:0123456789abcdef0123456789abcdef") || Derived("locks:leader:term:next") || Derived("locks:term:0123") {
+		t.Error("Derived: a term record (name:term:<32 hex digits>) is derived; other names with :term: are locks")
+	}
 }
 
 // TestOptionsTakesDialsForms: Options accepts what redisnode.Dial accepts,
