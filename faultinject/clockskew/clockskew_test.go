@@ -80,14 +80,7 @@ func TestWriteFileAtomic(t *testing.T) {
 func requireKit(t *testing.T) *clockskew.Kit {
 	t.Helper()
 	redisproc.Require(t)
-	redisproc.RequireOrSkip(t, clockskew.Available())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	kit, err := clockskew.Prepare(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kit
+	return clockskew.PrepareT(t)
 }
 
 func TestPrepareCached(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -18,13 +17,7 @@ import (
 // its main thread's CPU time). status used to show it out of quarantine.
 func TestStatusQuarantineAfterAClockStepAtBoot(t *testing.T) {
 	redisproc.Require(t)
-	redisproc.RequireOrSkip(t, clockskew.Available())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	kit, err := clockskew.Prepare(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kit := clockskew.PrepareT(t)
 	ts := filepath.Join(t.TempDir(), "faketime")
 	clock, err := clockskew.NewClock(ts, time.Now())
 	if err != nil {
