@@ -92,6 +92,7 @@ type centry struct {
 	tally
 	active         time.Duration
 	cpu            time.Duration
+	srv            serverTally
 	mallocs, bytes uint64
 	gLoop, gClose  int
 	err            error
@@ -187,6 +188,8 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 	if cfg.Log != nil {
 		fmt.Fprintf(cfg.Log, "contention: %d contender x N entries, %d clients each, %v each in %d slices\n", len(es), ct.Clients, ct.Duration, ct.Rounds)
 	}
+	meter := newServerMeter(masters[:slices.Max(ct.Ns)])
+	defer meter.close()
 	slice := ct.Duration / time.Duration(max(ct.Rounds, 1))
 	order := make([]*centry, len(es))
 	for i := range es {
@@ -195,7 +198,9 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 	for range ct.Rounds {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, e := range order {
+			srv0, srvErr := meter.read(ctx, e.n)
 			e.runSlice(slice, cfg.CycleTimeout)
+			e.srv.add(ctx, meter, e.n, srv0, srvErr)
 			progress()
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -243,6 +248,7 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 			r.AllocsPerCycle = float64(e.mallocs) / float64(e.acquisitions)
 			r.BytesPerCycle = float64(e.bytes) / float64(e.acquisitions)
 			r.CPUPerCycleUs = float64(e.cpu.Microseconds()) / float64(e.acquisitions)
+			e.srv.fill(&r, e.acquisitions)
 		}
 		if e.err != nil {
 			r.Err = e.err.Error()

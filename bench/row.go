@@ -38,6 +38,14 @@ type Row struct {
 	// every thread, the garbage collector included) during the
 	// contender's slices, per cycle, in microseconds.
 	CPUPerCycleUs float64 `json:"cpu_us_per_cycle"`
+	// ServerCPUPerCycleUs is the CPU time of the masters' main threads
+	// (INFO cpu), summed over the N masters, during the contender's
+	// slices, per cycle, in microseconds: the servers' whole cost, their
+	// network I/O included. ScriptUsPerCycle is the part of it spent in
+	// Lua scripts (INFO commandstats: eval, evalsha, fcall and their _ro
+	// forms), per cycle. Both are 0 when a master refused INFO.
+	ServerCPUPerCycleUs float64 `json:"server_cpu_us_per_cycle"`
+	ScriptUsPerCycle    float64 `json:"server_script_us_per_cycle"`
 	// GoroutinesAfterLoop counts the contender's goroutines alive right
 	// after its last slice (goroutines started while it opened or ran
 	// carry its pprof label); GoroutinesAfterClose those still alive
@@ -130,8 +138,8 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 		}
 		fmt.Fprintf(&b, "Condition `%s`:\n\n", cond)
 		dead := strings.HasPrefix(cond, OneDead.Name)
-		b.WriteString("| contender | N | cycles | errors | p50 ms | p90 ms | p99 ms | max ms | p50 / floor | vs healthy | cycles/s | allocs/cycle | B/cycle | CPU µs/cycle | goroutines loop / close | orphan keys |")
-		rule := "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+		b.WriteString("| contender | N | cycles | errors | p50 ms | p90 ms | p99 ms | max ms | p50 / floor | vs healthy | cycles/s | allocs/cycle | B/cycle | CPU µs/cycle | server CPU µs/cycle | scripts µs/cycle | goroutines loop / close | orphan keys |")
+		rule := "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 		if dead {
 			b.WriteString(" first lock after death ms |")
 			rule += "--:|"
@@ -145,10 +153,10 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 			if h := healthy[fmt.Sprintf("%s/%d", r.Contender, r.N)]; h > 0 && r.Cycles > 0 && cond != Healthy.Name {
 				vs = fmt.Sprintf("%.2fx", r.P50Ms/h)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.3f | %.3f | %.3f | %.3f | %s | %s | %.0f | %.1f | %.0f | %.0f | %d / %d | %s |",
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.3f | %.3f | %.3f | %.3f | %s | %s | %.0f | %.1f | %.0f | %.0f | %.0f | %.1f | %d / %d | %s |",
 				r.Contender, r.N, r.Cycles, r.Errors,
 				r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, ratio, vs,
-				r.CyclesPerSec, r.AllocsPerCycle, r.BytesPerCycle, r.CPUPerCycleUs,
+				r.CyclesPerSec, r.AllocsPerCycle, r.BytesPerCycle, r.CPUPerCycleUs, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle,
 				r.GoroutinesAfterLoop, r.GoroutinesAfterClose, orphans(r))
 			if dead {
 				fmt.Fprintf(&b, " %.3f |", r.FirstLockMs)
@@ -161,17 +169,17 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 }
 
 func writeContention(b *strings.Builder, rs []Row) {
-	b.WriteString("| contender | N | acquisitions | errors | acq/s | same-client re-locks | handoff p50 ms | handoff p99 ms | wait p50 ms | wait p99 ms | longest wait ms | longest wait / period | CPU µs/acq | allocs/acq | goroutines loop / close | orphan keys | overlaps |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| contender | N | acquisitions | errors | acq/s | same-client re-locks | handoff p50 ms | handoff p99 ms | wait p50 ms | wait p99 ms | longest wait ms | longest wait / period | CPU µs/acq | server CPU µs/acq | scripts µs/acq | allocs/acq | goroutines loop / close | orphan keys | overlaps |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rs {
 		periods := ""
 		if r.MeanPeriodMs > 0 {
 			periods = fmt.Sprintf("%.1f", r.LongestWaitMs/r.MeanPeriodMs)
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %.0f%% | %.3f | %.3f | %.3f | %.3f | %.1f | %s | %.0f | %.1f | %d / %d | %s | %d |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %.0f%% | %.3f | %.3f | %.3f | %.3f | %.1f | %s | %.0f | %.0f | %.1f | %.1f | %d / %d | %s | %d |\n",
 			r.Contender, r.N, r.Cycles, r.Errors, r.AcquisitionsPerSec, 100*r.SameClientShare,
 			r.HandoffP50Ms, r.HandoffP99Ms, r.P50Ms, r.P99Ms, r.LongestWaitMs, periods,
-			r.CPUPerCycleUs, r.AllocsPerCycle, r.GoroutinesAfterLoop, r.GoroutinesAfterClose, orphans(r), r.Overlaps)
+			r.CPUPerCycleUs, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle, r.AllocsPerCycle, r.GoroutinesAfterLoop, r.GoroutinesAfterClose, orphans(r), r.Overlaps)
 	}
 }
 

@@ -170,6 +170,7 @@ type entry struct {
 	attempts       int
 	busy           time.Duration
 	cpu            time.Duration
+	srv            serverTally
 	mallocs, bytes uint64
 	gLoop, gClose  int
 	err            error
@@ -302,6 +303,9 @@ func Run(ctx context.Context, cfg Config) (rows []Row, err error) {
 		return nil, err
 	}
 
+	meter := newServerMeter(masters[:cfg.maxN()])
+	defer func() { err = errors.Join(err, meter.close()) }()
+
 	var sliceCap time.Duration
 	if cfg.Budget > 0 && rounds > 0 {
 		sliceCap = cfg.Budget / time.Duration(rounds)
@@ -329,6 +333,7 @@ func Run(ctx context.Context, cfg Config) (rows []Row, err error) {
 			}
 			sctx, cancel := context.WithTimeout(e.lctx, limit)
 			pprof.SetGoroutineLabels(e.lctx)
+			srv0, srvErr := meter.read(ctx, e.n)
 			runtime.ReadMemStats(&before)
 			cpu0 := cpuTime()
 			start := time.Now()
@@ -356,6 +361,7 @@ func Run(ctx context.Context, cfg Config) (rows []Row, err error) {
 			e.busy += time.Since(start)
 			e.cpu += cpuTime() - cpu0
 			runtime.ReadMemStats(&after)
+			e.srv.add(ctx, meter, e.n, srv0, srvErr)
 			pprof.SetGoroutineLabels(ctx)
 			cancel()
 			e.mallocs += after.Mallocs - before.Mallocs
@@ -401,6 +407,7 @@ func Run(ctx context.Context, cfg Config) (rows []Row, err error) {
 			row.AllocsPerCycle = float64(e.mallocs) / float64(e.attempts)
 			row.BytesPerCycle = float64(e.bytes) / float64(e.attempts)
 			row.CPUPerCycleUs = float64(e.cpu.Microseconds()) / float64(e.attempts)
+			e.srv.fill(&row, e.attempts)
 		}
 		if e.cond.Fault == Dead {
 			row.FirstLockMs = ms(e.first)

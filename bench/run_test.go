@@ -85,6 +85,11 @@ func TestSideBySideSmoke(t *testing.T) {
 		if r.GoroutinesAfterClose != 0 {
 			t.Errorf("%s: %d goroutines left after Close", id, r.GoroutinesAfterClose)
 		}
+		// Every contender makes its masters work, and releases (at least)
+		// with a script.
+		if r.ServerCPUPerCycleUs <= 0 || r.ScriptUsPerCycle <= 0 || r.ScriptUsPerCycle > r.ServerCPUPerCycleUs {
+			t.Errorf("%s: server CPU %v µs/cycle, scripts %v µs/cycle: want 0 < scripts <= CPU", id, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle)
+		}
 	}
 	for id := range want {
 		t.Errorf("no row for %s", id)
@@ -106,7 +111,7 @@ func TestSideBySideSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, field := range []string{"contender", "n", "condition", "cycles", "errors", "p50_ms", "p90_ms", "p99_ms", "max_ms",
-		"cycles_per_sec", "allocs_per_cycle", "bytes_per_cycle", "cpu_us_per_cycle", "goroutines_after_loop",
+		"cycles_per_sec", "allocs_per_cycle", "bytes_per_cycle", "cpu_us_per_cycle", "server_cpu_us_per_cycle", "server_script_us_per_cycle", "goroutines_after_loop",
 		"goroutines_after_close", "orphan_keys", "guard_keys", "first_lock_after_death_ms", "clients",
 		"acquisitions_per_sec", "same_client_share", "handoff_p50_ms", "handoff_p99_ms", "longest_wait_ms", "mean_period_ms", "overlaps"} {
 		if _, ok := back[0][field]; !ok {
