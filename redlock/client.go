@@ -39,7 +39,8 @@ type Client struct {
 
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 
-	watches watches // Lock's wake-ups (wait.go)
+	watches   watches   // Lock's wake-ups (wait.go)
+	releasing releasing // Unlock's releases still running (releasing.go)
 
 	timers timerPool // round.go
 	tasks  chan task // idle workers take node calls from it (round.go)
@@ -56,10 +57,6 @@ type member struct {
 	watcher  WatchNode
 	addr     string
 	inflight atomic.Int32
-	lagging  atomic.Bool // its last call failed or timed out (Unlock does not wait for it)
-	// straggling: an Unlock waited for its running acquire in vain, and no
-	// Unlock since found its acquire finished (Unlock does not wait for it).
-	straggling atomic.Bool
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
 	// without channel permissions); Lock polls it without asking again.
 	watchDenied atomic.Bool

@@ -42,8 +42,9 @@ var (
 	// ErrNodeNotHeld (per node): the key no longer holds our token.
 	ErrNodeNotHeld = errors.New("redlock: token not held")
 	// ErrNodeBusy (per node): the node already had the maximum number of
-	// this client's calls in flight (it is slow or paused); it counted as
-	// failed without being contacted.
+	// this client's calls in flight (it is slow or paused), or this
+	// client's last release of the lock there had not finished within the
+	// node timeout; it counted as failed without being contacted.
 	ErrNodeBusy = errors.New("redlock: node over its in-flight limit")
 	// ErrNodeQuarantined (per node): the node's server restarted or failed
 	// over (or is younger than the quarantine) and may have lost keys; its

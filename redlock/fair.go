@@ -117,7 +117,7 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 		},
 	}
 	if acq != nil {
-		o.before = acq.calls
+		o.before = [2][]*call{acq.calls}
 		o.skip = func(i int) bool { return acq.calls[i].err == nil || acq.calls[i].held }
 	}
 	return m.c.fanout(context.WithoutCancel(ctx), o)

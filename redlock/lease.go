@@ -13,18 +13,14 @@ import (
 // reading it (Valid, Until, Done, Err, Token) never waits on the network,
 // even while an Extend or Unlock runs.
 type Lease struct {
-	m         *Mutex
-	token     string
-	value     string
-	acquired  []*call          // each node's acquire call, possibly still running
-	onTime    []bool           // nodes that said yes by the decision of the acquire or of an Extend (under mu)
-	onTimeBuf [smallRound]bool // onTime's array up to smallRound nodes
-	// healthy's arrays up to smallRound nodes (Unlock runs once).
-	answeredBuf, pendingBuf [smallRound]bool
-	fence                   int64         // fencing token (WithFencing), 0 without
-	holds                   int           // live holds of the lease's group at acquire (Holds)
-	decided                 time.Duration // how long the acquire took to reach its quorum
-	got                     time.Time     // when the lease was handed out
+	m        *Mutex
+	token    string
+	value    string
+	acquired []*call       // each node's acquire call, possibly still running
+	fence    int64         // fencing token (WithFencing), 0 without
+	holds    int           // live holds of the lease's group at acquire (Holds)
+	decided  time.Duration // how long the acquire took to reach its quorum
+	got      time.Time     // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -52,14 +48,6 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 		got:      time.Now(),
 
 		extending: make(chan struct{}, 1),
-	}
-	if n := len(r.calls); n <= smallRound {
-		l.onTime = l.onTimeBuf[:n]
-	} else {
-		l.onTime = make([]bool, n)
-	}
-	for i := range r.calls {
-		l.onTime[i] = r.yesBy(d, i)
 	}
 	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
@@ -219,15 +207,14 @@ func (l *Lease) Err() error {
 // waits. It may be called after the validity ended (the compare-and-delete
 // removes only this lease's token) and after Client.Close.
 //
-// It waits out a renewal that is running, and returns nil once a quorum
-// confirmed the deletion and the nodes that have answered the lease (its
-// acquire or an Extend) have confirmed too (at most the release timeout
-// longer, so that a lock taken right after Unlock does not meet this lease's
-// keys on healthy nodes), plus, for at most twice the acquire's decision
-// time, nodes whose acquire is still running and whose last call did not
-// fail (a node that is a straggler is not waited for: one whose last call
-// failed, or for which an earlier Unlock waited in vain while no Unlock
-// since found its acquire finished). Otherwise its *QuorumError wraps
+// It waits out a renewal that is running, and returns nil as soon as a
+// quorum of nodes confirmed the deletion: from then on no quorum can find
+// the lease's token, so another client can take the lock. The releases on
+// the other nodes go on in the background (each after its node's acquire
+// call, retried until the node answers, see Client.Close), and this
+// client's next acquire of the same lock waits, on each node, for the
+// release still running there, so it never meets this lease's key on a node
+// that answers. Otherwise its *QuorumError wraps
 // ErrLockLost when more than N-quorum nodes no longer held the token
 // (expired or taken over), or ErrNotReleased when nodes failed or timed out
 // (their releases are retried in the background, see Client.Close), plus
@@ -265,25 +252,14 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 	}
 	// No Extend starts once the lease has ended (above); wait out one that
 	// is running (a renewal racing this Unlock: bounded by its round's
-	// deadline), so that what it learnt about the nodes is in onTime.
+	// deadline), so that it cannot extend a key after its release.
 	l.extending <- struct{}{}
-	answered, pending := l.healthy()
 	<-l.extending
 	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired, NodeRelease)
+	// The releases behind the quorum go on; the next acquire of this lock
+	// on this client waits for each (releasing.go).
+	m.c.releasing.keep(m.name, r)
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
-	if ctx.Err() == nil {
-		r.settle(ctx, &d, m.c.cfg.releaseTimeout, answered)
-	}
-	if ctx.Err() == nil {
-		// Just behind the quorum, or just hung: wait as long as two
-		// acquire decisions took, no more.
-		r.settle(ctx, &d, min(m.c.cfg.releaseTimeout, 2*l.decided+time.Millisecond), pending)
-		for i, p := range pending {
-			if p && !d.answered[i] {
-				m.c.members[i].straggling.Store(true) // not worth waiting for next time
-			}
-		}
-	}
 	if d.yes >= m.quorum {
 		return OutcomeOK, nil
 	}
@@ -292,35 +268,6 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 		qe.errs = []error{ErrLockLost}
 	}
 	return "", withCtxErr(ctx, qe)
-}
-
-// healthy returns the nodes Unlock waits for after a quorum confirmed:
-// answered, those that said yes to the acquire by its decision, or since,
-// or to an Extend (waited for up to the release timeout); pending, those
-// whose acquire is still running on a node whose last call did not fail
-// (just behind the quorum, as when Unlock follows Lock at once, or just
-// hung: waited for briefly). A node whose acquire failed, that is lagging
-// (its last call failed or timed out), or that is straggling (an earlier
-// Unlock waited for it in vain, and no Unlock since found its acquire
-// finished: a slow node), is left to the background.
-func (l *Lease) healthy() (answered, pending []bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.onTime); n <= smallRound {
-		answered, pending = l.answeredBuf[:n], l.pendingBuf[:n]
-	} else {
-		answered, pending = make([]bool, n), make([]bool, n)
-	}
-	for i, on := range l.onTime {
-		cl, mb := l.acquired[i], l.m.c.members[i]
-		if cl.finished() {
-			answered[i] = on || cl.err == nil
-			mb.straggling.Store(false) // keeping up again
-		} else {
-			pending[i] = !mb.lagging.Load() && !mb.straggling.Load()
-		}
-	}
-	return answered, pending
 }
 
 // Extend resets the TTL on every node that still holds the token
@@ -395,9 +342,6 @@ func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 			// Ended while the call ran (validity passed, or Unlock): Done
 			// cannot reopen.
 			return OutcomeEnded, fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
-		}
-		for i := range l.onTime {
-			l.onTime[i] = l.onTime[i] || r.yesBy(d, i)
 		}
 		if until := m.deadline(r.start); until.After(l.until) {
 			l.until = until

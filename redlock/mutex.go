@@ -225,13 +225,14 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 	value += m.suffix
 	keyTTL := m.keyTTL()
 	e := &acquireExec{m: m, value: value, ttl: keyTTL}
-	var before []*call
+	var before [2][]*call
 	if q != nil {
 		// A copy: calls of this attempt may outlive it, and requeue
 		// changes q.w.ID before the next.
-		e.wv, before, q.after = q.w, q.after, nil
+		e.wv, before[0], q.after = q.w, q.after, nil
 		e.w = &e.wv
 	}
+	before[1] = c.releasing.pending(m.name)
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]
 	} else {

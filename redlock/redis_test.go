@@ -596,19 +596,21 @@ func TestRestartQuarantineOnRealMasters(t *testing.T) {
 	}
 }
 
-// Issue 16, item 13, on real masters: with a renewal every ~20ms racing
-// Unlock, Unlock returned nil while one master still had the released
-// lease's key (gone 0.4-0.7ms later; 1-2 times in 300 cycles). Unlock now
-// waits out a renewal that is running and waits (up to the release timeout)
-// for every node that has answered the lease: when it returns nil, no master
-// holds the lease's value.
+// On real masters, with a renewal every ~20ms racing Unlock (an Unlock
+// that did not wait out a running renewal once returned while a master
+// still had the released lease's key): when Unlock returns nil, at most
+// N-quorum masters still hold the lease's key (their releases finish in
+// the background), and the same client's next Lock never meets it: none
+// of its acquires is refused (no other client takes the lock, so a refusal
+// could only be the last lease's key). After Close no key is left.
 func TestUnlockLeavesNoKeyWhileRenewalRaces(t *testing.T) {
 	ms := startMasters(t, 3)
-	c := realClient(t, ms.nodes)
+	rec := &recorder{}
+	c := realClient(t, ms.nodes, redlock.WithObserver(rec))
 	m := newMutex(t, c, redlock.WithTTL(2*time.Second), redlock.WithAutoRenew(0.01))
 	warmUp(t, m)
 	ctx := context.Background()
-	left := 0
+	behind := 0
 	for i := range 300 {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lease, err := m.Lock(lctx)
@@ -618,13 +620,29 @@ func TestUnlockLeavesNoKeyWhileRenewalRaces(t *testing.T) {
 		if err := lease.Unlock(ctx); err != nil {
 			continue // not confirmed: nothing was promised
 		}
-		for j, raw := range ms.raw {
-			v, err := raw.Get(ctx, lockName).Result()
-			if err == nil && strings.HasPrefix(v, lease.Token()) {
-				left++
-				t.Errorf("cycle %d: master %d still holds the unlocked lease's key", i, j)
+		held := 0
+		for _, raw := range ms.raw {
+			if v, err := raw.Get(ctx, lockName).Result(); err == nil && strings.HasPrefix(v, lease.Token()) {
+				held++
 			}
 		}
+		assert.LessOrEqual(t, held, 1, "cycle %d: %d of 3 masters still hold the unlocked lease's key", i, held)
+		behind += held
 	}
-	assert.Zero(t, left)
+	require.NoError(t, c.Close(ctx))
+	taken := 0
+	rec.mu.Lock()
+	for _, e := range rec.nodes {
+		if e.Op == redlock.NodeAcquire && e.Vote == redlock.VoteTaken {
+			taken++
+		}
+	}
+	rec.mu.Unlock()
+	assert.Zero(t, taken, "acquires that met the client's own released key")
+	for j, raw := range ms.raw {
+		n, err := raw.Exists(ctx, lockName).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "master %d: the lock key is left after Close", j)
+	}
+	t.Logf("keys still on a master when Unlock returned: %d in 300 cycles", behind)
 }

@@ -78,7 +78,8 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		no:      ErrNodeNotHeld,
 		node:    nop,
 		lock:    p.lock,
-		before:  acq,
+		before:  [2][]*call{acq},
+		unlock:  nop == NodeRelease,
 		exec:    e,
 	})
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -36,9 +37,12 @@ type round struct {
 	replies chan int
 	// left counts the calls sharing the round's deadline still running;
 	// the last one to finish cancels it.
-	left   atomic.Int32
-	cancel context.CancelFunc
-	timers *timerPool // the client's
+	left atomic.Int32
+	// running counts the calls not finished; the last one to finish drops
+	// an Unlock's round from the client's releasing (o.unlock).
+	running atomic.Int32
+	cancel  context.CancelFunc
+	timers  *timerPool // the client's
 
 	dl deadlineCtx // the shared deadline when ctx cannot end (deadline.go)
 	o  op          // the operation, for the workers
@@ -67,8 +71,14 @@ type op struct {
 	timeout time.Duration
 	// no is the per-node error of a node that answered no.
 	no error
-	// before, when set, gives for each node a call that must finish first.
-	before []*call
+	// before, when set, gives for each node calls that must finish first:
+	// up to two rounds' (an acquire's release waits for the acquire; an
+	// acquire waits for the last Unlock's release of its lock, see
+	// releasing, and for its fair waiter's leave).
+	before [2][]*call
+	// unlock: the round is an Unlock's release, kept in the client's
+	// releasing until its last call finishes.
+	unlock bool
 	// skip, when set, reports nodes that need no call; they count as "no"
 	// without being contacted.
 	skip func(i int) bool
@@ -137,7 +147,7 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 	shared := 0
 	for i := range slab {
 		r.calls[i] = &slab[i]
-		waits[i] = o.before != nil && !o.before[i].finished()
+		waits[i] = o.waits(i)
 		if !waits[i] {
 			shared++
 		}
@@ -155,6 +165,7 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 		r.left.Store(int32(shared))
 	}
 	r.o = o
+	r.running.Store(int32(n))
 	for i := range n {
 		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
@@ -230,8 +241,27 @@ func (c *Client) runShared(ctx, deadline context.Context, r *round, i int, o op)
 	}
 	cl.err = c.callNode(ctx, deadline, i, cl, o)
 	r.finished()
-	cl.finish()
+	c.finish(r, i)
+}
+
+// finish marks call i of r finished and hands it to r's decision.
+func (c *Client) finish(r *round, i int) {
+	r.calls[i].finish()
 	r.replies <- i
+	if r.running.Add(-1) == 0 && r.o.unlock {
+		c.releasing.forget(r.o.lock.Name, r)
+	}
+}
+
+// waits reports whether node i's call must wait for a call of o.before
+// still running.
+func (o *op) waits(i int) bool {
+	for _, b := range o.before {
+		if b != nil && !b[i].finished() {
+			return true
+		}
+	}
+	return false
 }
 
 // runWaiting runs call i of r once o.before[i] has finished, on a deadline
@@ -239,10 +269,62 @@ func (c *Client) runShared(ctx, deadline context.Context, r *round, i int, o op)
 func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
 	defer c.work.done()
 	cl := r.calls[i]
-	o.before[i].wait() // bounded by that call's own deadline
+	if o.vote {
+		// A vote waits for the node's earlier calls (the last Unlock's
+		// release; a fair waiter's leave) no longer than its node timeout,
+		// and is then not sent: a node that is slow to release is not
+		// asked, and a hung one builds no chain of calls each waiting for
+		// the one before.
+		if !o.waitBefore(ctx, i, o.timeout) {
+			cl.err = errBehind
+			c.report(ctx, i, o, errBehind, 0)
+			c.finish(r, i)
+			return
+		}
+	} else {
+		for _, b := range o.before {
+			if b != nil {
+				b[i].wait() // bounded by that call's own deadline
+			}
+		}
+	}
 	cl.err = c.callNode(ctx, nil, i, cl, o)
-	cl.finish()
-	r.replies <- i
+	c.finish(r, i)
+}
+
+// errBehind is the result of a vote not sent because the node's earlier
+// call had not finished within the node timeout.
+var errBehind = fmt.Errorf("%w: the node's previous call on this lock is still running", ErrNodeBusy)
+
+// waitBefore waits up to limit, or until ctx ends, for node i's calls in
+// o.before, and reports whether they all finished.
+func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration) bool {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for _, b := range o.before {
+		if b == nil {
+			continue
+		}
+		ch := b[i].done()
+		if ch == nil {
+			continue
+		}
+		if t == nil {
+			t = time.NewTimer(limit)
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // lateStart is how late after its round a call may start and still share
@@ -267,38 +349,51 @@ func (cl *call) finished() bool {
 	return cl.fin
 }
 
-// wait returns once the call has finished. The channel it waits on is made
-// only when a call is waited for before its end (a release behind a
-// straggling acquire): a round's calls cost no channel each.
+// wait returns once the call has finished.
 func (cl *call) wait() {
+	if ch := cl.done(); ch != nil {
+		<-ch
+	}
+}
+
+// done returns a channel closed when the call finishes, or nil when it has
+// finished. The channel is made only when a call is waited for before its
+// end (a release behind a straggling acquire): a round's calls cost no
+// channel each.
+func (cl *call) done() <-chan struct{} {
 	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	if cl.fin {
-		cl.mu.Unlock()
-		return
+		return nil
 	}
 	if cl.wake == nil {
 		cl.wake = make(chan struct{})
 	}
-	ch := cl.wake
-	cl.mu.Unlock()
-	<-ch
+	return cl.wake
 }
 
 // callNode runs o on node i and reports it to the client's Observer.
 // shared, when set, is the round's deadline context (a child of ctx), used
 // when the node was identified already.
 func (c *Client) callNode(ctx, shared context.Context, i int, cl *call, o op) error {
-	obs := c.obs
-	if obs == nil {
+	if c.obs == nil {
 		return c.runCall(ctx, shared, i, cl, o)
 	}
 	start := time.Now()
 	err := c.runCall(ctx, shared, i, cl, o)
 	if !cl.skipped {
-		obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
-		c.noteDenied(ctx, i, err)
+		c.report(ctx, i, o, err, time.Since(start))
 	}
 	return err
+}
+
+// report tells the client's Observer, if any, of node i's call of o.
+func (c *Client) report(ctx context.Context, i int, o op, err error, took time.Duration) {
+	if c.obs == nil {
+		return
+	}
+	c.obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: took, Err: err})
+	c.noteDenied(ctx, i, err)
 }
 
 // runCall is callNode without the report.
@@ -344,7 +439,6 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 	} else {
 		yes, err = o.do(cctx, i, m)
 	}
-	m.lagging.Store(err != nil)
 	if err != nil {
 		return err
 	}
@@ -415,38 +509,6 @@ func (d *decision) count(i int, cl *call, need int) {
 // fields are final once d counted it).
 func (r *round) yesBy(d decision, i int) bool {
 	return d.answered[i] && r.calls[i].err == nil
-}
-
-// settle keeps collecting replies after a decision from the nodes in
-// expected, for at most limit. Unlock uses it so that healthy nodes just
-// behind the quorum are included while a known straggler is not waited for.
-func (r *round) settle(ctx context.Context, d *decision, limit time.Duration, expected []bool) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			r.timers.put(timer)
-		}
-	}()
-	for {
-		pending := false
-		for i, a := range d.answered {
-			pending = pending || (!a && expected[i])
-		}
-		if !pending {
-			return
-		}
-		if timer == nil {
-			timer = r.timers.get(limit)
-		}
-		select {
-		case i := <-r.replies:
-			d.count(i, r.calls[i], len(r.calls)+1)
-		case <-timer.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // results returns every node's result as of the decision d: nodes that had

@@ -30,6 +30,7 @@ type lockArgs struct {
 	queue      string // {key}:queue
 	queueTTL   string // {key}:queue:ttl
 	channel    string // {key}:released
+	wake       string // {key}:wake (acquire.lua)
 	ttl        int64  // TTL in ms boxed in ttlArg
 	keyArg     any
 	guardArg   any
@@ -38,6 +39,7 @@ type lockArgs struct {
 	queueArg   any
 	qttlArg    any
 	chanArg    any
+	wakeArg    any
 }
 
 // argCacheSize slots: more than the acquisitions one process has in flight
@@ -61,23 +63,23 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 		return nil, err
 	}
 	a := &lockArgs{key: key, value: value, ttl: ttl, ttlArg: ttl}
-	a.guard, a.queue, a.queueTTL, a.channel = lockKeys(key, value)
+	a.guard, a.queue, a.queueTTL, a.channel, a.wake = lockKeys(key, value)
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
-	a.queueArg, a.qttlArg, a.chanArg = &a.queue, &a.queueTTL, &a.channel
+	a.queueArg, a.qttlArg, a.chanArg, a.wakeArg = &a.queue, &a.queueTTL, &a.channel, &a.wake
 	slot.Store(a)
 	return a, nil
 }
 
-// lockKeys returns guardKey(key, value) and queueKeys(key), cut from one
-// allocation (the release path sends them all). key has a valid hash tag or
-// no '}'.
-func lockKeys(key, value string) (guard, queue, queueTTL, channel string) {
+// lockKeys returns guardKey(key, value), queueKeys(key) and wakeKey(key),
+// cut from one allocation (the release path sends them all). key has a
+// valid hash tag or no '}'.
+func lockKeys(key, value string) (guard, queue, queueTTL, channel, wake string) {
 	h := guardHash(value)
 	tag := hashTag(key)
 	var b strings.Builder
-	b.Grow(3*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released"))
+	b.Grow(4*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released") + len(wakeSuffix))
 	base := func() {
 		if tag {
 			b.WriteString(key)
@@ -97,8 +99,11 @@ func lockKeys(key, value string) (guard, queue, queueTTL, channel string) {
 	qt := b.Len()
 	base()
 	b.WriteString(":released")
+	ch := b.Len()
+	base()
+	b.WriteString(wakeSuffix)
 	s := b.String()
-	return s[:g], s[g:q], s[g:qt], s[qt:]
+	return s[:g], s[g:q], s[g:qt], s[qt:ch], s[ch:]
 }
 
 // ms returns ms boxed, without an allocation when it is a's TTL.
@@ -122,9 +127,9 @@ func newScript(s *redis.Script, src string, keys int) *script {
 }
 
 var (
-	acquireFast = newScript(acquireScript, acquireSrc, 2)
+	acquireFast = newScript(acquireScript, acquireSrc, 3)
 	extendFast  = newScript(extendScript, extendSrc, 1)
-	releaseFast = newScript(releaseScript, releaseSrc, 4)
+	releaseFast = newScript(releaseScript, releaseSrc, 5)
 )
 
 // eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,

@@ -40,12 +40,12 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = acquireQueuedScript.Run(ctx, n.client, []string{key, guard, fence, queue, queueTTL},
+		res, err = acquireQueuedScript.Run(ctx, n.client, []string{key, guard, fence, queue, queueTTL, wakeKey(key)},
 			value, ms, w.ID, w.Arrival.UnixMilli(), wms, anyRun()).Slice()
 		return err
 	})
 	if err != nil {
-		return false, 0, withKeys(err, []string{key, guard, fence, queue, queueTTL})
+		return false, 0, withKeys(err, []string{key, guard, fence, queue, queueTTL, wakeKey(key)})
 	}
 	acquired, counter, ok := twoInts(res)
 	if !ok {

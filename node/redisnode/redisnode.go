@@ -174,7 +174,7 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 		return false, err
 	}
 	s := acquireFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(ms)})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.wakeArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 
@@ -193,11 +193,11 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms, anyRun()).Slice()
+		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence, wakeKey(key)}, value, ms, anyRun()).Slice()
 		return err
 	})
 	if err != nil {
-		return false, 0, withKeys(err, []string{key, guard, fence})
+		return false, 0, withKeys(err, []string{key, guard, fence, wakeKey(key)})
 	}
 	acquired, counter, ok := twoInts(res)
 	if !ok {
@@ -338,7 +338,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		return false, err
 	}
 	s := releaseFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.valueArg, a.ms(gms), a.chanArg})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.wakeArg, a.valueArg, a.ms(gms), a.chanArg})
 	return res == 1, err
 }
 
@@ -501,6 +501,19 @@ func guardHash(value string) [24]byte {
 	var h [24]byte
 	hex.Encode(h[:], sum[:12])
 	return h
+}
+
+// wakeSuffix names a lock's wake mark: "{key}:wake" (acquire.lua), set by an
+// acquire that found the key held, taken by the release that deletes it.
+const wakeSuffix = ":wake"
+
+// wakeKey names the wake mark of key, in key's Cluster slot. key must have a
+// valid hash tag or no '}' (fencedArgs checked it).
+func wakeKey(key string) string {
+	if hashTag(key) {
+		return key + wakeSuffix
+	}
+	return "{" + key + "}" + wakeSuffix
 }
 
 // fenceKey names the fencing counter of key, in key's Cluster slot.

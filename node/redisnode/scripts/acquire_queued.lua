@@ -24,6 +24,10 @@
 --          same hash slot)
 -- KEYS[5]  the queue's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot); also holds the tombstones
+-- KEYS[6]  the lock's wake mark (same hash slot), set for ARGV[2] ms when
+--          this waiter is refused because the key is held or another
+--          waiter is first, and when it takes the key with waiters still
+--          queued: their turn comes with the holder's release (release.lua)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  the waiter's ID (no newline)
@@ -122,15 +126,28 @@ if left then
   end
   return { 0, fence }
 end
+-- Sets the wake mark: a waiter is queued, or was refused.
+local function mark()
+  redis.call('SET', KEYS[6], '1', 'PX', ARGV[2])
+end
+
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   leave()
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    mark()
+  end
   return { 1, fence }
 end
 if redis.call('ZRANGE', KEYS[4], 0, 0)[1] ~= ARGV[3] then
+  mark()
   return { 0, fence }
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   leave()
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    mark()
+  end
   return { 1, fence }
 end
+mark()
 return { 0, fence }

@@ -2,11 +2,14 @@
 -- our value. When the key does not hold our value and ARGV[2] > 0, it leaves a
 -- release guard so that an acquire for this value that is still in flight
 -- (sent earlier, on another connection, to a node that was slow or paused)
--- is refused by acquire.lua when it finally executes. After a delete it
+-- is refused by acquire.lua when it finally executes. A delete also removes
+-- the lock's wake mark; only when there was one (someone waits: an acquire
+-- was refused, or a fair waiter is queued, since the last notification) it
 -- tells the lock's watchers: it publishes the first live waiter of the
 -- lock's fair queue (acquire_queued.lua), or '' when there is none, on the
--- channel ARGV[3]. PUBLISH runs under redis.pcall: an ACL user without
--- channel permissions (Redis 7's default) still releases.
+-- channel ARGV[3]. So a lock nobody waits for costs a GET and a DEL. PUBLISH
+-- runs under redis.pcall: an ACL user without channel permissions (Redis
+-- 7's default) still releases.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value; it must hash to the same
@@ -15,18 +18,21 @@
 --          same hash slot)
 -- KEYS[4]  the queue's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot)
+-- KEYS[5]  the lock's wake mark (same hash slot; acquire.lua)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  guard TTL in milliseconds; 0 leaves no guard
 -- ARGV[3]  the lock's release channel (a pub/sub channel, not a key)
 --
--- Commands used: GET, DEL, SET, EXISTS, PUBLISH; when the queue exists also
--- TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE.
+-- Commands used: GET, DEL, SET; after a wake mark also EXISTS, PUBLISH, and
+-- when the queue exists TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE.
 --
 -- Returns:
 --   1   the key held our value and was deleted
 --   0   the key did not hold our value (absent, expired or someone else's)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  if redis.call('DEL', KEYS[1], KEYS[5]) == 1 then
+    return 1 -- nobody waits
+  end
   local head = ''
   if redis.call('EXISTS', KEYS[3]) == 1 then
     local t = redis.call('TIME')
