@@ -31,7 +31,8 @@ const guardMark = ":release-guard:"
 
 // leftovers scans every master for the run's keys and counts them per
 // entry ID. Fencing counters (keys ending in ":fence", kept without a TTL
-// by design) are not counted; release guards and fair-queue keys (they
+// by design) are not counted; release guards and the waiting bookkeeping
+// (fair-queue keys, wake marks; they
 // expire) are counted apart.
 func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftover, error) {
 	counts := map[string]leftover{}
@@ -50,7 +51,7 @@ func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftove
 		switch {
 		case strings.Contains(k, guardMark):
 			c.guards++
-		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"):
+		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"), strings.HasSuffix(k, ":wake"):
 			c.queue++
 		default:
 			c.keys++

@@ -61,9 +61,11 @@ type Row struct {
 	// counters, kept without a TTL by design, are not counted.
 	OrphanKeys int `json:"orphan_keys"`
 	GuardKeys  int `json:"guard_keys"`
-	// QueueKeys counts the fair queue's keys left ({name}:queue and
-	// {name}:queue:ttl): they expire with the queue's last entry, which a
-	// waiter that left keeps for its entry TTL (1s by default).
+	// QueueKeys counts the waiting bookkeeping left: the fair queue's keys
+	// ({name}:queue and {name}:queue:ttl), which expire with the queue's
+	// last entry (a waiter that left keeps it for its entry TTL, 1s by
+	// default), and the wake mark ({name}:wake), which a refused acquire
+	// sets for the lock's TTL and the next release takes.
 	QueueKeys int `json:"queue_keys"`
 	// FirstLockMs is the duration of the first cycle after the first
 	// master died (condition one-dead only; 0 elsewhere).

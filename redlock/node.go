@@ -140,10 +140,15 @@ type Hold struct {
 // falls back to that when Watch fails or a notification is lost.
 type WatchNode interface {
 	Node
-	// Watch calls fn each time a release on this node removes key's value
-	// or one of its holds (Release, ReleaseHold), with the ID of the first
-	// live waiter in key's fair queue after the release ("" when the queue
-	// is empty; see QueueNode). A key that expires is not reported.
+	// Watch calls fn each time a release on this node removes one of key's
+	// holds (ReleaseHold), or removes key's value (Release) when someone
+	// waits: an acquire of key (Acquire, AcquireFenced, AcquireQueued) was
+	// refused on this node because another value held it, or an
+	// AcquireQueued took it with waiters still queued, since the last such
+	// release (and within the acquire's TTL). A release nobody waited for
+	// costs no notification. fn gets the ID of the first live waiter in
+	// key's fair queue after the release ("" when the queue is empty; see
+	// QueueNode). A key that expires is not reported.
 	// Notifications can be lost (a reconnect) or late; fn is called from
 	// the node's own goroutine and must not block. Watch returns once the
 	// node listens for key, or with an error when it cannot (ctx ended, the

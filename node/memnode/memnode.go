@@ -265,7 +265,7 @@ func (n *Node) forgetLocked() {
 
 // Keys returns the lock keys the node holds now and their values; the keys
 // the node keeps for the locks (release guards, fencing counters, fair
-// queues) are left out. Tests use it to look for orphan keys. A shared lock
+// queues, wake marks) are left out. Tests use it to look for orphan keys. A shared lock
 // (redlock.ShapeNode) shows as its key with its live holds as the value
 // ("<group>\n<id>" each, sorted, space separated), and its waiting writers
 // under the key that holds them on Redis: "{key}:waiting", or
@@ -278,7 +278,7 @@ func (n *Node) Keys() map[string]string {
 	for k := range n.data {
 		v := n.lookupLocked(k, now)
 		switch {
-		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue:
+		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue || v.role == roleWake:
 		case v.set == nil:
 			out[k] = v.str
 		default:
@@ -434,6 +434,9 @@ func (n *Node) acquireLocked(key, value, guard string, ttl time.Duration, now ti
 		return true, nil
 	}
 	held, ok, err := n.getLocked(key, now)
+	if err == nil && ok && held != value {
+		n.markLocked(key, ttl, now) // refused: someone waits
+	}
 	return ok && held == value, err
 }
 
@@ -591,7 +594,9 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
-			n.notifyLocked(key, now)
+			if n.wokenLocked(key, now) { // someone waits
+				n.notifyLocked(key, now)
+			}
 		case guard > 0:
 			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)
 		}

@@ -206,11 +206,15 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 			ok = found && held == value
 			return
 		case found && held != value, !found && firstWaiter(arrivals) != w.ID:
+			n.markLocked(key, ttl, now) // refused: w waits
 			return
 		case !found:
 			n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
 		}
 		n.leaveLocked(qk, tk, w.ID, exp, now)
+		if n.lookupLocked(qk, now) != nil {
+			n.markLocked(key, ttl, now) // waiters are still queued
+		}
 		ok = true
 	})
 	switch {

@@ -41,6 +41,15 @@ func mustWatch(t *testing.T, n *memnode.Node, key string, fn func(string)) func(
 	return stop
 }
 
+// waiting marks that someone waits for key (an Acquire refused while key
+// is held), so that the release of key is reported.
+func waiting(t *testing.T, n *memnode.Node, key string) {
+	t.Helper()
+	if ok, err := n.Acquire(t.Context(), key, "waiter", time.Hour); err != nil || ok {
+		t.Fatalf("Acquire(%q) of a waiter = %v, %v: want it refused", key, ok, err)
+	}
+}
+
 // mustFor returns a function that stops t on an error and returns the
 // result of a call that reports a bool.
 func mustFor(t *testing.T) func(ok bool, err error) bool {
@@ -70,7 +79,9 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 		order = append(order, "lock:"+next+":end")
 	})
 	must(n.Acquire(ctx, "lock", "v", time.Hour))
+	waiting(t, n, "lock")
 	must(n.Acquire(ctx, "other", "o", time.Hour))
+	waiting(t, n, "other")
 	if ok := must(n.Release(ctx, "lock", "v", 0)); !ok {
 		t.Fatal(`Release("lock", "v") = false, want true`)
 	}
@@ -93,6 +104,7 @@ func TestWatchStraggler(t *testing.T) {
 		var r notes
 		mustWatch(t, n, "lock", r.fn)
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		waiting(t, n, "lock")
 		n.SetDelay(time.Second)
 		short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		defer cancel()
@@ -109,6 +121,7 @@ func TestWatchStraggler(t *testing.T) {
 		}
 		n.SetDelay(0)
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		waiting(t, n, "lock")
 		resume := n.Pause()
 		done := make(chan struct{})
 		go func() {
@@ -125,6 +138,7 @@ func TestWatchStraggler(t *testing.T) {
 			t.Fatalf("notifications %q after resume, want two", got)
 		}
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
+		waiting(t, n, "lock")
 		n.Fail(errors.New("unknown outcome"))
 		if _, err := n.Release(ctx, "lock", "v", 0); err == nil {
 			t.Fatal("Release on a failing node returned no error")
@@ -217,6 +231,7 @@ func TestWatchChannelNames(t *testing.T) {
 	var r notes
 	mustWatch(t, n, "x", r.fn)
 	must(n.Acquire(ctx, "{x}", "v", time.Hour))
+	waiting(t, n, "{x}")
 	must(n.Release(ctx, "{x}", "v", 0))
 	if got := r.list(); !slices.Equal(got, []string{""}) {
 		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"\"] (one channel, {x}:released)", got)
@@ -255,6 +270,7 @@ func TestWatchPanickingCallback(t *testing.T) {
 		r.fn(next)
 	})
 	must(n.Acquire(ctx, "lock", "v", time.Hour))
+	waiting(t, n, "lock")
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -266,6 +282,7 @@ func TestWatchPanickingCallback(t *testing.T) {
 	if ok := must(n.Acquire(ctx, "lock", "w", time.Hour)); !ok {
 		t.Fatal(`Acquire("lock", "w") after the panicking release = false, want true: the release applied`)
 	}
+	waiting(t, n, "lock")
 	must(n.Release(ctx, "lock", "w", 0))
 	if got := r.list(); !slices.Equal(got, []string{""}) {
 		t.Errorf("notifications after the panic %q, want [\"\"]", got)

@@ -82,6 +82,7 @@ func groups() []group {
 			{"Release", watchRelease},
 			{"NextWaiter", watchNextWaiter},
 			{"NothingDeleted", watchNothingDeleted},
+			{"NobodyWaits", watchNobodyWaits},
 			{"ReleaseHold", watchReleaseHold},
 			{"LeaveQueue", watchLeaveQueue},
 			{"PerKey", watchPerKey},

@@ -314,11 +314,40 @@ func watchRelease(c *checker) {
 	const k = "watched release" // released by no other check (see above)
 	w := c.watch(k)
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.acquire(k, "waiter", long), false, "v holds the key: the refused acquire marks that someone waits")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "", c.last, "no queue: no next waiter")
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	if c.f != nil {
+		c.want(c.acquireFenced(k, "waiter", long), fenced{false, 0}, "v holds the key: a refused AcquireFenced marks that someone waits too")
+	} else {
+		c.want(c.acquire(k, "waiter", long), false, "v holds the key: someone waits")
+	}
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 1, "", c.last, "each release is reported")
+	c.wantNote(w, 1, "", c.last, "each release someone waited for is reported")
+}
+
+// watchNobodyWaits: a release that deletes a key no acquire was refused on
+// since the last notification (nobody waits) is not reported; proved by
+// order: a later release with a queued waiter reports its ID, and the
+// first notification must be that one.
+func watchNobodyWaits(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	const k = "watched idle" // released by no other check (see above)
+	w := c.watch(k)
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key; nobody waited")
+	c.want(c.acquire(k, "v2", long), true, "a free key is taken")
+	c.want(c.acquire(k, "waiter", long), false, "v2 holds the key: someone waits")
+	c.want(c.release(k, "v2", 0), true, "the holder releases its key: reported")
+	c.want(c.acquire(k, "v3", long), true, "a free key is taken")
+	c.want(c.release(k, "v3", 0), true, "the holder releases its key; nobody waited since the last notification")
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "", "the release of v2", "an acquire was refused before it")
+	c.wantNote(w, 1, "w1", c.last+" (after releases of v and v3, which nobody waited for)", "a release nobody waited for is not reported: those of v and v3 would have reported \"\"")
 }
 
 func watchNextWaiter(c *checker) {
@@ -399,6 +428,7 @@ func watchPerKey(c *checker) {
 	c.needQueue()
 	w := c.watch("watched a")
 	c.want(c.acquire("watched b", "v", long), true, "a free key is taken")
+	c.want(c.acquire("watched b", "waiter", long), false, "v holds the key: someone waits")
 	c.want(c.release("watched b", "v", 0), true, "the holder releases its key")
 	c.want(c.acquire("watched a", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("watched a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
@@ -412,6 +442,7 @@ func watchStop(c *checker) {
 	stopped, control := c.watch(k), c.watch(k)
 	cycle := func() {
 		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.acquire(k, "waiter", long), false, "v holds the key: someone waits")
 		c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	}
 	cycle()

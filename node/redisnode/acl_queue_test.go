@@ -49,6 +49,7 @@ func TestACLForQueueAndWatch(t *testing.T) {
 		ok, _, err = n.AcquireQueued(ctx, key, "vb", time.Minute, b)
 		require.NoError(t, err, key)
 		assert.True(t, ok, key)
+		waitingT(t, n, key) // the queue is empty: a refused acquire marks that someone waits
 		ok, err = n.Release(ctx, key, "vb", 0)
 		require.NoError(t, err, key)
 		require.True(t, ok, key)

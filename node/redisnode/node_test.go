@@ -82,12 +82,13 @@ func TestLockActionsOnRealServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "release with a foreign value must not delete")
 	assert.Equal(t, int64(1), rc.Exists(ctx, "lock").Val())
-	assert.Equal(t, int64(1), rc.DBSize(ctx).Val(), "guard 0 leaves no guard")
+	assert.Equal(t, int64(1), rc.Exists(ctx, "{lock}:wake").Val(), "the refused acquire above left the wake mark")
+	assert.Equal(t, int64(2), rc.DBSize(ctx).Val(), "the key and its wake mark: guard 0 leaves no guard")
 
 	ok, err = n.Release(ctx, "lock", "mine", time.Second)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	assert.Equal(t, int64(0), rc.DBSize(ctx).Val(), "a successful release leaves no key, not even a guard")
+	assert.Equal(t, int64(0), rc.DBSize(ctx).Val(), "a successful release leaves no key, not even a guard, and takes the wake mark")
 
 	ok, err = n.Extend(ctx, "lock", "mine", time.Minute)
 	require.NoError(t, err)

@@ -117,6 +117,7 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 		ok, err := locker.Acquire(ctx, "locks:h", "v", time.Minute)
 		require.NoError(t, err)
 		require.True(t, ok)
+		waitingT(t, locker, "locks:h")
 		ok, err = locker.Release(ctx, "locks:h", "v", 0)
 		require.NoError(t, err)
 		require.True(t, ok)

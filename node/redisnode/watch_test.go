@@ -54,6 +54,15 @@ func requireNone(t *testing.T, got <-chan string, why string) {
 // waiter of the lock's queue ("" without one); one that removes nothing
 // publishes nothing; LeaveQueue of the first waiter of a free lock tells the
 // next one.
+// waitingT marks that someone waits for key: an Acquire refused while key
+// is held (it leaves the wake mark), so that the release of key is reported.
+func waitingT(t *testing.T, n *Node, key string) {
+	t.Helper()
+	ok, err := n.Acquire(context.Background(), key, "waiter", time.Minute)
+	require.NoError(t, err, key)
+	require.False(t, ok, "%s is held: the waiter is refused", key)
+}
+
 func TestWatchReportsReleases(t *testing.T) {
 	srv := redisproc.StartT(t, redisproc.Config{})
 	n := dialT(t, srv.Addr())
@@ -64,6 +73,7 @@ func TestWatchReportsReleases(t *testing.T) {
 	ok, err := n.Acquire(ctx, "locks:w", "v1", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
+	waitingT(t, n, "locks:w")
 	ok, err = n.Release(ctx, "locks:w", "v1", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -125,6 +135,7 @@ func TestWatchReportsReleases(t *testing.T) {
 	ok, err = n.Acquire(ctx, "locks:{t}:x", "v", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
+	waitingT(t, n, "locks:{t}:x")
 	ok, err = n.Release(ctx, "locks:{t}:x", "v", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -154,6 +165,7 @@ func TestWatchStop(t *testing.T) {
 		ok, err := n.Acquire(ctx, "locks:stop", "v", time.Minute)
 		require.NoError(t, err)
 		require.True(t, ok)
+		waitingT(t, n, "locks:stop")
 		ok, err = n.Release(ctx, "locks:stop", "v", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -245,6 +257,7 @@ func TestWatchErrors(t *testing.T) {
 	ok, err := n.Acquire(context.Background(), "locks:e", "v", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
+	waitingT(t, n, "locks:e")
 	ok, err = n.Release(context.Background(), "locks:e", "v", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
