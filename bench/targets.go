@@ -9,20 +9,24 @@ import (
 
 // Names of the contenders and conditions the goals compare.
 const (
-	goalOurs   = "quorumlock"
-	goalFair   = "quorumlock-fair"
-	goalPeer   = "redsync"
-	goalN      = 5
-	goalJitter = "jitter-0-2ms"
-	goalDelay  = "delay-1ms"
+	goalOurs     = "quorumlock"
+	goalFair     = "quorumlock-fair"
+	goalPeer     = "redsync"
+	goalFailFast = "redsync-failfast"
+	goalN        = 5
+	goalJitter   = "jitter-0-2ms"
+	goalDelay    = "delay-1ms"
 )
 
 // WriteTargets writes, as a markdown table, each performance goal of the
-// lock against the rows: healthy N=5 p50 and client CPU per cycle at most
-// 0.85x redsync's, allocations per cycle at most redsync's at every N,
-// N=5 p50 under 0-2ms jitter at most 0.8x redsync's, N=5/N=1 with 1ms added
-// at most redsync's, N=5 p50 with one master 20ms slow, hung or dead at
-// most 1.25x healthy with its goroutines and no orphan key, acquisitions/s
+// lock against the rows: healthy N=5 p50 at most 0.85x redsync's and at
+// most redsync-failfast's, client CPU per cycle at most 0.85x redsync's;
+// healthy N=1 p50 and client CPU at most redsync's; healthy N=5 server CPU
+// (the masters' main threads) and time in scripts per cycle at most 1.3x
+// redsync's; allocations per cycle at most redsync's at every N; N=5 p50
+// under 0-2ms jitter at most 0.8x redsync's, N=5/N=1 with 1ms added at
+// most redsync's, N=5 p50 with one master 20ms slow, hung or dead at most
+// 1.25x healthy with its goroutines and no orphan key, acquisitions/s
 // under contention at least redsync's, and the fair-mode goals (at least
 // 90% of handoffs to another client, handoff p99 at most 1ms, no wait
 // longer than 8 hold-and-handoff periods), which only a contender named
@@ -49,9 +53,9 @@ func WriteTargets(w io.Writer, rows []Row) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", goal, measured, v)
 	}
-	ratio := func(goal, cond string, limit float64, fig func(Row) float64, unit string) {
-		q, ok1 := find(goalOurs, goalN, cond)
-		p, ok2 := find(goalPeer, goalN, cond)
+	versus := func(goal, peer string, n int, cond string, limit float64, fig func(Row) float64, unit string) {
+		q, ok1 := find(goalOurs, n, cond)
+		p, ok2 := find(peer, n, cond)
 		if !ok1 || !ok2 || fig(p) == 0 {
 			line(goal, "", false, false)
 			return
@@ -59,8 +63,18 @@ func WriteTargets(w io.Writer, rows []Row) error {
 		x := fig(q) / fig(p)
 		line(goal, fmt.Sprintf("%.2fx (%.3g vs %.3g %s)", x, fig(q), fig(p), unit), x <= limit, true)
 	}
-	ratio("healthy N=5 p50 <= 0.85x redsync", Healthy.Name, 0.85, func(r Row) float64 { return r.P50Ms }, "ms")
-	ratio("healthy N=5 client CPU per cycle <= 0.85x redsync", Healthy.Name, 0.85, func(r Row) float64 { return r.CPUPerCycleUs }, "µs")
+	ratio := func(goal, cond string, limit float64, fig func(Row) float64, unit string) {
+		versus(goal, goalPeer, goalN, cond, limit, fig, unit)
+	}
+	p50 := func(r Row) float64 { return r.P50Ms }
+	cpu := func(r Row) float64 { return r.CPUPerCycleUs }
+	ratio("healthy N=5 p50 <= 0.85x redsync", Healthy.Name, 0.85, p50, "ms")
+	versus("healthy N=5 p50 <= 1.0x redsync-failfast", goalFailFast, goalN, Healthy.Name, 1, p50, "ms")
+	ratio("healthy N=5 client CPU per cycle <= 0.85x redsync", Healthy.Name, 0.85, cpu, "µs")
+	versus("healthy N=1 p50 <= 1.0x redsync", goalPeer, 1, Healthy.Name, 1, p50, "ms")
+	versus("healthy N=1 client CPU per cycle <= 1.0x redsync", goalPeer, 1, Healthy.Name, 1, cpu, "µs")
+	ratio("healthy N=5 server CPU per cycle (the masters' main threads) <= 1.3x redsync", Healthy.Name, 1.3, func(r Row) float64 { return r.ServerCPUPerCycleUs }, "µs")
+	ratio("healthy N=5 time in scripts per cycle <= 1.3x redsync", Healthy.Name, 1.3, func(r Row) float64 { return r.ScriptUsPerCycle }, "µs")
 
 	var parts []string
 	all, seen := true, false

@@ -204,7 +204,10 @@ func (l *Lease) Err() error {
 // the lock with compare-and-delete on every node that may hold it, on a
 // context detached from ctx with the release timeout, so the release goes
 // out even when ctx is already cancelled; ctx only bounds how long Unlock
-// waits. It may be called after the validity ended (the compare-and-delete
+// waits (with one node, the release runs on the calling goroutine unless
+// ctx's deadline comes before the release timeout's, so a cancellation
+// without a deadline is seen once it returns, within the release timeout).
+// It may be called after the validity ended (the compare-and-delete
 // removes only this lease's token) and after Client.Close.
 //
 // It waits out a renewal that is running, and returns nil as soon as a

@@ -247,6 +247,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 		lock:    &m.info,
 		exec:    e,
 		before:  before,
+		inline:  true,
 	})
 	if q != nil {
 		q.last = r

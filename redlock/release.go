@@ -62,6 +62,16 @@ func mayHold(acq *call) bool {
 // retry. nop says, to the client's Observer, whether it is an Unlock or a
 // rollback.
 func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call, nop NodeOp) *round {
+	// With one node, Unlock's release runs on the caller's goroutine when
+	// the caller's ctx cannot end before the release's own timeout does
+	// (no deadline, or a later one): Unlock waits for that node anyway. A
+	// rollback never does: a failed TryLock returns without waiting for a
+	// release behind a timed-out acquire.
+	inline := false
+	if nop == NodeRelease && len(c.members) == 1 {
+		dl, ok := ctx.Deadline()
+		inline = !ok || time.Until(dl) >= c.cfg.releaseTimeout
+	}
 	if !c.cfg.knobs.AttachedRollback && ctx.Done() != nil { // a ctx that cannot end needs no detaching
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -80,6 +90,7 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		lock:    p.lock,
 		before:  [2][]*call{acq},
 		unlock:  nop == NodeRelease,
+		inline:  inline,
 		exec:    e,
 	})
 }

@@ -79,6 +79,10 @@ type op struct {
 	// unlock: the round is an Unlock's release, kept in the client's
 	// releasing until its last call finishes.
 	unlock bool
+	// inline: with one node, its call may run on the caller's goroutine:
+	// the caller waits for it anyway, and the call's context ends when
+	// the caller's does.
+	inline bool
 	// skip, when set, reports nodes that need no call; they count as "no"
 	// without being contacted.
 	skip func(i int) bool
@@ -166,6 +170,17 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 	}
 	r.o = o
 	r.running.Store(int32(n))
+	if n == 1 && o.inline {
+		// One node: its call runs on the caller's goroutine (no handoff
+		// to a worker and back), before fanout returns.
+		c.work.add() // done by runWaiting or runShared
+		if waits[0] {
+			c.runWaiting(ctx, r, 0, r.o)
+		} else {
+			c.runShared(ctx, deadline, r, 0, r.o)
+		}
+		return r
+	}
 	for i := range n {
 		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
