@@ -13,9 +13,21 @@ var ErrPrecondition = errors.New("fence: precondition failed: the object changed
 
 // ObjectStore is an object store that writes conditionally: what PutObject
 // needs from S3, GCS or MemStore. The object's fencing token is stored with
-// it (S3 user metadata, GCS custom metadata); its version is what the store
-// compares (an ETag for S3's If-Match, a generation for GCS's
-// ifGenerationMatch). docs/fencing.md shows both.
+// it, as metadata; its version is what the store compares. An
+// implementation is a few lines over the store's own client (docs/fencing.md
+// has both in full, with no SDK needed here):
+//
+//   - S3: Stat is HeadObject: the ETag as version, the user metadata
+//     "quorumlock-fence" (header x-amz-meta-quorumlock-fence) through Parse
+//     as token; 404 Not Found is "", 0. PutIf is PutObject with that
+//     metadata and If-Match: version, or If-None-Match: * for version "";
+//     412 Precondition Failed and 409 ConditionalRequestConflict wrap
+//     ErrPrecondition.
+//   - GCS: Stat reads the object's attributes: the generation (decimal) as
+//     version, the custom metadata "quorumlock-fence" as token; no object is
+//     "", 0. PutIf writes with that metadata and the precondition
+//     ifGenerationMatch=version (ifGenerationMatch=0 for version ""); 412
+//     wraps ErrPrecondition.
 type ObjectStore interface {
 	// Stat returns the object's version and the token stored with it. An
 	// object that does not exist is version "" and token 0, without error.
