@@ -5,9 +5,14 @@
 // package (/usr/lib/postgresql/VERSION/bin, the highest version there) or,
 // failing that, initdb and postgres from PATH. PostgreSQL refuses to run as
 // root: as root, the server runs as the system user "postgres" (which the
-// package creates) and owns the directory. It depends on the standard
+// package creates) and owns the directory, made under $TMPDIR when that
+// user can reach it and under /tmp otherwise. It depends on the standard
 // library only; open the DSN with any driver (pgx's stdlib adapter in this
 // module's tests).
+//
+// Another module of this repository uses it with a require of
+// github.com/quorumlock/quorumlock/fence/fencetest v0.0.0 and a replace
+// directive to this module's directory, as this module does for the root.
 package pgserver
 
 import (
@@ -87,7 +92,11 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "quorumlock-pg-")
+	base := os.TempDir()
+	if cred != nil && !reachable(base) {
+		base = "/tmp" // the postgres user must reach its directory
+	}
+	dir, err := os.MkdirTemp(base, "quorumlock-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +173,20 @@ func credential() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("pgserver: user postgres has uid %q gid %q", u.Uid, u.Gid)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// reachable reports whether every directory from / to dir lets others in
+// (the x bit for others), as the postgres user needs when we are root.
+func reachable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
 
 func freePort() (int, error) {
