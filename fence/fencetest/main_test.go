@@ -55,7 +55,8 @@ func runTests(m *testing.M) int {
 }
 
 // openT opens the shared server with the pgx driver and creates the table
-// of fence.SQLSchema (if it is not there yet).
+// of fence.SQLSchema (if it is not there yet), emptied: no marks from an
+// earlier test (or an earlier run of this one, with -count).
 func openT(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", pg.DSN())
@@ -63,8 +64,10 @@ func openT(t testing.TB) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(t.Context(), fence.SQLSchema); err != nil {
-		t.Fatal(err)
+	for _, stmt := range []string{fence.SQLSchema, "TRUNCATE fence_tokens"} {
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return db
 }

@@ -34,8 +34,10 @@ func guardAndWrite(ctx context.Context, db *sql.DB, table, resource string, toke
 // writesT creates a table of fenced writes, in the order they were made.
 func writesT(t *testing.T, db *sql.DB, table string) {
 	t.Helper()
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE "+table+" (seq bigserial PRIMARY KEY, token bigint NOT NULL)"); err != nil {
-		t.Fatal(err)
+	for _, stmt := range []string{"DROP TABLE IF EXISTS " + table, "CREATE TABLE " + table + " (seq bigserial PRIMARY KEY, token bigint NOT NULL)"} {
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

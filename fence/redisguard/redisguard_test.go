@@ -20,12 +20,22 @@ func clientT(t *testing.T) *redis.Client {
 	return c
 }
 
+// flushT empties the shared server: no keys or marks from an earlier test
+// (or an earlier run of this one, with -count).
+func flushT(t *testing.T) {
+	t.Helper()
+	if err := clientT(t).FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSet: one writer after another on a real redis-server. A new key takes
 // any token, an equal token is accepted, a lower one refused naming both and
 // leaving the key as it was; the mark is the key's "{key}:fence-mark"; a
 // token below 1 and a key that cannot share its mark's slot are refused
 // before the server is asked; a mark that holds no token fails the script.
 func TestSet(t *testing.T) {
+	flushT(t)
 	ctx := t.Context()
 	c := clientT(t)
 	for i, tok := range []fence.Token{5, 5, 7} {
@@ -69,6 +79,7 @@ func TestSet(t *testing.T) {
 // where Lua's numbers (doubles) would call 2^53 and 2^53+1 equal, and
 // across lengths.
 func TestSetComparesEveryInt64(t *testing.T) {
+	flushT(t)
 	ctx := t.Context()
 	c := clientT(t)
 	for _, p := range [][2]fence.Token{
@@ -99,6 +110,7 @@ func TestSetComparesEveryInt64(t *testing.T) {
 // slot); at the end the value is the highest token's, and every refusal
 // named a higher token.
 func TestSetConcurrentWriters(t *testing.T) {
+	flushT(t)
 	const writers, total = 8, 400
 	var mu sync.Mutex
 	var accepted, refused int
