@@ -122,6 +122,7 @@ func TestReleaseRetriesOnlyReplyThatAsksToTryLater(t *testing.T) {
 				warmUp(t, m)
 				lease, err := m.TryLock(context.Background())
 				require.NoError(t, err)
+				synctest.Wait() // every call of the warm-up and the acquire has landed (they return at a quorum)
 				ms[0].Fail(fmt.Errorf("mem-0: %w", tc.reply))
 				require.NoError(t, lease.Unlock(context.Background()), "a quorum confirmed")
 				synctest.Wait()

@@ -219,7 +219,8 @@ func (n *Node) queueKey(key string) (string, error) { return n.slotKey(key, ":qu
 func (n *Node) queueTTLKey(key string) (string, error) { return n.slotKey(key, ":queue:ttl") }
 
 // wakeKey names the wake mark of key (redisnode's acquire.lua): set by an
-// acquire that found key held, taken by the release that deletes key.
+// acquire that found key held, for its TTL; a release that deletes key while
+// it lives notifies key's watches.
 func (n *Node) wakeKey(key string) (string, error) { return n.slotKey(key, ":wake") }
 
 // markLocked sets key's wake mark for ttl: someone waits for key. n.mu
@@ -230,15 +231,11 @@ func (n *Node) markLocked(key string, ttl time.Duration, now time.Time) {
 	}
 }
 
-// wokenLocked deletes key's wake mark and reports whether there was one: a
-// release that deleted key then notifies key's watches. n.mu must be held.
-func (n *Node) wokenLocked(key string, now time.Time) bool {
+// waitedLocked reports whether key's wake mark lives: a release that
+// deletes key then notifies key's watches. n.mu must be held.
+func (n *Node) waitedLocked(key string, now time.Time) bool {
 	wk, err := n.wakeKey(key)
-	if err != nil || n.lookupLocked(wk, now) == nil {
-		return false
-	}
-	delete(n.data, wk)
-	return true
+	return err == nil && n.lookupLocked(wk, now) != nil
 }
 
 // waitingKey names the waiting writers of shared lock key.

@@ -594,7 +594,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
-			if n.wokenLocked(key, now) { // someone waits
+			if n.waitedLocked(key, now) { // someone waits
 				n.notifyLocked(key, now)
 			}
 		case guard > 0:

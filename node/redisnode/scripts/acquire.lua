@@ -1,8 +1,9 @@
 -- acquire.lua: take a lock key if it is free (SET NX PX), unless a release for
 -- this very value already ran on this node (a release guard exists). When
--- another value holds the key, it leaves the lock's wake mark: someone waits,
--- so the holder's release (release.lua) tells the lock's watchers; a lock
--- nobody waited for is released without a notification.
+-- another value holds the key, it sets the lock's wake mark for the TTL:
+-- someone waits, so the releases until it expires (release.lua) tell the
+-- lock's watchers; a lock nobody waited for is released without a
+-- notification.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value; it must hash to the same

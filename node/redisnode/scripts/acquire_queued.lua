@@ -39,7 +39,7 @@
 --          (knobs.NoRunStamp)
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
--- PEXPIREAT, GET, INFO (server, replication), EXISTS, SET. (Membership is read from ZADD NX's reply,
+-- PEXPIRE, GET, INFO (server, replication), EXISTS, SET. (Membership is read from ZADD NX's reply,
 -- not ZSCORE, so that the ACL of docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
@@ -59,13 +59,16 @@ if #dead > 0 then
 end
 local expiry = now + tonumber(ARGV[5])
 
--- Sets both queue keys to expire with the latest entry.
+-- Sets both queue keys to expire with the latest entry. Relative to now
+-- (PEXPIRE, at least 1 ms): PEXPIREAT of now + 1 ms deletes the key at once
+-- when the server's clock has passed that millisecond since TIME was read,
+-- which refused a TryLock's 1 ms entry on a free lock.
 local function cover()
   local top = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
   if top[2] then
-    local at = string.format('%d', tonumber(top[2]))
-    redis.call('PEXPIREAT', KEYS[4], at)
-    redis.call('PEXPIREAT', KEYS[5], at)
+    local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1))
+    redis.call('PEXPIRE', KEYS[4], ms)
+    redis.call('PEXPIRE', KEYS[5], ms)
   end
 end
 

@@ -22,7 +22,7 @@
 --          waiter's TTL
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE, ZADD,
--- PEXPIREAT, EXISTS, PUBLISH.
+-- PEXPIRE, EXISTS, PUBLISH.
 --
 -- Returns:
 --   1   the waiter was in the queue and left it
@@ -40,9 +40,9 @@ local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[1]
 local left = redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
 local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-local at = string.format('%d', tonumber(top[2]))
-redis.call('PEXPIREAT', KEYS[2], at)
-redis.call('PEXPIREAT', KEYS[3], at)
+local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1)) -- relative: see acquire_queued.lua
+redis.call('PEXPIRE', KEYS[2], ms)
+redis.call('PEXPIRE', KEYS[3], ms)
 if left == 0 then
   return 0
 end

@@ -2,12 +2,14 @@
 -- our value. When the key does not hold our value and ARGV[2] > 0, it leaves a
 -- release guard so that an acquire for this value that is still in flight
 -- (sent earlier, on another connection, to a node that was slow or paused)
--- is refused by acquire.lua when it finally executes. A delete also removes
--- the lock's wake mark; only when there was one (someone waits: an acquire
--- was refused, or a fair waiter is queued, since the last notification) it
--- tells the lock's watchers: it publishes the first live waiter of the
+-- is refused by acquire.lua when it finally executes. After a delete, only
+-- when the lock's wake mark exists (someone waits: an acquire was refused,
+-- or a fair waiter took the key with others queued, within the lock's TTL)
+-- it tells the lock's watchers: it publishes the first live waiter of the
 -- lock's fair queue (acquire_queued.lua), or '' when there is none, on the
--- channel ARGV[3]. So a lock nobody waits for costs a GET and a DEL. PUBLISH
+-- channel ARGV[3]. So a lock nobody waits for costs a GET, a DEL and an
+-- EXISTS. The mark is left to expire: a release wakes one waiting call per
+-- client, and the others wait for the next release. PUBLISH
 -- runs under redis.pcall: an ACL user without channel permissions (Redis
 -- 7's default) still releases.
 --
@@ -23,14 +25,15 @@
 -- ARGV[2]  guard TTL in milliseconds; 0 leaves no guard
 -- ARGV[3]  the lock's release channel (a pub/sub channel, not a key)
 --
--- Commands used: GET, DEL, SET; after a wake mark also EXISTS, PUBLISH, and
+-- Commands used: GET, DEL, EXISTS, SET; after a wake mark also PUBLISH, and
 -- when the queue exists TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE.
 --
 -- Returns:
 --   1   the key held our value and was deleted
 --   0   the key did not hold our value (absent, expired or someone else's)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if redis.call('DEL', KEYS[1], KEYS[5]) == 1 then
+  redis.call('DEL', KEYS[1])
+  if redis.call('EXISTS', KEYS[5]) == 0 then
     return 1 -- nobody waits
   end
   local head = ''
