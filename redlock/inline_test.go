@@ -56,7 +56,9 @@ func TestOneNodeCallsInline(t *testing.T) {
 		inlined bool // the release ran on the caller's goroutine
 	}{
 		{"no deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true},
-		{"deadline after the release timeout", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), time.Hour) }, true},
+		{"deadline after the release timeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Hour)
+		}, true},
 		{"deadline before the release timeout", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 500*time.Millisecond)
 		}, false},
