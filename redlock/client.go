@@ -69,9 +69,9 @@ type member struct {
 	memberQuarantine // quarantine.go, under mu
 
 	mu        sync.Mutex
-	backlog   []pendingRelease
+	backlog   backlog // releases awaiting a retry (release.go)
 	draining  bool
-	abandoned int // releases dropped by Close (or the backlog cap) unconfirmed
+	abandoned int // releases given up unconfirmed: abandoned by Close, or refused on a retry
 }
 
 // tryTake takes one of the node's in-flight slots; the count never exceeds
@@ -241,7 +241,9 @@ type Stats struct {
 	// InFlight counts this client's calls outstanding on each node; it never
 	// exceeds the WithMaxInFlight cap.
 	InFlight []int
-	// Backlog counts the releases waiting on each node for a retry.
+	// Backlog counts the releases waiting on each node for a retry: one
+	// per lock key and value (a release of a value already waiting is
+	// merged into it).
 	Backlog []int
 }
 
@@ -251,7 +253,7 @@ func (c *Client) Stats() Stats {
 	for i, m := range c.members {
 		s.InFlight[i] = int(m.inflight.Load())
 		m.mu.Lock()
-		s.Backlog[i] = len(m.backlog)
+		s.Backlog[i] = m.backlog.len()
 		m.mu.Unlock()
 	}
 	return s

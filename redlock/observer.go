@@ -322,9 +322,9 @@ type BacklogChange string
 
 // The changes.
 const (
-	BacklogQueued    BacklogChange = "queued"    // a release that failed was queued for retry
+	BacklogQueued    BacklogChange = "queued"    // a release that failed was queued for retry (or merged into a queued one of the same key and value)
 	BacklogDone      BacklogChange = "done"      // a retry got an answer (or a refused connection): the entry left the queue
-	BacklogDropped   BacklogChange = "dropped"   // refused at the cap (1024 per node), or a retry the server refused (denied, an error reply): its key expires with its TTL
+	BacklogDropped   BacklogChange = "dropped"   // a retry the server refused (denied, an error reply): its key expires with its TTL
 	BacklogAbandoned BacklogChange = "abandoned" // Close gave up on it: its key expires with its TTL
 )
 
@@ -335,10 +335,12 @@ type BacklogEvent struct {
 	Node   string
 	Index  int
 	Change BacklogChange
-	// Len is the node's backlog length after the change, Delta the change
-	// of it: +1 (queued), -1 (an entry left it), 0 (an entry refused
-	// without entering: dropped at the cap, or abandoned after Close gave
-	// up). Sum Delta over clients for a total.
+	// Len is the node's backlog length after the change (its pending
+	// releases, one per lock key and value; the queue has no cap), Delta
+	// the change of it: +1 (queued), -1 (an entry left it), 0 (a release
+	// merged into a queued one of the same key and value, or one refused
+	// without entering: abandoned after Close gave up). Sum Delta over
+	// clients for a total.
 	Len, Delta int
 }
 

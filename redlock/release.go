@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// maxBacklog caps the releases kept for retry per node; beyond it new ones
-// are dropped (their keys, if any, expire with their TTL).
-const maxBacklog = 1024
-
 // pendingRelease is a release that failed on a node that may hold the key,
 // kept to be retried until the node answers.
 type pendingRelease struct {
@@ -179,6 +175,12 @@ func serverBusy(reply string) bool {
 // try later, such as LOADING): retrying cannot help, and its key expires
 // with its TTL. Refused at once, it is not queued; refused on a retry, it
 // leaves the queue as dropped.
+//
+// The queue (backlog) has no cap and drops nothing: it holds one entry per
+// (key, value) whose acquire on the node may have taken effect unreleased;
+// a second release of the same (key, value) is merged into the first (the
+// longer guard is kept). See docs/algorithm.md for what bounds it.
+//
 // One goroutine per node drains the queue with backoff (from min(node
 // timeout, 100ms), doubling up to 1s) and stops when the queue is empty.
 // Once Close is called it retries at once, then every min(node timeout,
@@ -186,33 +188,29 @@ func serverBusy(reply string) bool {
 func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
 	m := c.members[i]
 	m.mu.Lock()
-	change := BacklogQueued
+	change, delta := BacklogQueued, 0
 	switch {
 	case isClosed(c.giveUp):
 		m.abandoned++
 		change = BacklogAbandoned
-	case len(m.backlog) >= maxBacklog:
-		m.abandoned++
-		change = BacklogDropped
-	default:
-		m.backlog = append(m.backlog, p)
+	case m.backlog.add(p):
+		delta = 1
 		if !m.draining {
 			m.draining = true
 			c.work.add()
 			go c.drain(i)
 		}
 	}
-	n := len(m.backlog)
+	n := m.backlog.len()
 	m.mu.Unlock()
 	if c.obs != nil {
-		delta := 0
-		if change == BacklogQueued {
-			delta = 1
-		}
 		c.obs.Backlog(ctx, BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: delta})
 	}
 }
 
+// drain retries node i's queued releases, the oldest key first, sending
+// that key's pending values back to back before it moves on to the next
+// key, until the queue is empty or Close gives up.
 func (c *Client) drain(i int) {
 	defer c.work.done()
 	m := c.members[i]
@@ -222,10 +220,11 @@ func (c *Client) drain(i int) {
 		m.mu.Lock()
 		var abandoned []pendingRelease
 		if isClosed(c.giveUp) {
-			m.abandoned += len(m.backlog)
-			abandoned, m.backlog = m.backlog, nil
+			abandoned = m.backlog.clear()
+			m.abandoned += len(abandoned)
 		}
-		if len(m.backlog) == 0 {
+		q := m.backlog.front()
+		if q == nil {
 			m.draining = false
 			m.mu.Unlock()
 			if c.obs != nil {
@@ -235,7 +234,7 @@ func (c *Client) drain(i int) {
 			}
 			return
 		}
-		p := m.backlog[0]
+		p := q.pendingRelease // q's fields change only under m.mu
 		m.mu.Unlock()
 
 		var start time.Time
@@ -262,18 +261,22 @@ func (c *Client) drain(i int) {
 		// and whatever a restart brings back from its disk expires on the
 		// key's own schedule.
 		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || refusedRelease(err) {
+			refused := refusedRelease(err) && !errors.Is(err, ErrNotSent)
 			change := BacklogDone
 			m.mu.Lock()
-			if len(m.backlog) > 0 {
-				m.backlog = m.backlog[1:]
-				if refusedRelease(err) && !errors.Is(err, ErrNotSent) {
+			// A release of the same value merged meanwhile with a longer
+			// guard is sent again, unless the node refused this one.
+			removed := refused || q.guard <= p.guard
+			if removed {
+				m.backlog.remove(q)
+				if refused {
 					m.abandoned++ // refused: retrying cannot help; the key expires with its TTL
 					change = BacklogDropped
 				}
 			}
-			n := len(m.backlog)
+			n := m.backlog.len()
 			m.mu.Unlock()
-			if c.obs != nil {
+			if removed && c.obs != nil {
 				c.obs.Backlog(context.Background(), BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: -1})
 			}
 			delay = first
@@ -294,6 +297,137 @@ func (c *Client) drain(i int) {
 		t.Stop()
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// backlog is a node's releases awaiting a retry (member.backlog, under
+// member.mu), grouped by key: the keys in the order of their first pending
+// release, each with its distinct pending values in order. The release of
+// one value cannot stand for another's (each value's own guard is what
+// refuses its late acquire), so a key may have several. The zero value is
+// empty.
+type backlog struct {
+	pending     map[releaseID]*queuedRelease
+	keys        map[string]*keyReleases
+	first, last *keyReleases // the keys with pending releases, oldest first
+}
+
+// releaseID names a pending release: a key and a value.
+type releaseID struct{ key, value string }
+
+// queuedRelease is one pending release in its key's list.
+type queuedRelease struct {
+	pendingRelease
+	next *queuedRelease
+}
+
+// keyReleases is one key's pending releases, oldest first.
+type keyReleases struct {
+	first, last *queuedRelease
+	n           int // pending releases of the key
+	turn        int // releases left in the key's turn (0: no turn begun)
+	next        *keyReleases
+}
+
+// len returns the number of pending releases.
+func (b *backlog) len() int { return len(b.pending) }
+
+// add queues p and reports whether it is new: a release of the same key
+// and value already pending takes p's guard when it is longer, and p is not
+// queued again.
+func (b *backlog) add(p pendingRelease) bool {
+	id := releaseID{p.key, p.value}
+	if q := b.pending[id]; q != nil {
+		q.guard = max(q.guard, p.guard)
+		return false
+	}
+	if b.pending == nil {
+		b.pending = map[releaseID]*queuedRelease{}
+		b.keys = map[string]*keyReleases{}
+	}
+	q := &queuedRelease{pendingRelease: p}
+	b.pending[id] = q
+	k := b.keys[p.key]
+	if k == nil {
+		k = &keyReleases{}
+		b.keys[p.key] = k
+		b.pushKey(k)
+	}
+	if k.last == nil {
+		k.first = q
+	} else {
+		k.last.next = q
+	}
+	k.last = q
+	k.n++
+	return true
+}
+
+// pushKey appends k to the keys' order.
+func (b *backlog) pushKey(k *keyReleases) {
+	k.next = nil
+	if b.last == nil {
+		b.first = k
+	} else {
+		b.last.next = k
+	}
+	b.last = k
+}
+
+// front returns the release to send next (nil when none is pending): the
+// oldest pending value of the current key.
+func (b *backlog) front() *queuedRelease {
+	if b.first == nil {
+		return nil
+	}
+	return b.first.first
+}
+
+// remove takes q, which front returned, out of the backlog. A key's turn
+// begins when its first release is removed and covers the values pending
+// then; when it ends with values still pending (queued during the turn),
+// the key goes behind the others.
+func (b *backlog) remove(q *queuedRelease) {
+	k := b.first
+	if k.turn == 0 {
+		k.turn = k.n
+	}
+	k.first = q.next
+	if k.first == nil {
+		k.last = nil
+	}
+	q.next = nil
+	k.n--
+	k.turn--
+	delete(b.pending, releaseID{q.key, q.value})
+	switch {
+	case k.n == 0:
+		delete(b.keys, q.key)
+		b.first = k.next
+		if b.first == nil {
+			b.last = nil
+		}
+	case k.turn <= 0:
+		k.turn = 0
+		if k.next != nil {
+			b.first = k.next
+			b.pushKey(k)
+		}
+	}
+}
+
+// clear empties the backlog and returns what it held, in drain order.
+func (b *backlog) clear() []pendingRelease {
+	if b.len() == 0 {
+		return nil
+	}
+	out := make([]pendingRelease, 0, b.len())
+	for k := b.first; k != nil; k = k.next {
+		for q := k.first; q != nil; q = q.next {
+			out = append(out, q.pendingRelease)
+		}
+	}
+	*b = backlog{}
+	return out
 }
 
 // isClosed reports whether ch is closed.
