@@ -161,6 +161,22 @@ func RequireOrSkip(t testing.TB, err error) {
 	t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
 }
 
+// MainMissing is RequireOrSkip for a TestMain that needs err's dependency
+// for the whole package: when err is not nil it says so and returns the
+// exit code (1 with CI=true; 0 otherwise, the package's tests skipped) and
+// true.
+func MainMissing(err error) (code int, missing bool) {
+	if err == nil {
+		return 0, false
+	}
+	if os.Getenv("CI") == "true" {
+		fmt.Fprintf(os.Stderr, "%v; CI=true, so this is a failure\n", err)
+		return 1, true
+	}
+	fmt.Printf("%v; skipping this package's tests (set CI=true to make this a failure)\n", err)
+	return 0, true
+}
+
 func (s *Server) args() []string {
 	s.mu.Lock()
 	appendOnly := s.cfg.AppendOnly

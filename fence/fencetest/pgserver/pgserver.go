@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
 // ErrNoBinary: PostgreSQL's server binaries are not installed.
@@ -137,12 +139,8 @@ func Start(ctx context.Context) (*Server, error) {
 // skip it otherwise.
 func StartT(t testing.TB) *Server {
 	t.Helper()
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v; CI=true, so this is a failure", err)
-		}
-		t.Skipf("%v; skipping (set CI=true to make this a failure)", err)
-	}
+	_, err := BinDir()
+	redisproc.RequireOrSkip(t, err) // the project's one rule for a missing test dependency
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := Start(ctx)
