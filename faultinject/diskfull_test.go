@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +132,50 @@ func TestUnlockAndExtendOnAFullDisk(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, h.Exists, "master %d: no key left after Close", i)
 	}
+}
+
+// serverChecks records a client's ServerCheck events.
+type serverChecks struct {
+	redlock.NopObserver
+	mu     sync.Mutex
+	events []redlock.ServerCheckEvent
+}
+
+func (o *serverChecks) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
+
+// TestServerCheckSeesAFullDisk: a client that meets a master whose disk is
+// full (its AOF write failed) reports it at first contact, at level bad
+// (check "disk"), as quorumlock doctor does; the masters next to it have
+// no such finding.
+func TestServerCheckSeesAFullDisk(t *testing.T) {
+	f := DiskFull{Nodes: []int{0}}
+	RequireFault(t, f)
+	c := StartT(t, Config{N: 3, Tmpfs: true, Persistence: []Persistence{AOFEverySec}})
+	ctx := ctxT(t, time.Minute)
+	require.NoError(t, f.Inject(ctx, c))
+	obs := &serverChecks{}
+	cl, err := redlock.New(c.Nodes(), redlock.WithObserver(obs))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	mu, err := cl.NewMutex("job")
+	require.NoError(t, err)
+	lease, err := mu.TryLock(ctx)
+	require.NoError(t, err, "two masters of three take writes")
+	require.NoError(t, lease.Unlock(ctx))
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	disk := map[int]string{}
+	for _, e := range obs.events {
+		for _, fd := range e.Findings {
+			if fd.Check == "disk" {
+				disk[e.Index] = fd.Level
+			}
+		}
+	}
+	assert.Equal(t, map[int]string{0: "bad"}, disk, "the full master's disk is bad, the other's not reported")
+	require.NoError(t, f.Undo(ctx, c))
 }
