@@ -1,6 +1,7 @@
 # quorumlock: make test installs what the tests need (when root) and runs the
-# tests of every module: the library (root), faultinject/, bench/ and the
-# observer adapters (observe/redlockprometheus, observe/redlockotel), and a
+# tests of every module: the library (root), faultinject/, bench/, the
+# observer adapters (observe/redlockprometheus, observe/redlockotel), the
+# fence guard's PostgreSQL tests (fence/fencetest), and a
 # small bounded model check of the protocol (test-model; make model checks
 # every configuration, docs/verification.md).
 # Each module is built, vetted and tested on its own (GOWORK=off: go.work is
@@ -8,12 +9,12 @@
 SHELL := /bin/bash
 GO ?= go
 ADAPTERS := observe/redlockprometheus observe/redlockotel
-MODULES := . faultinject bench $(ADAPTERS)
+MODULES := . faultinject bench fence/fencetest $(ADAPTERS)
 export GOWORK := off
 
-.PHONY: test test-lib test-faultinject test-bench test-adapters test-model model-harness model deps vet staticcheck fmt-check bench chaos simulate
+.PHONY: test test-lib test-faultinject test-bench test-adapters test-fence test-model model-harness model deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet staticcheck test-model test-lib test-faultinject test-bench test-adapters
+test: deps fmt-check vet staticcheck test-model test-lib test-fence test-faultinject test-bench test-adapters
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -29,6 +30,11 @@ test-faultinject:
 # graph never holds client_golang or OpenTelemetry.
 test-adapters:
 	@set -e; for m in $(ADAPTERS); do echo "go test ($$m)"; (cd $$m && $(GO) test -race -count=1 -timeout 5m ./...); done
+
+# fence/fencetest is a module of its own (the pgx driver stays out of the
+# library): the SQL guard's tests on a PostgreSQL server it starts.
+test-fence:
+	cd fence/fencetest && $(GO) test -race -count=1 -timeout 10m ./...
 
 # bench's tests include a smoke run of every benchmark (one iteration each).
 test-bench:
@@ -63,8 +69,8 @@ model:
 	model/check.sh
 
 # deps installs redis-server (with redis-cli), libfaketime, spin and gcc
-# (model/check.sh) with apt when they are missing and we are root;
-# otherwise it says what to install.
+# (model/check.sh), and postgresql (fence/fencetest) with apt when they are
+# missing and we are root; otherwise it says what to install.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -73,6 +79,7 @@ deps:
 	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	command -v spin >/dev/null 2>&1 || missing="$$missing spin"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "make: installing$$missing with apt-get"; \

@@ -20,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fenceChildEnv) != "" { // the command of a run, not the tests
+		os.Exit(fenceChild())
+	}
 	lockkey.DiscardClientLog()
 	dir, err := os.MkdirTemp("", "quorumlock-bin-")
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/quorumlock/fence"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
-	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -22,9 +22,10 @@ import (
 // appears there between the BEGIN and END lines
 // (TestRecipeIsTheDocs keeps the two identical). urls are the masters,
 // durable those of them (host:port) that run appendfsync always, store the
-// resource that records the migration and checks fencing tokens, and
-// migrate the work, which writes through write only.
-func migrateOnce(ctx context.Context, urls, durable []string, store *memnode.FencedStore,
+// resource that records the migration (an object store, here in memory;
+// fence.PutObject checks the fencing tokens), and migrate the work, which
+// writes through write only.
+func migrateOnce(ctx context.Context, urls, durable []string, store *fence.MemStore,
 	migrate func(ctx context.Context, write func(string) error) error) error {
 	// BEGIN recipe
 	nodes, err := redisnode.DialAll(urls...) // host:port, redis://user:pw@host:port, rediss://...
@@ -54,14 +55,18 @@ func migrateOnce(ctx context.Context, urls, durable []string, store *memnode.Fen
 	if err != nil {
 		return err
 	}
+	const record = "migrations/2026-11-add-index"
 	return mutex.Do(ctx, func(ctx context.Context, lease *redlock.Lease) error {
 		token, _ := lease.Fence()
-		if done, _ := store.Read(); done == "done" {
+		if done, _, _ := store.Get(record); string(done) == "done" {
 			return nil // an earlier holder ran it: the store says so, not the lock
 		}
-		// Every write carries the token: a holder that was paused past its
-		// lease and writes late is refused once a newer one has written.
-		write := func(v string) error { return store.Write(token, v) }
+		// Every write goes through a guard with the token: a holder that was
+		// paused past its lease and writes late is refused (fence.ErrStale)
+		// once a newer one has written.
+		write := func(v string) error {
+			return fence.PutObject(ctx, store, record, fence.Token(token), []byte(v))
+		}
 		if err := migrate(ctx, write); err != nil { // stops when ctx is done
 			return err
 		}
@@ -78,7 +83,7 @@ func TestRecipeRunsOnce(t *testing.T) {
 	for range 3 {
 		urls = append(urls, redisproc.StartT(t, redisproc.Config{AppendOnly: true}).Addr())
 	}
-	var store memnode.FencedStore
+	var store fence.MemStore
 	var runs atomic.Int32
 	var wg sync.WaitGroup
 	errs := make([]error, 5)
@@ -94,7 +99,7 @@ func TestRecipeRunsOnce(t *testing.T) {
 	if err := errors.Join(errs...); err != nil || runs.Load() != 1 {
 		t.Fatalf("%d migrations, errors %v; want 1 and none", runs.Load(), err)
 	}
-	if v, _ := store.Read(); v != "done" {
+	if v, _, _ := store.Get("migrations/2026-11-add-index"); string(v) != "done" {
 		t.Errorf("the store holds %q, want done", v)
 	}
 }
