@@ -31,6 +31,9 @@ type AOFTailLoss struct {
 // backend's).
 type tailLoser interface {
 	LoseAOFTail(ctx context.Context) error
+	// Running reports whether the server process is alive (LoseAOFTail may
+	// fail after its kill).
+	Running() bool
 }
 
 func (f AOFTailLoss) Name() string {
@@ -65,10 +68,13 @@ func (c *Cluster) loseAOFTail(ctx context.Context, delay time.Duration, nodes []
 		case m.killed:
 			return fmt.Errorf("faultinject: master %d is killed", m.index)
 		}
-		if err := tl.LoseAOFTail(ctx); err != nil {
+		err := tl.LoseAOFTail(ctx)
+		if !tl.Running() {
+			m.killed, m.paused = true, false
+		}
+		if err != nil {
 			return fmt.Errorf("faultinject: master %d: %w", m.index, err)
 		}
-		m.killed, m.paused = true, false
 		return nil
 	})
 	if err != nil {

@@ -109,6 +109,9 @@ func (s *processServer) Addr() string { return s.proc.Addr() }
 
 func (s *processServer) Kill(context.Context) error { return s.proc.Kill() }
 
+// Running reports whether the redis-server process is alive.
+func (s *processServer) Running() bool { return s.proc.Running() }
+
 func (s *processServer) Pause(context.Context) error { return s.proc.Pause() }
 
 func (s *processServer) Resume(context.Context) error { return s.proc.Resume() }

@@ -64,8 +64,10 @@ func LastIncrAOF(dir string) (string, error) {
 // logged after the second unix are gone, as a host crash loses what
 // appendfsync everysec had not synced. The server must be stopped and must
 // have run with aof-timestamp-enabled yes (Config.AOFTimestamps); without
-// annotations past unix nothing is cut. The error carries the tool's
-// output.
+// annotations past unix nothing is cut. When the file's first annotation is
+// already past unix (everything in it was logged in the lost second), the
+// tool refuses ("has nothing before timestamp"), and the file is emptied
+// instead. The error carries the tool's output.
 func TruncateAOF(ctx context.Context, dir string, unix int64) error {
 	tool, err := LookCheckAOF()
 	if err != nil {
@@ -76,6 +78,12 @@ func TruncateAOF(ctx context.Context, dir string, unix int64) error {
 		return err
 	}
 	out, err := exec.CommandContext(ctx, tool, "--truncate-to-timestamp", strconv.FormatInt(unix, 10), file).CombinedOutput()
+	if err != nil && bytes.Contains(out, []byte("has nothing before timestamp")) {
+		if err := os.Truncate(file, 0); err != nil {
+			return fmt.Errorf("redisproc: emptying %s, all of it after %d: %w", file, unix, err)
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("redisproc: redis-check-aof --truncate-to-timestamp %d %s: %w\n%s", unix, file, err, tail(out, 2000))
 	}
