@@ -32,11 +32,16 @@ var hostScenarios = []Scenario{
 		},
 	},
 	{
-		Name: "clock-strobe-pg", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold,
+		// Every master's libfaketime file is rewritten at each flip and
+		// re-read at each of its clock reads: a flip every 2 ms on 5
+		// masters cut the lock's throughput by 4 on 2 cores (and to 0
+		// acquisitions under -race on a loaded machine); 3 masters every
+		// 10 ms leave it about as it is.
+		Name: "clock-strobe-pg", Expect: Safe, Nodes: 3, Clients: 3, TTL: baseTTL, Hold: hold,
 		Fencing: true, Resource: PostgreSQL,
-		About: "every master's clock flips between +3 ms and -3 ms every 5 ms (6 ms of swing, within the 12 ms drift allowance); a holder stalls past its validity now and then: PostgreSQL keeps no stale write",
+		About: "every master's clock flips between +3 ms and -3 ms every 10 ms (6 ms of swing, within the 12 ms drift allowance); a holder stalls past its validity now and then: PostgreSQL keeps no stale write",
 		Schedule: []Step{
-			{Fault: faultinject.ClockStrobe{Offset: 3 * time.Millisecond, Period: 5 * time.Millisecond}, Target: All},
+			{Fault: faultinject.ClockStrobe{Offset: 3 * time.Millisecond, Period: 10 * time.Millisecond}, Target: All},
 			pgPause,
 		},
 	},
