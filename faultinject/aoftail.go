@@ -21,7 +21,7 @@ import (
 //
 // A kill -9 alone loses nothing (the page cache survives the process):
 // this fault is how a test gets the power cut. Needs: the process backend,
-// redis-check-aof (it comes with redis-server), masters with AOFEverySec.
+// redis-check-aof (Debian package redis-tools), masters with AOFEverySec.
 type AOFTailLoss struct {
 	Nodes []int
 	Delay time.Duration

@@ -78,7 +78,7 @@ func toolPackage(tool string) string {
 	case "ip":
 		return "apt-get install -y iproute2"
 	case "redis-check-aof":
-		return "it comes with redis-server: apt-get install -y redis-server"
+		return "Debian: apt-get install -y redis-tools"
 	}
 	return "install it"
 }

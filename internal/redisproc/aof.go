@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoCheckAOF is returned when redis-check-aof is not installed.
-var ErrNoCheckAOF = errors.New("redisproc: redis-check-aof not found in PATH (it comes with redis-server: apt-get install -y redis-server)")
+var ErrNoCheckAOF = errors.New("redisproc: redis-check-aof not found in PATH (Debian: apt-get install -y redis-tools)")
 
 // LookCheckAOF returns the redis-check-aof binary path or ErrNoCheckAOF.
 func LookCheckAOF() (string, error) {
