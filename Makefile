@@ -62,7 +62,7 @@ model-harness:
 
 # model checks every configuration of the model (docs/verification.md):
 # the protected protocol, each documented unsafe condition and each
-# mechanism switched off: 6 to 11 minutes on 2 cores (32 configurations,
+# mechanism switched off: 6 to 11 minutes on 2 cores (36 configurations,
 # docs/verification.md has each one's figures); MEMLIM (MB) bounds
 # each verifier's memory (make model MEMLIM=6000). make deps installs spin.
 model:
