@@ -3,6 +3,8 @@ package faultinject
 import (
 	"context"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +60,38 @@ func TestOneWayPartitionDropsOneDirection(t *testing.T) {
 	require.NoError(t, c.HealAll(ctx))
 	waitUp(t, client(t, c.Addr(0)))
 	require.NoError(t, up.Undo(ctx, c), "undoing a healed fault does nothing")
+}
+
+// TestCloseRemovesTmpfsAndNetns: a cluster whose masters have their own
+// tmpfs and network namespace leaves none of either after Close, even with
+// a full disk and drops in force.
+func TestCloseRemovesTmpfsAndNetns(t *testing.T) {
+	for _, f := range []Fault{DiskFull{Nodes: []int{0}}, OneWayPartition{Nodes: []int{0}}} {
+		RequireFault(t, f)
+	}
+	ctx := ctxT(t, time.Minute)
+	c, err := Start(ctx, Config{N: 2, Backend: Process, Tmpfs: true, Netns: true, Persistence: []Persistence{AOFEverySec}})
+	require.NoError(t, err)
+	label := c.Label()
+	require.NoError(t, DiskFull{Nodes: []int{0}}.Inject(ctx, c))
+	require.NoError(t, OneWayPartition{Nodes: []int{1}, Direction: Both}.Inject(ctx, c))
+	n, err := Leftovers(ctx, label)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 2+2, "2 directories (tmpfs) and 2 namespaces while running")
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	require.NoError(t, err)
+	tmpfs := 0
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.HasPrefix(line, "tmpfs ") && strings.Contains(line, label) {
+			tmpfs++
+		}
+	}
+	assert.Equal(t, 2, tmpfs, "2 tmpfs while running")
+	require.NoError(t, c.Close(ctx))
+	n, err = Leftovers(ctx, label)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing of the cluster is left")
+	mounts, err = os.ReadFile("/proc/self/mounts")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mounts), label, "no tmpfs or namespace of the cluster is mounted")
 }
