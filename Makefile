@@ -62,15 +62,17 @@ model-harness:
 
 # model checks every configuration of the model (docs/verification.md):
 # the protected protocol, each documented unsafe condition and each
-# mechanism switched off: 6 to 11 minutes on 2 cores (31 configurations,
+# mechanism switched off: 6 to 11 minutes on 2 cores (36 configurations,
 # docs/verification.md has each one's figures); MEMLIM (MB) bounds
 # each verifier's memory (make model MEMLIM=6000). make deps installs spin.
 model:
 	model/check.sh
 
-# deps installs redis-server (with redis-cli), libfaketime, spin and gcc
-# (model/check.sh), and postgresql (fence/fencetest) with apt when they are
-# missing and we are root; otherwise it says what to install.
+# deps installs redis-server (with redis-cli and redis-check-aof),
+# libfaketime, spin and gcc (model/check.sh), postgresql (fence/fencetest,
+# the chaos suite's -pg scenarios), and nftables and iproute2 (the one-way
+# partition's network namespaces) with apt when they are missing and we are
+# root; otherwise it says what to install.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -79,6 +81,8 @@ deps:
 	command -v faketime >/dev/null 2>&1 || missing="$$missing faketime"; \
 	command -v spin >/dev/null 2>&1 || missing="$$missing spin"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

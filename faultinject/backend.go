@@ -30,14 +30,46 @@ const (
 	// AOFAlways: append-only file with appendfsync always; keys and their
 	// TTLs survive a kill -9.
 	AOFAlways
+	// AOFEverySec: append-only file with appendfsync everysec and
+	// aof-timestamp-enabled yes. A kill -9 loses nothing (the page cache
+	// survives the process); a host crash loses the writes of the last
+	// second, which AOFTailLoss does (process backend). A full disk makes
+	// the master refuse writes with MISCONF (DiskFull), where AOFAlways
+	// makes it exit.
+	AOFEverySec
 )
 
 func (p Persistence) String() string {
-	if p == AOFAlways {
+	switch p {
+	case AOFAlways:
 		return "aof-always"
+	case AOFEverySec:
+		return "aof-everysec"
 	}
 	return "none"
 }
+
+// known reports whether p is one of the Persistence values.
+func (p Persistence) known() bool { return p == NoPersistence || p == AOFAlways || p == AOFEverySec }
+
+// aof reports whether p keeps an append-only file.
+func (p Persistence) aof() bool { return p == AOFAlways || p == AOFEverySec }
+
+// fsync is p's appendfsync policy ("" without an AOF).
+func (p Persistence) fsync() string {
+	switch p {
+	case AOFAlways:
+		return "always"
+	case AOFEverySec:
+		return "everysec"
+	}
+	return ""
+}
+
+// keeps reports whether a master whose last run had persistence last and
+// that starts with p comes back with its data (after a kill -9: both
+// append-only).
+func keeps(last, p Persistence) bool { return last.aof() && p.aof() }
 
 // ServerSpec describes one master a backend starts.
 type ServerSpec struct {
@@ -63,8 +95,8 @@ type server interface {
 	// Kill stops the server at once (SIGKILL / container kill).
 	Kill(ctx context.Context) error
 	// Start starts a killed server again on the same port with the given
-	// persistence (data kept only when the previous run had AOFAlways and
-	// p is AOFAlways).
+	// persistence (data kept only when the previous run and this one keep
+	// an append-only file: keeps).
 	Start(ctx context.Context, p Persistence) error
 	// Pause freezes the server (SIGSTOP / docker pause); Resume undoes it.
 	Pause(ctx context.Context) error

@@ -60,6 +60,15 @@ type Config struct {
 	// Logf receives progress messages, among them which backend Auto chose
 	// and why. Default: no logging; StartT uses t.Logf.
 	Logf func(format string, args ...any)
+	// Tmpfs gives each master's directory a tmpfs of its own, which
+	// DiskFull fills. It needs the process backend (Auto then chooses it)
+	// and root.
+	Tmpfs bool
+	// Netns runs each master in a network namespace of its own, reached
+	// over a veth pair (its ServerAddr is then in 10.213.0.0/16, not on
+	// 127.0.0.1), whose nftables rules OneWayPartition sets. It needs the
+	// process backend (Auto then chooses it), root, ip and nft.
+	Netns bool
 }
 
 // persistence returns the start persistence of master i.
@@ -88,11 +97,22 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("faultinject: unknown Config.Backend %q (want auto, docker, process or memory)", c.Backend)
 	}
+	if c.Tmpfs || c.Netns {
+		if c.Backend == Auto {
+			c.Backend = Process
+		}
+		if c.Backend != Process {
+			return c, fmt.Errorf("faultinject: Config.Tmpfs and Config.Netns need the process backend, not %s", c.Backend)
+		}
+		if err := c.isolationAvailable(); err != nil {
+			return c, err
+		}
+	}
 	if n := len(c.Persistence); n > 1 && n != c.N {
 		return c, fmt.Errorf("faultinject: Config.Persistence has %d elements; want 0, 1 or N=%d", n, c.N)
 	}
 	for i, p := range c.Persistence {
-		if p != NoPersistence && p != AOFAlways {
+		if !p.known() {
 			return c, fmt.Errorf("faultinject: Config.Persistence[%d] is %d, not a known Persistence", i, int(p))
 		}
 	}
@@ -158,6 +178,9 @@ type member struct {
 	killed      bool
 	paused      bool
 	skewed      bool
+	strobe      *strobe // ClockStrobe's goroutine, or nil
+	diskFull    bool    // DiskFull in force
+	dropping    bool    // OneWayPartition in force
 }
 
 // Start starts a cluster described by cfg: N masters on the chosen backend
@@ -410,8 +433,8 @@ func (c *Cluster) checkOpen() error {
 
 // kill stops the given masters at once (SIGKILL, container kill, or closing
 // the miniredis server). Clients get errors until a Restart. Killing a killed
-// master does nothing. Data survives only where the run had AOFAlways and the
-// restart asks for it again.
+// master does nothing. Data survives only where the run kept an append-only
+// file and the restart asks for one again.
 func (c *Cluster) kill(ctx context.Context, nodes ...int) error {
 	return c.onMasters(nodes, func(m *member) error { return m.kill(ctx) })
 }
@@ -441,7 +464,7 @@ type restartOptions struct {
 	// not be negative.
 	Delay time.Duration
 	// Persistence of the new run. Keys and TTLs survive only when both the
-	// previous run and this one use AOFAlways. The zero value is
+	// previous run and this one keep an append-only file. The zero value is
 	// NoPersistence: the master comes back empty.
 	Persistence Persistence
 }
@@ -454,7 +477,7 @@ func (c *Cluster) restart(ctx context.Context, opt restartOptions, nodes ...int)
 	if opt.Delay < 0 {
 		return fmt.Errorf("faultinject: restart delay %v is negative", opt.Delay)
 	}
-	if opt.Persistence != NoPersistence && opt.Persistence != AOFAlways {
+	if !opt.Persistence.known() {
 		return fmt.Errorf("faultinject: restart persistence %d is not a known Persistence", int(opt.Persistence))
 	}
 	ms, err := c.pick(nodes)
@@ -603,9 +626,10 @@ func (c *Cluster) netFault(nodes []int, f func(h *hop) error) error {
 	return errors.Join(errs...)
 }
 
-// HealAll undoes every fault: it restarts killed masters (with the
-// persistence of their last run), resumes paused ones, resets skewed clocks,
-// and heals the network on every shared proxy and every Link. It tries
+// HealAll undoes every fault: it stops clock strobes, frees full disks,
+// removes one-way drops, restarts killed masters (with the persistence of
+// their last run), resumes paused ones, resets skewed clocks, and heals the
+// network on every shared proxy and every Link. It tries
 // everything and joins the errors.
 func (c *Cluster) HealAll(ctx context.Context) error {
 	if err := c.checkOpen(); err != nil {
@@ -615,6 +639,8 @@ func (c *Cluster) HealAll(ctx context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var errs []error
+		m.stopStrobe()
+		errs = append(errs, m.freeDisk(ctx), m.pass(ctx))
 		if m.killed {
 			errs = append(errs, m.start(ctx, m.persistence))
 		}
@@ -688,6 +714,7 @@ func (c *Cluster) closeAll(ctx context.Context) error {
 	errs = append(errs, each(live, func(m *member) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		m.stopStrobe()
 		if err := m.srv.Close(ctx); err != nil {
 			return fmt.Errorf("faultinject: closing master %d: %w", m.index, err)
 		}

@@ -90,6 +90,11 @@ func TestFaultNamesAreStable(t *testing.T) {
 		{Partition{Nodes: []int{3, 4}, Link: "b"}, "partition[3,4]@b"},
 		{Failover{Nodes: []int{1}}, "failover[1]"},
 		{Pause{}.On(2, 4), "pause[2,4]"},
+		{AOFTailLoss{Nodes: []int{1}}, "aof-tail-loss[1](delay=0s)"},
+		{ClockStepAfterRestart{Nodes: []int{1}, Step: 2 * time.Minute}, "clock-step-after-restart[1](+2m0s,none)"},
+		{ClockStrobe{Nodes: []int{0, 2}, Offset: 3 * time.Millisecond, Period: 10 * time.Millisecond}, "clock-strobe[0,2](±3ms/10ms)"},
+		{DiskFull{Nodes: []int{2}}, "disk-full[2]"},
+		{OneWayPartition{Nodes: []int{3}, Direction: Upstream}, "one-way-partition[3](upstream)"},
 	} {
 		assert.Equal(t, tc.want, tc.f.Name())
 		assert.Equal(t, tc.want, fmt.Sprint(tc.f))

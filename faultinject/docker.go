@@ -150,7 +150,7 @@ func (b *dockerBackend) StartServer(ctx context.Context, spec ServerSpec) (serve
 	if spec.Label == "" {
 		return nil, errors.New("faultinject: docker: ServerSpec.Label is empty")
 	}
-	if spec.Persistence != NoPersistence && spec.Persistence != AOFAlways {
+	if !spec.Persistence.known() {
 		return nil, fmt.Errorf("faultinject: docker: persistence %d is not a known Persistence", int(spec.Persistence))
 	}
 	s := &dockerServer{b: b, spec: spec, name: dockerName(spec.Label, spec.Index), persistence: spec.Persistence}
@@ -314,8 +314,11 @@ func (s *dockerServer) create(ctx context.Context) error {
 		"--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no",
 		"--dir", "/data", "--save", "", "--daemonize", "no",
 	}
-	if s.persistence == AOFAlways {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	if s.persistence.aof() {
+		args = append(args, "--appendonly", "yes", "--appendfsync", s.persistence.fsync())
+		if s.persistence == AOFEverySec {
+			args = append(args, "--aof-timestamp-enabled", "yes")
+		}
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
@@ -481,7 +484,7 @@ func (s *dockerServer) Kill(ctx context.Context) error {
 // of the previous run it starts the same container (AOFAlways: data kept;
 // NoPersistence: empty); with another one it replaces the container (empty).
 func (s *dockerServer) Start(ctx context.Context, p Persistence) error {
-	if p != NoPersistence && p != AOFAlways {
+	if !p.known() {
 		return fmt.Errorf("faultinject: docker: persistence %d is not a known Persistence", int(p))
 	}
 	s.mu.Lock()

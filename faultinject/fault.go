@@ -11,7 +11,9 @@ import (
 // Fault is one fault as a value: a stable name for logs and replay, and how
 // to inject and undo it on a cluster. Each kind is its own small comparable
 // type (Kill, Restart, Pause, ClockJump, ClockRate, Latency, Hang,
-// Partition, Failover) holding only its parameters: the state of the
+// Partition, Failover, and the host faults AOFTailLoss,
+// ClockStepAfterRestart, ClockStrobe, DiskFull, OneWayPartition) holding
+// only its parameters: the state of the
 // masters and proxies stays with the Cluster. Errors of Inject and Undo name
 // the fault. Undoing a fault that is not in force does nothing; Undo of a
 // network fault heals every network fault on the same proxies.
@@ -123,6 +125,12 @@ func (f Latency) String() string   { return f.Name() }
 func (f Hang) String() string      { return f.Name() }
 func (f Partition) String() string { return f.Name() }
 func (f Failover) String() string  { return f.Name() }
+
+// Needs: libfaketime (on the process and docker backends).
+func (f ClockJump) Needs() Needs { return Needs{Libfaketime: true} }
+
+// Needs: libfaketime (on the process and docker backends).
+func (f ClockRate) Needs() Needs { return Needs{Libfaketime: true} }
 
 func (f Kill) On(nodes ...int) Fault      { f.Nodes = nodes; return f }
 func (f Restart) On(nodes ...int) Fault   { f.Nodes = nodes; return f }

@@ -14,7 +14,8 @@ import (
 // Leftovers counts what the cluster labelled label has running or on disk,
 // without removing anything: redis-server processes whose command line
 // names the label, containers labelled with it (when a Docker engine
-// answers), and its temporary directories. After Close it is 0; a crashed
+// answers), its temporary directories (a master's tmpfs, Config.Tmpfs, is
+// mounted on one) and its network namespaces (Config.Netns). After Close it is 0; a crashed
 // run's leftovers are removed with RemoveDockerLeftovers (containers) or by
 // hand. The error says what could not be checked.
 func Leftovers(ctx context.Context, label string) (int, error) {
@@ -31,6 +32,8 @@ func Leftovers(ctx context.Context, label string) (int, error) {
 	}
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "*"+label+"-node*"))
 	n += len(dirs)
+	namespaces, _ := filepath.Glob(filepath.Join("/run/netns", label+"-node*"))
+	n += len(namespaces)
 	if dockerAvailable(ctx) != nil {
 		return n, nil
 	}

@@ -207,7 +207,8 @@ func (s *memoryServer) Kill(context.Context) error {
 
 // Start restarts miniredis on the same port. Its data is kept (with TTLs
 // that kept running on the virtual clock) only when the last run and this one
-// use AOFAlways; otherwise it is flushed.
+// keep an append-only file (AOFAlways or AOFEverySec: the memory backend
+// syncs perfectly); otherwise it is flushed.
 func (s *memoryServer) Start(ctx context.Context, p Persistence) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,7 +218,7 @@ func (s *memoryServer) Start(ctx context.Context, p Persistence) error {
 	if s.running {
 		return fmt.Errorf("miniredis on %s is running", s.addr)
 	}
-	if !(s.persistence == AOFAlways && p == AOFAlways) {
+	if !keeps(s.persistence, p) {
 		s.m.FlushAll()
 	}
 	for {

@@ -61,6 +61,7 @@ configs=(
 "safe-quick|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DFAST -DWRITES|pass|quick"
 "safe-fencing-stale|redlock|-DFENCING -DPRIOR -DQUAR -DRESTARTS=2 -DRESTART_STALE -DRESTART_KEEP -DLATE|pass|"
 "safe-boot-step|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DBOOT_STEP -DLATE|pass|"
+"safe-strobe|redlock|-DSTROBE -DEXTENDS=1 -DWRITES|pass|"
 # ---- documented unsafe conditions: a counterexample each ----
 "unsafe-restart|redlock|-DRESTARTS=1 -DRESTART_EMPTY|violate mutual-exclusion|quick"
 "unsafe-jump|redlock|-DJUMP -DWRITES -DJUDGE_WRITES|violate fresh-writes|quick"

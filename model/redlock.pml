@@ -21,7 +21,7 @@
  * Faults and options (-D): LOSS, DELAY, SPLIT, RESTARTS=n with
  * RESTART_EMPTY, RESTART_KEEP and/or RESTART_STALE (with FENCING), BOOT_STEP,
  * QUAR, LATE, MPAUSE, BACKLOG, FAST,
- * BEYOND, JUMP, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES,
+ * BEYOND, JUMP, STROBE, CPAUSE, FENCING, EXTENDS=n, CSKEW, WRITES, JUDGE_WRITES,
  * LOCKDELAY (with LDELAY=n).
  * Mechanisms switched off,
  * named after internal/knobs: NO_GUARD (NoReleaseGuard), NO_DRIFT (NoDrift),
@@ -928,6 +928,15 @@ proctype world()
 #ifdef JUMP
 	DO_JUMP(0, FORGET_0)
 	DO_JUMP(1, FORGET_1)
+#endif
+#ifdef STROBE
+	/* a strobing clock (faultinject.ClockStrobe within the allowance): at
+	 * any step a master's clock flips, and the keys and guards it sets from
+	 * then on expire DRIFT ticks early, or on time (the ones it set before
+	 * keep their expiry) */
+	:: d_step { md[0] = DRIFT - md[0]; printf("EV strobe m=0 d=%d\n", md[0]) }
+	:: d_step { md[1] = DRIFT - md[1]; printf("EV strobe m=1 d=%d\n", md[1]) }
+	:: d_step { md[2] = DRIFT - md[2]; printf("EV strobe m=2 d=%d\n", md[2]) }
 #endif
 	/* Every client is done and nothing is in flight: no key may be left
 	 * (an orphan outlives its clients). */

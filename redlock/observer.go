@@ -306,11 +306,12 @@ type ServerCheckEvent struct {
 // ServerFinding is one finding of a ServerCheckEvent.
 type ServerFinding struct {
 	// Level is "bad" (an assumption fails: keys with a TTL can be evicted,
-	// the node is a replica, the server runs no Lua) or "warn" (it fails
-	// in some event: a crash without appendfsync always, a failover).
+	// the node is a replica, the server runs no Lua, its disk refuses
+	// writes) or "warn" (it fails in some event: a crash without
+	// appendfsync always, a failover).
 	Level string
 	// Check names the setting: "version", "maxmemory-policy",
-	// "persistence", "role", "cluster".
+	// "persistence", "disk", "role", "cluster".
 	Check string
 	// Text says what was found and what to do, in one line.
 	Text string

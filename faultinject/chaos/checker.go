@@ -43,5 +43,19 @@ func violations(f Findings) []history.Violation {
 }
 
 // staleWrites are the invariants whose violations are writes the resource
-// accepted although their lease was over (Report.StaleWritesAccepted).
-var staleWrites = []*history.Invariant{&history.FreshWrites, &history.LeasedWrites, &history.FencedWriteOrder}
+// accepted although their lease was over, or a newer lease had written
+// (Report.StaleWritesAccepted): judged on the resource's decisions, and on
+// its own record of what it kept (StoredWriteOrder, a PostgreSQL
+// resource's rows).
+var staleWrites = []*history.Invariant{&history.FreshWrites, &history.LeasedWrites, &history.FencedWriteOrder, &history.StoredWriteOrder}
+
+// staleWritesAccepted counts the stale writes of f: each lease writes once,
+// so a write that breaks several of staleWrites (its decision and the
+// resource's record of it) counts once.
+func staleWritesAccepted(f Findings) int {
+	seen := map[string]bool{}
+	for _, v := range f.Of(staleWrites...) {
+		seen[v.Token] = true
+	}
+	return len(seen)
+}

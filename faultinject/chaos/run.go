@@ -93,6 +93,10 @@ type Options struct {
 	CheckGoroutines bool
 	// KeepHistory puts the history in the Report.
 	KeepHistory bool
+	// Postgres is the PostgreSQL server of the scenarios whose Resource is
+	// PostgreSQL (StartPostgres). Nil: Run starts one for the run and stops
+	// it after (a few seconds more).
+	Postgres *Postgres
 }
 
 // DefaultMaxAcquisitions is the default of Options.MaxAcquisitions.
@@ -105,7 +109,7 @@ type run struct {
 	cluster *faultinject.Cluster
 	clock   *history.RefClock
 	hist    *history.Recorder
-	reg     *history.Register
+	reg     resource
 	lock    string
 	reqs    chan *request
 	faults  atomic.Int64
@@ -114,6 +118,7 @@ type run struct {
 	acqMu   sync.Mutex
 	acqNext chan struct{} // closed at the next acquisition
 	logf    func(format string, args ...any)
+	closers []func() error // what the run started besides the cluster
 
 	errMu sync.Mutex
 	errs  []error
@@ -175,25 +180,62 @@ func Run(ctx context.Context, sc Scenario, opt Options) (Report, error) {
 	r := &run{sc: sc, opt: opt, clock: history.NewRefClock(), hist: &history.Recorder{}, lock: "quorumlock.chaos." + sc.Name,
 		reqs: make(chan *request), acqNext: make(chan struct{}), maxAcq: int64(opt.MaxAcquisitions), logf: logf}
 	r.reg = history.NewRegister(r.clock, r.hist, sc.Fencing)
-
-	c, err := faultinject.Start(ctx, faultinject.Config{
-		N: sc.Nodes, Backend: opt.Backend, Persistence: []faultinject.Persistence{sc.Persistence},
-		Logf: func(format string, args ...any) { logf("  "+format, args...) },
-	})
-	if err != nil {
+	failed := func(err error) (Report, error) {
 		rep.Err = err
 		rep.Elapsed = time.Since(began)
 		return rep, nil
 	}
+	if err := sc.Missing(); err != nil {
+		return failed(fmt.Errorf("chaos: scenario %q cannot run here: %w", sc.Name, err))
+	}
+	cfg, err := sc.Needs().Apply(faultinject.Config{
+		N: sc.Nodes, Backend: opt.Backend, Persistence: []faultinject.Persistence{sc.Persistence},
+		Logf: func(format string, args ...any) { logf("  "+format, args...) },
+	})
+	if err != nil {
+		return failed(fmt.Errorf("chaos: scenario %q: %w", sc.Name, err))
+	}
+	if sc.Knob != "" {
+		// Before the clients are made: the coordinator reads its switches
+		// then, the nodes on every call.
+		k := Knobs()[sc.Knob]
+		k.Store(true)
+		defer k.Store(false)
+		logf("chaos: %s: knob %s: that safety mechanism is switched off", sc.Name, sc.Knob)
+	}
+	c, err := faultinject.Start(ctx, cfg)
+	if err != nil {
+		return failed(err)
+	}
 	r.cluster = c
 	rep.Backend = c.Kind()
 	label := c.Label()
-	runErr := r.execute(ctx, dur, &rep)
+	var pg *pgResource
+	if sc.Resource == PostgreSQL {
+		pg, err = r.openPostgres(ctx, label)
+		if err != nil {
+			r.fail(err)
+		} else {
+			r.reg = pg
+		}
+	}
+	var runErr error
+	if err == nil {
+		runErr = r.execute(ctx, dur, &rep, pg)
+	}
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if err := c.Close(cctx); err != nil {
 		r.fail(fmt.Errorf("closing the cluster: %w", err))
+	}
+	if pg != nil {
+		if err := pg.Close(); err != nil {
+			r.fail(err)
+		}
+	}
+	if err := r.closeAll(); err != nil {
+		r.fail(err)
 	}
 	rep.ProcessesLeft = processesLeft(cctx, rep.Backend, label)
 	if opt.CheckGoroutines {
@@ -233,7 +275,7 @@ func verdict(rep Report) Verdict {
 
 // execute runs the workload and the schedule on a started cluster, heals,
 // stops the clients, scans for leaked keys and checks the history.
-func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error {
+func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report, pg *pgResource) error {
 	sc := r.sc
 	n := sc.Nodes
 	q := n/2 + 1
@@ -307,6 +349,13 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 			return err
 		}
 	}
+	if sc.WarmUp {
+		for k, cl := range clients {
+			if err := r.warmUp(ctx, k, cl.l); err != nil {
+				return err
+			}
+		}
+	}
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	schedCtx, stopSched := context.WithTimeout(workCtx, dur)
@@ -367,6 +416,16 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 		}
 	}
 
+	if pg != nil {
+		// What PostgreSQL kept, in its own commit order.
+		stored, err := pg.Stored(hctx)
+		if err != nil {
+			r.fail(err)
+		}
+		for _, e := range stored {
+			r.hist.Add(e)
+		}
+	}
 	ev := r.hist.Events()
 	f := Check(ev)
 	judged := violations(f)
@@ -374,7 +433,7 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report) error
 	rep.Acquisitions = f.Acquisitions
 	rep.Faults = int(r.faults.Load())
 	rep.Violations = len(judged)
-	rep.StaleWritesAccepted = len(f.Of(staleWrites...))
+	rep.StaleWritesAccepted = staleWritesAccepted(f)
 	rep.Leaked = describeLeaks(leaked)
 	rep.LeakedKeys = len(leaked)
 	// Keys still there a TTL later: history.KeysExpire's violations.

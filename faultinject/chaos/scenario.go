@@ -17,6 +17,8 @@
 package chaos
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -121,7 +123,9 @@ type Step struct {
 	// Pause, when positive, makes the step a client pause instead of a node
 	// fault (a GC pause, a VM migration): the next client to acquire checks
 	// its lease is valid, then stalls until Pause past its lease's validity
-	// deadline, and then writes to the protected resource.
+	// deadline, and then writes to the protected resource. With Hold and a
+	// Fault as well, the step is both: the fault is injected as soon as
+	// that client holds the lease (and has checked it), during its stall.
 	Pause time.Duration
 	// Overrun, when positive, makes the step a work overrun instead of a
 	// node fault: the next client to acquire works until Overrun past its
@@ -133,7 +137,9 @@ type Step struct {
 // Name describes the step, for logs.
 func (s Step) Name() string {
 	var b strings.Builder
-	if s.Pause > 0 {
+	if s.Pause > 0 && s.Fault != nil {
+		fmt.Fprintf(&b, "%s@%s during client-pause(validity+%v)", strings.Replace(s.Fault.On().Name(), "[]", "", 1), s.Target, s.Pause)
+	} else if s.Pause > 0 {
 		fmt.Fprintf(&b, "client-pause(validity+%v)", s.Pause)
 	} else if s.Overrun > 0 {
 		fmt.Fprintf(&b, "work-overrun(validity+%v)", s.Overrun)
@@ -209,6 +215,55 @@ type Scenario struct {
 	// (redlock.WithReleaseTimeout). Zero: a fifth of the TTL. Must be
 	// below the TTL.
 	NodeTimeout time.Duration
+	// Resource is the protected resource the clients write to. Empty: the
+	// in-process register (history.Register). PostgreSQL: a table on a
+	// real PostgreSQL server, guarded by fence.GuardSQL (needs Fencing).
+	Resource Resource
+	// WarmUp makes each client take the lock once, in turn, before the
+	// workload (recorded as any lease): with fencing, every client's
+	// counter is then on the masters it reaches, whichever client the
+	// workload's contention favours.
+	WarmUp bool
+	// Knob names a safety mechanism switched off for the run (a switch of
+	// internal/knobs, see Knobs): the unsafe twin of a protected scenario.
+	// The switches are process-wide: a scenario with a Knob must not run
+	// beside another.
+	Knob string
+}
+
+// Resource names a scenario's protected resource.
+type Resource string
+
+// PostgreSQL: the clients' writes go to a real PostgreSQL server through
+// fence.GuardSQL, each a transaction of the guard and the write; the
+// checker judges the decisions, and the database's own record of what it
+// kept (history.StoredWriteOrder).
+const PostgreSQL Resource = "postgresql"
+
+// Needs is what the scenario's faults need of the machine and of the
+// cluster (faultinject.Needs, merged over its schedule).
+func (s Scenario) Needs() faultinject.Needs {
+	var n faultinject.Needs
+	for _, st := range s.Schedule {
+		if st.Fault != nil {
+			n = n.Merge(faultinject.NeedsOf(st.Fault))
+		}
+	}
+	return n
+}
+
+// Missing reports what this machine lacks to run the scenario (its faults'
+// needs, PostgreSQL), or nil. Libfaketime is left to the backend: the
+// memory backend's clocks need none, and on the others a clock fault's
+// injection fails saying it is missing.
+func (s Scenario) Missing() error {
+	n := s.Needs()
+	n.Libfaketime = false
+	err := n.Missing()
+	if s.Resource == PostgreSQL {
+		err = errors.Join(err, PostgresAvailable())
+	}
+	return err
 }
 
 // nodeTimeout is the scenario's NodeTimeout, or its default.
@@ -252,6 +307,15 @@ func (s Scenario) Validate() error {
 		return bad("K %d must be positive for a semaphore and 0 otherwise (shape %q)", s.K, s.Shape)
 	case s.Shape != Mutex && (s.Fencing || s.Renew):
 		return bad("fencing and renewal scenarios use the mutex, not shape %q", s.Shape)
+	case s.Resource != "" && s.Resource != PostgreSQL:
+		return bad("resource %q must be empty (the in-process register) or %q", s.Resource, PostgreSQL)
+	case s.Resource == PostgreSQL && !s.Fencing:
+		return bad("the PostgreSQL resource is guarded by fencing tokens: set Fencing")
+	case s.Knob != "" && Knobs()[s.Knob] == nil:
+		return bad("knob %q is not one of %s", s.Knob, strings.Join(knobNames(), ", "))
+	}
+	if n := s.Needs(); !n.Allows(s.Persistence) {
+		return bad("its faults need masters with persistence %v, not %s", n.Persistence, s.Persistence)
 	}
 	for i, st := range s.Schedule {
 		if st.At < 0 || st.Every < 0 || st.For < 0 || st.Hold < 0 || st.Pause < 0 || st.Overrun < 0 {
@@ -263,7 +327,10 @@ func (s Scenario) Validate() error {
 		if st.Pause > 0 && st.Overrun > 0 {
 			return bad("step %d is both a pause and an overrun", i)
 		}
-		if st.Pause > 0 || st.Overrun > 0 {
+		if st.Pause > 0 && st.Fault != nil && st.Hold == 0 {
+			return bad("step %d (%s): a fault during a client pause needs Hold", i, st.Name())
+		}
+		if st.Fault == nil && (st.Pause > 0 || st.Overrun > 0) {
 			continue
 		}
 		if st.Fault == nil {
@@ -458,9 +525,10 @@ var (
 )
 
 func init() {
+	builtin = append(builtin, hostScenarios...)
 	for i := range builtin {
-		builtin[i].Duration = fullDuration
-		builtin[i].ShortDuration = shortDuration
+		builtin[i].Duration = cmp.Or(builtin[i].Duration, fullDuration)
+		builtin[i].ShortDuration = cmp.Or(builtin[i].ShortDuration, shortDuration)
 		if err := builtin[i].Validate(); err != nil {
 			panic(err)
 		}

@@ -20,6 +20,9 @@ func TestBuiltinScenarios(t *testing.T) {
 		"failover-no-key": Unsafe, "failover-no-key-quarantined": Safe,
 		"clock-jump": Unsafe, "clock-jump-fenced": Safe,
 		"client-pause": Unsafe, "client-pause-fenced": Safe, "client-pause-renewed": Safe,
+		"aof-tail-loss-pg": Safe, "aof-tail-loss-pg-no-run-stamp": Unsafe,
+		"aof-tail-loss-pg-n5": Safe, "aof-tail-loss-pg-n5-no-run-stamp": Unsafe,
+		"clock-step-after-restart-pg": Safe, "clock-strobe-pg": Safe, "disk-full-pg": Safe, "one-way-partition-pg": Safe,
 	}
 	scs := Scenarios()
 	if len(scs) != len(want) {
@@ -107,6 +110,15 @@ func TestValidateNamesBadValues(t *testing.T) {
 		"negative duration":         func(s *Scenario) { s.Schedule = []Step{{At: -1, Pause: time.Millisecond}} },
 		"must be below the TTL 1s":  func(s *Scenario) { s.Schedule = []Step{{Hold: 2 * time.Second, Pause: 1}} },
 		"durations 0s / 1s (short)": func(s *Scenario) { s.Duration = 0 },
+		"guarded by fencing tokens": func(s *Scenario) { s.Resource = PostgreSQL },
+		`resource "mysql"`:          func(s *Scenario) { s.Resource = "mysql" },
+		`knob "NoSuchKnob"`:         func(s *Scenario) { s.Knob = "NoSuchKnob" },
+		"persistence [aof-everysec], not none": func(s *Scenario) {
+			s.Schedule = []Step{{Fault: faultinject.AOFTailLoss{}, Target: LastNode}}
+		},
+		"needs Hold": func(s *Scenario) {
+			s.Schedule = []Step{{Pause: time.Millisecond, Fault: faultinject.Kill{}, Target: LastNode}}
+		},
 	}
 	for want, mod := range cases {
 		s := base
@@ -141,7 +153,9 @@ func TestStepName(t *testing.T) {
 		}
 	}
 	joined := strings.Join(names, "\n")
-	for _, want := range []string{"kill@minority for 1.5s every 300ms", "restart(delay=0s,none)@pivot while held(1.8s)", "client-pause(validity+300ms)", "clock-jump(+4s)@pivot", "work-overrun(validity+300ms)", "restart(delay=0s,aof-always)@rolling every 400ms"} {
+	for _, want := range []string{"kill@minority for 1.5s every 300ms", "restart(delay=0s,none)@pivot while held(1.8s)", "client-pause(validity+300ms)", "clock-jump(+4s)@pivot", "work-overrun(validity+300ms)", "restart(delay=0s,aof-always)@rolling every 400ms",
+		"aof-tail-loss(delay=0s)@pivot during client-pause(validity+700ms) while held(1ms) every 1.5s", "disk-full@last for 500ms every 300ms",
+		"one-way-partition(downstream)@last for 800ms every 300ms", "clock-strobe(±3ms/10ms)@all", "clock-step-after-restart(+2m0s,none)@minority every 1.5s"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("step names %q lack %q", joined, want)
 		}

@@ -15,7 +15,7 @@ func (r *run) step(ctx context.Context, st Step) {
 	// Injections and undos run to completion even when the run ends
 	// meanwhile (a restart is not left half done), within a bound.
 	bg := context.WithoutCancel(ctx)
-	client := st.Pause > 0 || st.Overrun > 0 // a client's fault, not a node's
+	client := st.Fault == nil // a client's fault (a pause, an overrun), not a node's
 	var f faultinject.Fault
 	var nodes []int
 	if !client {
@@ -32,12 +32,13 @@ func (r *run) step(ctx context.Context, st Step) {
 		}
 		req := &request{}
 		switch {
+		case st.Hold > 0:
+			// A fault in a holder's lease; with Pause, during its stall.
+			req.hold, req.held, req.pause = st.Hold, make(chan struct{}), st.Pause
 		case st.Pause > 0:
 			req.pause = st.Pause
 		case st.Overrun > 0:
 			req.overrun = st.Overrun
-		case st.Hold > 0:
-			req.hold, req.held = st.Hold, make(chan struct{})
 		default:
 			req = nil
 		}

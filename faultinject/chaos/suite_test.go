@@ -34,14 +34,31 @@ func TestMain(m *testing.M) {
 // A named backend that cannot run here is skipped with a message, or fails
 // when CI=true.
 func TestShortSuite(t *testing.T) {
+	pg := suitePostgres(t)
 	for _, kind := range suiteBackends(t) {
 		t.Run(string(kind), func(t *testing.T) {
 			faultinject.RequireBackend(t, kind)
 			start := time.Now()
 			var reps []Report
 			for _, sc := range Scenarios() {
+				if sc.Needs().Process && kind != faultinject.Process {
+					t.Logf("%s: its faults act on redis-server processes: it runs on the process backend only", sc.Name)
+					continue
+				}
+				if err := sc.Missing(); err != nil {
+					// The project's rule for a missing dependency
+					// (redisproc.RequireOrSkip), for one scenario of the
+					// suite: a failure under CI=true, else skipped.
+					if os.Getenv("CI") == "true" {
+						t.Errorf("%s: %v; CI=true, so this is a failure", sc.Name, err)
+					} else {
+						t.Logf("%s: %v; skipped (set CI=true to make this a failure)", sc.Name, err)
+					}
+					continue
+				}
 				var log syncBuffer
-				rep, err := Run(context.Background(), sc, Options{Backend: kind, Short: true, Progress: &log})
+				opt := Options{Backend: kind, Short: true, Progress: &log, Postgres: pg}
+				rep, err := Run(context.Background(), sc, opt)
 				// An unsafe scenario forces its violation by timing; on a
 				// loaded machine a short run can miss every window. A safe
 				// scenario whose clients were starved of CPU can lock
@@ -52,7 +69,7 @@ func TestShortSuite(t *testing.T) {
 				for retry := 0; err == nil && vacuous(sc, rep) && retry < 2; retry++ {
 					t.Logf("%s on %s: %d acquisitions, %d violations: running it again", sc.Name, kind, rep.Acquisitions, rep.Violations)
 					log.Reset()
-					rep, err = Run(context.Background(), sc, Options{Backend: kind, Short: true, Progress: &log})
+					rep, err = Run(context.Background(), sc, opt)
 				}
 				if err != nil {
 					t.Fatalf("%s: %v", sc.Name, err)
@@ -84,6 +101,29 @@ func TestShortSuite(t *testing.T) {
 			t.Logf("short suite on %s in %v:\n%s", kind, time.Since(start).Round(time.Millisecond), tab.String())
 		})
 	}
+}
+
+// suitePostgres starts the PostgreSQL server the short suite's PostgreSQL
+// scenarios share, and stops it in t.Cleanup. Without PostgreSQL it
+// returns nil (those scenarios then fail under CI=true, and are skipped
+// otherwise).
+func suitePostgres(t *testing.T) *Postgres {
+	t.Helper()
+	if PostgresAvailable() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Close(); err != nil {
+			t.Errorf("stopping PostgreSQL: %v", err)
+		}
+	})
+	return pg
 }
 
 // TestSlowNodeOnALoadedMachine: slow-node's clients still lock when every

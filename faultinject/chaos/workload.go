@@ -86,6 +86,9 @@ func (r *run) section(ctx context.Context, k int, lease *redlock.Lease, acq hist
 	default:
 	}
 	switch {
+	case req != nil && req.held != nil && req.pause > 0:
+		// The fault goes in now, while the holder stalls (below).
+		close(req.held)
 	case req != nil && req.held != nil:
 		close(req.held)
 		r.linger(lease, req.hold, rival)
@@ -164,4 +167,20 @@ func (r *run) linger(lease *redlock.Lease, hold time.Duration, rival <-chan stru
 	case <-t.C:
 	case <-rival:
 	}
+}
+
+// warmUp is client k's one cycle before the workload (Scenario.WarmUp):
+// Lock, the critical section and its write, Unlock.
+func (r *run) warmUp(ctx context.Context, k int, l locker) error {
+	lctx, cancel := context.WithTimeout(ctx, 10*r.sc.TTL+10*time.Second)
+	defer cancel()
+	lease, acq, err := l.lock(lctx)
+	if err != nil {
+		return fmt.Errorf("client %d's warm-up lock: %w", k, err)
+	}
+	r.section(ctx, k, lease, acq, l, func() {})
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = lease.Unlock(uctx)
+	return nil
 }

@@ -59,6 +59,16 @@ const (
 	Outlived Kind = "outlived"
 )
 
+// What the protected resource itself kept.
+const (
+	// Stored: the resource's own record of a write it kept (read back from
+	// it after the run, as a database's rows): Token is the writing
+	// lease's, Fence the write's fencing token, Seq the write's place in the
+	// resource's own order (a commit sequence: later commits, higher Seq).
+	// At is when the write was recorded accepted, when known.
+	Stored Kind = "stored"
+)
+
 // Event is one entry of a history. Times are durations on one reference
 // clock of the run (RefClock, or the simulator's virtual clock).
 type Event struct {
@@ -108,6 +118,8 @@ type Event struct {
 	// master, and how long its guard lasts there.
 	Released time.Duration `json:"released,omitempty"`
 	Guard    time.Duration `json:"guard,omitempty"`
+	// Seq, on Stored, is the write's place in the resource's own order.
+	Seq int64 `json:"seq,omitempty"`
 	// Note describes the event in words, for a report.
 	Note string `json:"note,omitempty"`
 	// Err is the error text of LockLost, when there was one.

@@ -59,7 +59,7 @@ type Invariant struct {
 // them.
 var Invariants = []*Invariant{
 	&MutualExclusion, &SemaphoreBound, &QuorumCoverage, &ReleaseGuard, &LockDelay,
-	&TokenOrder, &FencedWriteOrder, &NewerWriteAccepted,
+	&TokenOrder, &FencedWriteOrder, &NewerWriteAccepted, &StoredWriteOrder,
 	&FreshWrites, &LeasedWrites,
 	&HoldsBound, &DoReleases,
 	&NoOrphans, &KeysExpire,

@@ -34,6 +34,16 @@ var violating = map[*Invariant][]Event{
 	// The older lease (token 2) writes after the newer one (token 3): the
 	// resource takes it, as if the tokens were the other way round.
 	&FencedWriteOrder: concat(fenced(0, "a", 0, 1000*ms, 500*ms, 2, true), fenced(1, "b", 600*ms, 1600*ms, 400*ms, 3, true)),
+	// The resource's own record keeps the older lease's write (token 2)
+	// after the newer lease's (token 3).
+	&StoredWriteOrder: {
+		{Client: 0, Kind: Acquired, At: 0, Until: 100 * ms, Token: "a", Fence: 2, Holds: 1},
+		{Client: 0, Kind: Unlock, At: 50 * ms, Token: "a"},
+		{Client: 1, Kind: Acquired, At: 200 * ms, Until: 300 * ms, Token: "b", Fence: 3, Holds: 1},
+		{Client: 1, Kind: Unlock, At: 250 * ms, Token: "b"},
+		{Kind: Stored, Token: "b", Fence: 3, Seq: 1},
+		{Kind: Stored, Token: "a", Fence: 2, Seq: 2},
+	},
 	// The newer lease's token is below the older's: its write is refused.
 	&NewerWriteAccepted: concat(fenced(0, "a", 0, 100*ms, 50*ms, 3, true), fenced(1, "b", 200*ms, 300*ms, 250*ms, 2, false)),
 	// A write 300ms after the validity ended.

@@ -30,6 +30,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoPanicRelease":     &knobs.NoPanicRelease,
 	"NoLockDelay":        &knobs.NoLockDelay,
 	"NoLockDelayStretch": &knobs.NoLockDelayStretch,
+	"MisconfFinal":       &MisconfFinal, // the simulator's own (disk.go)
 }
 
 func knobNames() []string {
@@ -127,6 +128,14 @@ var knobCases = []struct {
 	{"DialTimeoutNotSent", Leaks, "orphan key", nil},
 	// Do that does not release when its function panics.
 	{"NoPanicRelease", Leaks, "after its Do returned", nil},
+	// The drift allowance against clocks that strobe (each key set at one
+	// phase and judged at the other expires up to twice the strobe's
+	// offset early): without it a lease outlives its keys on a quorum.
+	{"NoDrift", Strobes, "", nil},
+	// A full disk's MISCONF taken as a final answer (the simulator's own
+	// switch: the coordinator has no knob for it): a release refused on a
+	// full disk is not retried, and its key outlives the clients.
+	{"MisconfFinal", Disks, "", nil},
 }
 
 // knobBudgets overrides knobBudget for a violation that needs more
@@ -146,6 +155,9 @@ func TestKnobsAreCaught(t *testing.T) {
 		name := kc.knob
 		if kc.fam == Shapes && kc.knob != "NoShapeQuorum" || kc.knob == "NoQuarantine" && kc.fam == Late {
 			name += "_in_shapes"
+		}
+		if kc.fam == Strobes {
+			name += "_in_strobes"
 		}
 		t.Run(name, func(t *testing.T) {
 			defer setKnob(t, kc.knob)()

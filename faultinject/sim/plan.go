@@ -36,10 +36,14 @@ const (
 	Late    Family = "late"    // a majority restarts empty (its clocks stepped at boot); clients that first meet it after (restart quarantine)
 	Aliases Family = "aliases" // one server listed twice, restarting between its addresses' first contacts
 	Leaks   Family = "leaks"   // paused masters whose accept queue fills; Do functions that panic
+	// The host faults of the chaos suite's second round.
+	Strobes Family = "strobes" // every master's clock strobing within the drift allowance
+	Disks   Family = "disks"   // masters' disks full (writes refused with MISCONF) among mixed faults
 )
 
-// Families lists every family, in a fixed order.
-var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes, Late, Aliases, Leaks}
+// Families lists every family, in a fixed order (new families go last, so
+// that a seed's family in a run of all of them is what it was before).
+var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes, Late, Aliases, Leaks, Strobes, Disks}
 
 // ShapeKind is the kind of lock on one name (docs/shapes.md).
 type ShapeKind int
@@ -134,13 +138,24 @@ const (
 	// No key exists yet for the step to expire early, so it breaks no
 	// assumption. Family Late, drawn from hostStream.
 	BootClockStep
+	// ClockStrobe: Master's clock flips between real time + Jump and real
+	// time - Jump every Delay, from At for Dur, as faultinject.ClockStrobe
+	// does: a key set while it reads behind and judged while it reads ahead
+	// expires 2*Jump early. Family Strobes draws 2*Jump within the drift
+	// allowance.
+	ClockStrobe
+	// DiskFull: Master's disk is full from At for Dur (memnode.SetDiskFull):
+	// every command that would write is refused with a MISCONF error
+	// reply, as a Redis with appendfsync everysec refuses it. Family Disks.
+	DiskFull
 	numKinds
 )
 
 var kindNames = [...]string{"pause", "crash", "restart-keep", "restart-empty", "clock-jump",
 	"drift-within", "drift-beyond", "partition", "isolate", "slow-link", "client-pause",
 	"caller-cancel", "net-delay", "net-spike", "drop-request", "drop-reply",
-	"late-client", "alias", "backlog-pause", "do-panic", "crash-aof-tail", "boot-clock-step"}
+	"late-client", "alias", "backlog-pause", "do-panic", "crash-aof-tail", "boot-clock-step",
+	"clock-strobe", "disk-full"}
 
 func (k FaultKind) String() string { return kindNames[k] }
 
@@ -154,7 +169,7 @@ type Fault struct {
 	Cut     []int // Partition: the masters the client cannot reach
 	Jump    time.Duration
 	Rate    float64
-	Delay   time.Duration // SlowLink; BacklogPause: queue full after; CrashAOFTail: last fsync before At
+	Delay   time.Duration // SlowLink; BacklogPause: queue full after; CrashAOFTail: last fsync before At; ClockStrobe: the period
 }
 
 func (f Fault) String() string {
@@ -179,6 +194,10 @@ func (f Fault) String() string {
 		}
 	case BootClockStep:
 		s += fmt.Sprintf(" m%d, clock stepped +%v at boot", f.Master, f.Jump)
+	case ClockStrobe:
+		s += fmt.Sprintf(" m%d ±%v every %v for %v", f.Master, f.Jump, f.Delay, f.Dur)
+	case DiskFull:
+		s += fmt.Sprintf(" m%d for %v", f.Master, f.Dur)
 	case DriftWithin, DriftBeyond:
 		s += fmt.Sprintf(" m%d rate %.4f", f.Master, f.Rate)
 	case Partition:
@@ -437,6 +456,19 @@ func drawPlan(seed uint64, f Family) Plan {
 		p.DoPanicP = 0.1 + 0.2*r.Float64()
 		kinds = []FaultKind{BacklogPause, BacklogPause, MasterPause, SlowLink}
 		nFaults = r.IntN(3)
+	case Strobes:
+		// Every master's clock strobes (as FastClocks makes every one
+		// fast), each within half the drift allowance: no pause past the
+		// validity, no quarantine, no lock delay (its promise is stretched
+		// for a rate, not for an offset).
+		p.Clients = 3 + r.IntN(2)
+		p.PauseP, p.Quar, p.Delay = 0, false, 0
+		kinds = []FaultKind{ClockStrobe}
+		nFaults = p.Masters
+	case Disks:
+		// Full disks (a minority or more at once) among ordinary faults.
+		kinds = []FaultKind{DiskFull, DiskFull, DiskFull, MasterPause, Partition, SlowLink, RestartKeep}
+		nFaults = 1 + r.IntN(5)
 	}
 	for range nFaults {
 		k := kinds[r.IntN(len(kinds))]
@@ -467,6 +499,15 @@ func drawPlan(seed uint64, f Family) Plan {
 			ft.Delay = nodeTimeout + time.Duration(r.Int64N(int64(p.TTL)))
 		case BacklogPause:
 			ft.Dur, ft.Delay = p.backlogPause(r)
+		case ClockStrobe:
+			// Half the allowance at most: a key lives at least TTL minus
+			// the allowance.
+			half := p.driftAllowance() / 2
+			ft.Master = len(p.Faults) % p.Masters
+			ft.At = time.Duration(r.Int64N(int64(p.TTL)))
+			ft.Dur = p.Duration
+			ft.Jump = half/4 + time.Duration(r.Int64N(int64(half-half/4)+1))
+			ft.Delay = time.Millisecond + time.Duration(r.Int64N(int64(9*time.Millisecond)))
 		}
 		p.Faults = append(p.Faults, ft)
 	}
@@ -489,6 +530,15 @@ func drawPlan(seed uint64, f Family) Plan {
 		at := time.Duration(r.Int64N(int64(p.Duration / 2)))
 		p.Faults = append(p.Faults, Fault{Kind: RestartKeep, Master: m, At: time.Duration(r.Int64N(int64(at) + 1))},
 			Fault{Kind: AliasAddr, Master: m, At: at})
+	case Disks:
+		// A full disk on one master for the last tenth to third of a TTL
+		// of the workload: the releases it refuses then, of keys set just
+		// before, are retried only once it is freed, as the clients close,
+		// while those keys are still alive.
+		ft := Fault{Kind: DiskFull, Master: r.IntN(p.Masters)}
+		ft.Dur = p.TTL/10 + time.Duration(r.Int64N(int64(p.TTL/3)))
+		ft.At = p.Duration - ft.Dur
+		p.Faults = append(p.Faults, ft)
 	case Leaks:
 		// A pause shorter than the TTL with a full accept queue that ends
 		// with the workload, so that a straggler it applies at resume is

@@ -15,8 +15,9 @@ var (
 )
 
 // ciSchedules is the CI budget per family of TestSimulate; the families
-// of the probe findings (late, aliases, leaks) run fewer (ciNewSchedules) so that
-// the CI time stays about what it was.
+// of the probe findings (late, aliases, leaks) and of the host faults
+// (strobes, disks) run fewer (ciNewSchedules) so that the CI time stays
+// about what it was.
 const (
 	ciSchedules    = 400
 	ciNewSchedules = 100
@@ -27,7 +28,7 @@ const (
 func TestSimulate(t *testing.T) {
 	for _, fam := range Families {
 		n := uint64(ciSchedules)
-		if fam == Late || fam == Aliases || fam == Leaks {
+		if fam == Late || fam == Aliases || fam == Leaks || fam == Strobes || fam == Disks {
 			n = ciNewSchedules
 		}
 		if testing.Short() || raceEnabled {

@@ -287,6 +287,8 @@ func (w *world) faults() {
 		do func()
 	}
 	var evs []ev
+	var strobes sync.WaitGroup // ClockStrobe's goroutines, ended by the workload's end
+	defer strobes.Wait()
 	p := w.plan
 	for _, f := range p.Faults {
 		m := w.masters[f.Master]
@@ -337,6 +339,10 @@ func (w *world) faults() {
 				m.Fail(nil)
 				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 			}})
+		case ClockStrobe:
+			evs = append(evs, ev{f.At, func() { strobes.Go(func() { w.strobe(m, f.Jump, f.Delay, w.t0.Add(end)) }) }})
+		case DiskFull:
+			evs = append(evs, ev{f.At, func() { m.SetDiskFull(true) }}, ev{end, func() { m.SetDiskFull(false) }})
 		case RestartKeep:
 			evs = append(evs, ev{f.At, func() { m.Restart(true) }})
 		case RestartEmpty:
@@ -376,6 +382,19 @@ func (w *world) faults() {
 		}
 		e.do()
 	}
+}
+
+// strobe flips m's clock between +offset and -offset (from real time)
+// every period until end, then sets it back.
+func (w *world) strobe(m *memnode.Node, offset, period time.Duration, end time.Time) {
+	_ = m.SkewClock(offset, 1)
+	at := offset
+	for time.Now().Add(period).Before(end) {
+		time.Sleep(period)
+		_ = m.SkewClock(-2*at, 1)
+		at = -at
+	}
+	_ = m.SkewClock(-at, 1)
 }
 
 var (

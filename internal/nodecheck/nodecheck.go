@@ -16,6 +16,10 @@ const (
 	Info = "info"
 	Warn = "warn"
 	Bad  = "bad"
+	// Unknown: a check could not read what it needs (CONFIG GET refused)
+	// and what it did not read could make it bad; quorumlock doctor counts
+	// it as bad.
+	Unknown = "unknown"
 )
 
 // Finding is one judgement on one setting.
@@ -23,7 +27,7 @@ type Finding struct {
 	// Level is OK, Info, Warn or Bad.
 	Level string
 	// Check names the setting: version, maxmemory-policy, persistence,
-	// role, cluster, tcp-backlog.
+	// disk, role, cluster, tcp-backlog.
 	Check string
 	// Text is the finding and its advice, one line.
 	Text string
@@ -37,7 +41,7 @@ type Finding struct {
 var Fields = []string{
 	"redis_version", "valkey_version", "server_name",
 	"maxmemory", "maxmemory_human", "maxmemory_policy",
-	"aof_enabled",
+	"aof_enabled", "aof_last_write_status", "rdb_last_bgsave_status",
 	"role", "master_host", "master_port", "connected_slaves", "master_replid2",
 	"cluster_enabled",
 }
@@ -48,7 +52,8 @@ const NoReplID = "0000000000000000000000000000000000000000"
 // Server judges one server from its INFO fields (in) and the CONFIG GET
 // values read (conf: appendfsync, save, tcp-backlog; nil when CONFIG GET
 // was not tried, confErr when it was refused). A check whose fields are
-// absent from in is judged Info ("does not say") or left out.
+// absent from in is judged Info ("does not say") or left out; one that
+// rests on a CONFIG GET value that was refused is Unknown.
 func Server(in, conf map[string]string, confErr error) []Finding {
 	var out []Finding
 	add := func(level, check string, quarantine bool, format string, args ...any) {
@@ -83,23 +88,10 @@ func Server(in, conf map[string]string, confErr error) []Finding {
 		add(OK, "maxmemory-policy", false, "%s: lock keys are never evicted (when memory is full, writes fail and the lock reports it)", policy)
 	}
 
-	// Persistence.
-	fsync, save := conf["appendfsync"], conf["save"]
-	switch aof := in["aof_enabled"]; {
-	case aof == "":
-		add(Info, "persistence", false, "INFO persistence does not say whether appendonly is on")
-	case aof == "1" && fsync == "always":
-		add(OK, "persistence", false, "appendonly yes, appendfsync always: lock keys and fencing counters survive a crash; the restart quarantine may exempt this master (durable)")
-	case aof == "1" && fsync == "" && conf == nil:
-		add(Info, "persistence", true, "appendonly yes, appendfsync not read: unless it is always, a crash loses the last writes: use the restart quarantine")
-	case aof == "1" && fsync == "":
-		add(Info, "persistence", true, "appendonly yes, appendfsync unknown (CONFIG GET refused: %v): unless it is always, a crash loses the last writes: use the restart quarantine", confErr)
-	case aof == "1":
-		add(Warn, "persistence", true, "appendonly yes but appendfsync %s: a crash loses the last writes (a lock just taken; a fencing counter just raised comes back old and reads as lost, so tokens stay monotonic): set appendfsync always, or use the restart quarantine (quorumlock run --quarantine, redlock.WithRestartQuarantine)", fsync)
-	case save != "" && conf != nil && confErr == nil:
-		add(Bad, "persistence", false, "appendonly no with RDB snapshots (save %q): a restart loads an older snapshot, so lock keys taken since are lost (fencing counters come back old and read as lost): use appendonly yes with appendfsync always, or no persistence with the restart quarantine", save)
-	default:
-		add(Warn, "persistence", true, "appendonly no: a restarted master comes back without the lock keys it granted, and another client can take a held lock: use the restart quarantine (at least the TTL), or appendonly yes with appendfsync always")
+	// Persistence, and whether the disk takes the writes.
+	out = append(out, Persistence(in, conf, confErr))
+	if f, ok := Disk(in); ok {
+		out = append(out, f)
 	}
 
 	// Role.

@@ -30,7 +30,12 @@ func TestServer(t *testing.T) {
 		{"no AOF", map[string]string{"aof_enabled": "0"}, nil, nil, "persistence", want{Warn, true}},
 		{"no AOF, RDB", map[string]string{"aof_enabled": "0"}, map[string]string{"save": "900 1"}, nil, "persistence", want{Bad, false}},
 		{"AOF, fsync not read", map[string]string{"aof_enabled": "1"}, nil, nil, "persistence", want{Info, true}},
-		{"AOF, CONFIG refused", map[string]string{"aof_enabled": "1"}, map[string]string{}, errors.New("NOPERM"), "persistence", want{Info, true}},
+		{"AOF, CONFIG refused", map[string]string{"aof_enabled": "1"}, map[string]string{}, errors.New("NOPERM"), "persistence", want{Unknown, true}},
+		{"no AOF, CONFIG refused", map[string]string{"aof_enabled": "0"}, map[string]string{}, errors.New("NOPERM"), "persistence", want{Unknown, true}},
+		{"no AOF, save read, a later CONFIG GET refused", map[string]string{"aof_enabled": "0"}, map[string]string{"appendfsync": "everysec", "save": ""}, errors.New("NOPERM"), "persistence", want{Warn, true}},
+		{"AOF write failed", map[string]string{"aof_enabled": "1", "aof_last_write_status": "err", "rdb_last_bgsave_status": "ok"}, nil, nil, "disk", want{Bad, false}},
+		{"snapshot failed", map[string]string{"aof_enabled": "0", "aof_last_write_status": "ok", "rdb_last_bgsave_status": "err"}, nil, nil, "disk", want{Bad, false}},
+		{"disk takes writes", map[string]string{"aof_enabled": "1", "aof_last_write_status": "ok", "rdb_last_bgsave_status": "ok"}, nil, nil, "disk", want{OK, false}},
 		{"AOF everysec", map[string]string{"aof_enabled": "1"}, map[string]string{"appendfsync": "everysec"}, nil, "persistence", want{Warn, true}},
 		{"AOF always", map[string]string{"aof_enabled": "1"}, map[string]string{"appendfsync": "always"}, nil, "persistence", want{OK, false}},
 		{"replica", map[string]string{"role": "slave", "master_host": "h", "master_port": "1"}, nil, nil, "role", want{Bad, false}},
@@ -55,6 +60,38 @@ func TestServer(t *testing.T) {
 	for _, f := range Server(nil, nil, nil) {
 		if f.Level != Info {
 			t.Errorf("no INFO fields: %+v", f)
+		}
+	}
+}
+
+// TestPersistenceIsTheOneRule: Server's persistence finding is
+// Persistence's, for every combination of the settings it reads (doctor
+// and the first-contact check both go through Server), and a CONFIG GET
+// that was refused never gives a milder level than Unknown where the value
+// it did not read decides.
+func TestPersistenceIsTheOneRule(t *testing.T) {
+	refused := errors.New("NOPERM")
+	for _, aof := range []string{"", "0", "1"} {
+		for _, conf := range []map[string]string{nil, {}, {"appendfsync": "always", "save": ""}, {"appendfsync": "everysec", "save": "900 1"}} {
+			for _, cerr := range []error{nil, refused} {
+				in := map[string]string{"aof_enabled": aof}
+				want := Persistence(in, conf, cerr)
+				var got []Finding
+				for _, f := range Server(in, conf, cerr) {
+					if f.Check == "persistence" {
+						got = append(got, f)
+					}
+				}
+				if len(got) != 1 || got[0] != want {
+					t.Errorf("aof %q conf %v err %v: Server gives %+v, Persistence %+v", aof, conf, cerr, got, want)
+				}
+				if _, read := conf["appendfsync"]; aof == "1" && !read && cerr != nil && want.Level != Unknown {
+					t.Errorf("aof on, appendfsync refused: %s, want unknown", want.Level)
+				}
+				if _, read := conf["save"]; aof == "0" && !read && cerr != nil && want.Level != Unknown {
+					t.Errorf("aof off, save refused: %s, want unknown", want.Level)
+				}
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -30,9 +31,26 @@ type Config struct {
 	// Dir is the working directory (AOF and RDB files). Default: a new
 	// temporary directory, removed by Stop.
 	Dir string
-	// AppendOnly enables AOF with appendfsync always, so keys and their TTLs
-	// survive a kill -9.
+	// AppendOnly enables AOF with appendfsync always (or AppendFsync), so
+	// keys and their TTLs survive a kill -9.
 	AppendOnly bool
+	// AppendFsync is the appendfsync policy with AppendOnly: "always"
+	// (default), "everysec" or "no". A kill -9 loses nothing under any of
+	// them (the kernel's page cache survives the process); a host crash
+	// loses what was not synced.
+	AppendFsync string
+	// AOFTimestamps adds aof-timestamp-enabled yes with AppendOnly: the AOF
+	// then carries "#TS:<unix seconds>" annotations, by which
+	// redis-check-aof --truncate-to-timestamp cuts it (TruncateAOF).
+	AOFTimestamps bool
+	// Host is the address the server binds to and Addr names. Default:
+	// 127.0.0.1.
+	Host string
+	// Prefix, when set, is a command that runs redis-server, which follows
+	// it with its arguments: for example {"ip", "netns", "exec", "ns1"} to
+	// run the server in a network namespace. The command must exec the
+	// server (not fork it), so that signals reach the server.
+	Prefix []string
 	// Env is added to the process environment (for example LD_PRELOAD and
 	// FAKETIME_* variables for clock faults).
 	Env []string
@@ -114,7 +132,7 @@ func Start(cfg Config) (*Server, error) {
 			}
 			port = p
 		}
-		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.addr = net.JoinHostPort(s.host(), strconv.Itoa(port))
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -177,11 +195,22 @@ func MainMissing(err error) (code int, missing bool) {
 	return 0, true
 }
 
+// host is the address the server binds to.
+func (s *Server) host() string {
+	if s.cfg.Host == "" {
+		return "127.0.0.1"
+	}
+	return s.cfg.Host
+}
+
 func (s *Server) args() []string {
 	s.mu.Lock()
-	appendOnly := s.cfg.AppendOnly
+	appendOnly, fsync := s.cfg.AppendOnly, s.cfg.AppendFsync
 	s.mu.Unlock()
-	port := s.addr[len("127.0.0.1:"):]
+	if fsync == "" {
+		fsync = "always"
+	}
+	_, port, _ := net.SplitHostPort(s.addr)
 	var a []string
 	if s.cfg.ConfigFile != "" {
 		a = append(a, s.cfg.ConfigFile)
@@ -192,7 +221,7 @@ func (s *Server) args() []string {
 		a = append(a, "--port", port)
 	}
 	a = append(a,
-		"--bind", "127.0.0.1",
+		"--bind", s.host(),
 		"--dir", s.cfg.Dir,
 		"--save", "",
 		"--daemonize", "no",
@@ -200,7 +229,10 @@ func (s *Server) args() []string {
 		"--logfile", filepath.Join(s.cfg.Dir, "redis.log"),
 	)
 	if appendOnly {
-		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+		a = append(a, "--appendonly", "yes", "--appendfsync", fsync)
+		if s.cfg.AOFTimestamps {
+			a = append(a, "--aof-timestamp-enabled", "yes")
+		}
 	} else {
 		a = append(a, "--appendonly", "no")
 	}
@@ -208,7 +240,11 @@ func (s *Server) args() []string {
 }
 
 func (s *Server) start() error {
-	cmd := exec.Command(s.cfg.Binary, s.args()...)
+	name, args := s.cfg.Binary, s.args()
+	if len(s.cfg.Prefix) > 0 {
+		name, args = s.cfg.Prefix[0], append(append(slices.Clone(s.cfg.Prefix[1:]), s.cfg.Binary), args...)
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Dir = s.cfg.Dir
 	cmd.Env = append(os.Environ(), s.cfg.Env...)
 	// Own process group, so a Ctrl-C on the test does not reach it first and
@@ -334,11 +370,22 @@ func (s *Server) Restart() error {
 // port is still held by the old process, Relaunch retries every 50ms until
 // ctx ends; the error then names the address and wraps ctx.Err().
 func (s *Server) Relaunch(ctx context.Context, appendOnly bool) error {
+	return s.RelaunchAOF(ctx, appendOnly, "always")
+}
+
+// RelaunchAOF is Relaunch with the appendfsync policy fsync ("always",
+// "everysec" or "no"; it sticks, as appendOnly does).
+func (s *Server) RelaunchAOF(ctx context.Context, appendOnly bool, fsync string) error {
+	switch fsync {
+	case "always", "everysec", "no":
+	default:
+		return fmt.Errorf("redisproc: appendfsync %q is not always, everysec or no", fsync)
+	}
 	if err := s.Kill(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.cfg.AppendOnly = appendOnly
+	s.cfg.AppendOnly, s.cfg.AppendFsync = appendOnly, fsync
 	s.mu.Unlock()
 	for {
 		err := s.start()
@@ -404,4 +451,26 @@ func WaitGone(ctx context.Context, client *redis.Client, key string, limit time.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// WaitExit waits until the process has exited by itself (not killed
+// through Kill), for at most limit or until ctx ends, and reports whether
+// it has.
+func (s *Server) WaitExit(ctx context.Context, limit time.Duration) bool {
+	s.mu.Lock()
+	exited := s.exited
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if !running {
+		return false
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }

@@ -1,7 +1,7 @@
 // Package memnode is an in-memory Redis master for tests: a redlock.Node
 // that keeps lock keys with TTLs on its own clock, with knobs to delay,
-// pause, fail, skew and restart it, like hashicorp/raft's in-memory
-// transport.
+// pause, fail, skew, restart it and fill its disk (SetDiskFull: writes
+// refused with MISCONF), like hashicorp/raft's in-memory transport.
 //
 // It models what matters for a lock: a command applies when it reaches the
 // node, not when the caller stops waiting. A call whose context ends while
@@ -76,6 +76,7 @@ type Node struct {
 	epoch        int               // bumped by Restart: commands sent to an older run are lost
 	saved        map[string]*value // the keyspace as of the last Checkpoint
 	delay        time.Duration
+	diskFull     bool // SetDiskFull: writes fail with ErrDiskFull (diskfull.go)
 	failErr      error
 	paused       bool
 	queue        []*command
@@ -96,6 +97,7 @@ type command struct {
 	epoch int
 	apply func()
 	done  chan struct{}
+	err   error // the reply's error (a full disk's), set before done closes
 }
 
 var (
@@ -321,7 +323,7 @@ func (n *Node) do(ctx context.Context, apply func()) error {
 	n.deliver()
 	select {
 	case <-c.done:
-		return nil
+		return c.err
 	case <-ctx.Done():
 		return fmt.Errorf("memnode %s: %w", n.addr, ctx.Err())
 	}
@@ -341,7 +343,11 @@ func (n *Node) runLocked(c *command) {
 	if c.epoch != n.epoch {
 		return
 	}
-	c.apply()
+	if n.diskFull {
+		c.err = n.applyReadOnlyLocked(c.apply)
+	} else {
+		c.apply()
+	}
 	close(c.done)
 }
 

@@ -24,9 +24,10 @@ Checks, per master, the settings that decide whether the lock's assumptions
 hold, and prints one line per finding with its advice: reachability, the
 server version and the commands it has, maxmemory-policy (eviction of keys
 with a TTL, as lock keys are), appendonly and appendfsync (must the restart
-quarantine cover it?), the role (a replica; a master with replicas that a
-failover could promote), tcp-backlog; and for the set, the number of masters
-and one server listed twice.
+quarantine cover it?), the disk (a failed AOF write or RDB snapshot: Redis
+then refuses writes with MISCONF), the role (a replica; a master with
+replicas that a failover could promote), tcp-backlog; and for the set, the
+number of masters and one server listed twice.
 
 It reads INFO, CONFIG GET (appendfsync, save, tcp-backlog) and COMMAND INFO;
 an ACL user needs +info +config|get +command|info. A check that could not
@@ -54,7 +55,7 @@ const (
 	// levelUnknown: the check could not be read (a command refused), and
 	// what it did not read could make it bad. It counts as bad for the
 	// exit status: doctor cannot vouch for what it could not see.
-	levelUnknown = "unknown"
+	levelUnknown = nodecheck.Unknown
 )
 
 // finding is one line of doctor's report.
@@ -64,8 +65,8 @@ type finding struct {
 	Node  string `json:"node"`
 	Level string `json:"level"`
 	// Check names what was checked: reachable, version, commands,
-	// maxmemory-policy, persistence, role, tcp-backlog, cluster, count,
-	// identity.
+	// maxmemory-policy, persistence, disk, role, tcp-backlog, cluster,
+	// count, identity.
 	Check string `json:"check"`
 	// Text is the finding and its advice, one line.
 	Text string `json:"text"`
@@ -220,7 +221,6 @@ func diagnose(facts []nodeFacts) []finding {
 		}
 
 		for _, c := range nodecheck.Server(in, f.Config, f.ConfigErr) {
-			c = f.unread(c)
 			add(a, c.Level, c.Check, "%s", c.Text)
 		}
 		f.commandsFinding(add)
@@ -249,28 +249,6 @@ func diagnose(facts []nodeFacts) []finding {
 		}
 	}
 	return out
-}
-
-// unread turns a finding that rests on CONFIG GET values that could not be
-// read into an unknown one that says so, whatever milder level the values
-// it did read gave: without the save setting, appendonly no is a warn
-// without RDB snapshots and bad with them; without appendfsync, appendonly
-// yes is ok (always) or a warn. Other findings are returned as they are.
-func (f nodeFacts) unread(c nodecheck.Finding) nodecheck.Finding {
-	if f.ConfigErr == nil || c.Check != "persistence" {
-		return c
-	}
-	switch f.Info["aof_enabled"] {
-	case "0":
-		c.Level = levelUnknown
-		c.Text = fmt.Sprintf("appendonly no, and whether RDB snapshots are on could not be read (CONFIG GET save refused: %v): with snapshots this is bad (a restart loads an older snapshot: lock keys lost, fencing counters go back), without them a warn (a restart loses the lock keys: use the restart quarantine); grant +config|get to check", f.ConfigErr)
-	case "1":
-		if _, ok := f.Config["appendfsync"]; !ok {
-			c.Level = levelUnknown
-			c.Text = fmt.Sprintf("appendonly yes, appendfsync could not be read (CONFIG GET refused: %v): unless it is always, a crash loses the last writes (use the restart quarantine); grant +config|get to check", f.ConfigErr)
-		}
-	}
-	return c
 }
 
 // probeScripts asks EVALSHA (with a digest no script has: NOSCRIPT says

@@ -241,12 +241,36 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		lockkey.DiscardClientLog()
 	}
 	opt := chaos.Options{Backend: kind, Short: *short || *quick, Duration: *duration, Progress: stderr, CheckGoroutines: true}
-	var reps []chaos.Report
 	start := time.Now()
+	// One PostgreSQL server for the scenarios that write to one (each run
+	// writes a resource of its own); without PostgreSQL they fail, saying
+	// so.
+	for _, j := range jobs {
+		if j.sc.Resource != chaos.PostgreSQL || chaos.PostgresAvailable() != nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		pg, err := chaos.StartPostgres(pctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
+			return exitFail
+		}
+		defer pg.Close()
+		opt.Postgres = pg
+		fmt.Fprintf(stderr, "chaos: PostgreSQL for the scenarios that write to it at %s\n", pg.Addr())
+		break
+	}
+	var reps []chaos.Report
 	for i, j := range jobs {
 		sc := j.sc
+		opt := opt
 		opt.Nodes = j.nodes
 		fmt.Fprintf(stderr, "chaos: [%d/%d] %s (expect %s)\n", i+1, len(jobs), sc.Name, sc.Expect)
+		if sc.Needs().Process && kind != faultinject.Process && faultinject.BackendAvailable(ctx, faultinject.Process) == nil {
+			opt.Backend = faultinject.Process
+			fmt.Fprintf(stderr, "chaos: %s runs on the process backend: its faults act on redis-server processes\n", sc.Name)
+		}
 		rep, err := chaos.Run(ctx, sc, opt)
 		if err != nil {
 			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)

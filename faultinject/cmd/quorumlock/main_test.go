@@ -49,7 +49,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "usage: quorumlock"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"frobnicate"}, "(commands: run, status, doctor, chaos"},
-		{[]string{"chaos", "--scenario", "nope"}, `unknown scenario "nope"; valid scenarios: client-pause, client-pause-fenced, client-pause-renewed, clock-drift`},
+		{[]string{"chaos", "--scenario", "nope"}, `unknown scenario "nope"; valid scenarios: aof-tail-loss-pg, aof-tail-loss-pg-n5, aof-tail-loss-pg-n5-no-run-stamp, aof-tail-loss-pg-no-run-stamp, client-pause, client-pause-fenced`},
 		{[]string{"chaos", "--backend", "vm"}, `--backend "vm": want auto, docker, process or memory`},
 		{[]string{"chaos", "--nodes", "-3"}, `--nodes "-3": "-3" is not a positive number of masters`},
 		{[]string{"chaos", "--nodes", "3,x"}, `--nodes "3,x": "x" is not a positive number of masters`},
