@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -94,43 +95,63 @@ func TestDiskFullNeedsTmpfsAndAnAOF(t *testing.T) {
 // disks (MISCONF), Extend and Unlock report node errors, not a lost lock:
 // Extend fails with ErrNotExtended and the lease stays valid; Unlock fails
 // with ErrNotReleased, its releases are retried in the background, and
-// once the disks are free Client.Close leaves no key behind.
+// once the disks are free Client.Close leaves no key behind. With
+// knobs.NoBusyRetry (MISCONF taken as a final answer) the releases are not
+// retried and the keys outlive the client.
 func TestUnlockAndExtendOnAFullDisk(t *testing.T) {
-	f := DiskFull{Nodes: []int{0, 1}}
-	RequireFault(t, f)
-	c := StartT(t, Config{N: 3, Tmpfs: true, Persistence: []Persistence{AOFEverySec}})
-	ctx := ctxT(t, time.Minute)
-	cl, err := redlock.New(c.Nodes(), redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithReleaseTimeout(500*time.Millisecond))
-	require.NoError(t, err)
-	mu, err := cl.NewMutex("job", redlock.WithTTL(10*time.Second))
-	require.NoError(t, err)
-	lease, err := mu.Lock(ctx)
-	require.NoError(t, err)
-	require.NoError(t, f.Inject(ctx, c))
+	for _, tc := range []struct {
+		name string
+		knob bool
+	}{{"MISCONF retried", false}, {"knob NoBusyRetry: keys left", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			knobs.NoBusyRetry.Store(tc.knob)
+			t.Cleanup(func() { knobs.NoBusyRetry.Store(false) })
+			f := DiskFull{Nodes: []int{0, 1}}
+			RequireFault(t, f)
+			c := StartT(t, Config{N: 3, Tmpfs: true, Persistence: []Persistence{AOFEverySec}})
+			ctx := ctxT(t, time.Minute)
+			cl, err := redlock.New(c.Nodes(), redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithReleaseTimeout(500*time.Millisecond))
+			require.NoError(t, err)
+			mu, err := cl.NewMutex("job", redlock.WithTTL(10*time.Second))
+			require.NoError(t, err)
+			lease, err := mu.Lock(ctx)
+			require.NoError(t, err)
+			require.NoError(t, f.Inject(ctx, c))
 
-	err = lease.Extend(ctx)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, redlock.ErrNotExtended)
-	assert.False(t, errors.Is(err, redlock.ErrLockLost), "a full disk is a node error, not a lost lock: %v", err)
-	assert.Contains(t, err.Error(), "MISCONF")
-	assert.True(t, lease.Valid(), "the lease keeps its validity")
+			err = lease.Extend(ctx)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, redlock.ErrNotExtended)
+			assert.False(t, errors.Is(err, redlock.ErrLockLost), "a full disk is a node error, not a lost lock: %v", err)
+			assert.Contains(t, err.Error(), "MISCONF")
+			assert.True(t, lease.Valid(), "the lease keeps its validity")
 
-	err = lease.Unlock(ctx)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, redlock.ErrNotReleased)
-	assert.False(t, errors.Is(err, redlock.ErrLockLost), "a full disk is a node error, not a lost lock: %v", err)
-	for i := range 2 {
-		h, err := c.Node(i).Inspect(ctx, "job")
-		require.NoError(t, err)
-		assert.True(t, h.Exists, "master %d kept the key it could not delete", i)
-	}
+			err = lease.Unlock(ctx)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, redlock.ErrNotReleased)
+			assert.False(t, errors.Is(err, redlock.ErrLockLost), "a full disk is a node error, not a lost lock: %v", err)
+			for i := range 2 {
+				h, err := c.Node(i).Inspect(ctx, "job")
+				require.NoError(t, err)
+				assert.True(t, h.Exists, "master %d kept the key it could not delete", i)
+			}
 
-	require.NoError(t, f.Undo(ctx, c))
-	require.NoError(t, cl.Close(ctx), "the background releases reach the freed masters")
-	for i := range c.N() {
-		h, err := c.Node(i).Inspect(ctx, "job")
-		require.NoError(t, err)
-		assert.False(t, h.Exists, "master %d: no key left after Close", i)
+			require.NoError(t, f.Undo(ctx, c))
+			closeErr := cl.Close(ctx)
+			left := 0
+			for i := range c.N() {
+				h, err := c.Node(i).Inspect(ctx, "job")
+				require.NoError(t, err)
+				if h.Exists {
+					left++
+				}
+			}
+			if tc.knob {
+				assert.Equal(t, 2, left, "the releases refused with MISCONF were not retried: both keys outlive the client")
+				return
+			}
+			require.NoError(t, closeErr, "the background releases reach the freed masters")
+			assert.Zero(t, left, "no key left after Close")
+		})
 	}
 }
 

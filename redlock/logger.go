@@ -91,7 +91,7 @@ func (s *slogObserver) NodeCall(ctx context.Context, e NodeEvent) {
 	switch e.Op {
 	case NodeRelease, NodeRollback, NodeRetry:
 		// A denial is logged once per node and run (noteDenied).
-		if refusedRelease(e.Err) && !errors.Is(e.Err, ErrNodeDenied) {
+		if refusedRelease(e.Err, false) && !errors.Is(e.Err, ErrNodeDenied) {
 			level, msg = slog.LevelWarn, "redlock: release refused by the node, not retried (the key expires with its TTL)"
 		}
 	}

@@ -119,7 +119,7 @@ func (e *releaseExec) do(ctx context.Context, i int, m *member) (bool, error) {
 	q := e.p
 	q.guard = e.guards[i]
 	ok, err := q.send(ctx, m)
-	if err != nil && !refusedRelease(err) {
+	if err != nil && !refusedRelease(err, e.c.cfg.knobs.NoBusyRetry) {
 		e.c.queueRelease(e.ctx, i, q)
 	}
 	return ok, err
@@ -129,9 +129,10 @@ func (e *releaseExec) do(ctx context.Context, i int, m *member) (bool, error) {
 // a retry cannot change, so the release is not retried (its key, if any,
 // expires with its TTL): a denial (ErrNodeDenied), or an error reply of the
 // server (WRONGTYPE: the key holds another kind of lock; a script error),
-// other than one that asks to try again later (serverBusy). An error reply
-// is an error with a RedisError method, go-redis's mark of one.
-func refusedRelease(err error) bool {
+// other than one that asks to try again later (serverBusy; unless final,
+// the test-only knobs.NoBusyRetry). An error reply is an error with a
+// RedisError method, go-redis's mark of one.
+func refusedRelease(err error, final bool) bool {
 	if errors.Is(err, ErrNodeDenied) {
 		return true
 	}
@@ -139,7 +140,7 @@ func refusedRelease(err error) bool {
 		error
 		RedisError()
 	}
-	return errors.As(err, &reply) && !serverBusy(reply.Error())
+	return errors.As(err, &reply) && (final || !serverBusy(reply.Error()))
 }
 
 // serverBusy reports whether a Redis error reply says that the command did
@@ -260,8 +261,9 @@ func (c *Client) drain(i int) {
 		// the server process that may have received the acquire is gone,
 		// and whatever a restart brings back from its disk expires on the
 		// key's own schedule.
-		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || refusedRelease(err) {
-			refused := refusedRelease(err) && !errors.Is(err, ErrNotSent)
+		final := c.cfg.knobs.NoBusyRetry
+		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || refusedRelease(err, final) {
+			refused := refusedRelease(err, final) && !errors.Is(err, ErrNotSent)
 			change := BacklogDone
 			m.mu.Lock()
 			// A release of the same value merged meanwhile with a longer

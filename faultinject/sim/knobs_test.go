@@ -30,7 +30,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoPanicRelease":     &knobs.NoPanicRelease,
 	"NoLockDelay":        &knobs.NoLockDelay,
 	"NoLockDelayStretch": &knobs.NoLockDelayStretch,
-	"MisconfFinal":       &MisconfFinal, // the simulator's own (disk.go)
+	"NoBusyRetry":        &knobs.NoBusyRetry,
 }
 
 func knobNames() []string {
@@ -132,10 +132,9 @@ var knobCases = []struct {
 	// phase and judged at the other expires up to twice the strobe's
 	// offset early): without it a lease outlives its keys on a quorum.
 	{"NoDrift", Strobes, "", nil},
-	// A full disk's MISCONF taken as a final answer (the simulator's own
-	// switch: the coordinator has no knob for it): a release refused on a
-	// full disk is not retried, and its key outlives the clients.
-	{"MisconfFinal", Disks, "", nil},
+	// A full disk's MISCONF taken as a final answer: a release refused on
+	// a full disk is not retried, and its key outlives the clients.
+	{"NoBusyRetry", Disks, "", nil},
 }
 
 // knobBudgets overrides knobBudget for a violation that needs more

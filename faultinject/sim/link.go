@@ -215,8 +215,7 @@ func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) rep
 	}
 	r, ok := l.exchange(ctx, f, w.req, func() time.Duration { return w.rep }, w.dropRep, func() { l.w.cover(DropReply) })
 	l.putConn(!ok) // a call that ends without its reply discards its connection
-	r.err = misconfFinal(r.err)
-	return r // a refused connection (ErrNotSent) answers at once
+	return r       // a refused connection (ErrNotSent) answers at once
 }
 
 // exchange sends a request on a connection the caller took: the master

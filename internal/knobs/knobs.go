@@ -84,6 +84,11 @@ var (
 	// boot inflates, instead of its main thread's CPU time, which no clock
 	// step moves (internal/redisinfo, memnode).
 	WallUptime atomic.Bool
+	// NoBusyRetry: a release answered with an error reply that asks to try
+	// later (MISCONF on a full disk, LOADING, BUSY, READONLY, ...) is taken
+	// as final and not retried, so its key outlives the client once the
+	// server takes writes again.
+	NoBusyRetry atomic.Bool
 )
 
 // Set is a snapshot of the switches that the coordinator reads. A client
@@ -104,6 +109,7 @@ type Set struct {
 	NoPanicRelease     bool
 	NoLockDelayStretch bool
 	NoFairRequeue      bool
+	NoBusyRetry        bool
 }
 
 // Load returns the switches' current values.
@@ -123,5 +129,6 @@ func Load() Set {
 		NoPanicRelease:     NoPanicRelease.Load(),
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
 		NoFairRequeue:      NoFairRequeue.Load(),
+		NoBusyRetry:        NoBusyRetry.Load(),
 	}
 }
