@@ -400,7 +400,12 @@ func TestDoCancelsBeforeAnotherClientHolds(t *testing.T) {
 // other client's attempts can win.
 func doCancelsBeforeAnotherClientHolds(t *testing.T, ms *masters, starve func() (end func())) {
 	holder := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
-	other := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
+	// The other client's node timeout (50ms) is below the holder's cancel
+	// margin (a tenth of the TTL, 100ms): an attempt that started while the
+	// masters were paused can only win if its replies come within it, so
+	// the margin, not a race of equal times, decides the order (with equal
+	// times a loaded CI machine saw the cancel 22ms after such a start).
+	other := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithReleaseTimeout(100*time.Millisecond)), redlock.WithTTL(time.Second))
 	warmUp(t, other) // identify the servers first
 	warmUp(t, holder)
 
