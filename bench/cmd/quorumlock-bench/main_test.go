@@ -57,7 +57,7 @@ func TestQuickTiny(t *testing.T) {
 		"- machine: ", "- load average (1, 5, 15 min): ", "- masters: 3 redis-server processes",
 		"Condition `healthy`", "Condition `delay-1ms`", "Condition `jitter-0-2ms`", "Condition `one-slow-20ms`",
 		"Condition `one-hung`", "Condition `one-dead`", "Condition `contention-3`",
-		"| p50 ms | p90 ms | p99 ms | max ms |", "| cycles/s | allocs/cycle | B/cycle | CPU µs/cycle | goroutines loop / close | orphan keys |",
+		"| p50 ms | p90 ms | p99 ms | max ms |", "| cycles/s | allocs/cycle | B/cycle | CPU µs/cycle | server CPU µs/cycle | scripts µs/cycle | goroutines loop / close | orphan keys |",
 		"first lock after death ms", "| acq/s | same-client re-locks | handoff p50 ms | handoff p99 ms |", "| longest wait ms |",
 		"## Targets", "healthy N=5 p50 <= 0.85x redsync", "## Contenders",
 	} {
