@@ -51,11 +51,17 @@ func TestSimulate(t *testing.T) {
 
 // TestDeterministic: the same seed replays the same schedule: the same
 // plan, and (on the virtual clock) the same history of leases. Measured:
-// 39 or 40 of 40; it requires 80% (-race: 36 to 39 of 40) so that a rare scheduler tie does not
-// make CI red, while a regression (before the warm-up and the per-worker
-// streams: 0 to 72%) does. What remains is ties at one virtual instant
-// inside the coordinator (a call's in-flight slot freed as another call
-// takes one, with WithMaxInFlight(2)), which no seed controls.
+// 39 or 40 of 40 (-race: 36 to 39) while Unlock waited for every master;
+// since Unlock returns at the quorum, the releases behind it finish while
+// the next operation starts, and the next acquire waits for them (up to a
+// node timeout), so more goroutines wake at one virtual instant: -race 31
+// to 35 of 40 (a loaded CI machine saw 31). It requires 75% so that
+// scheduler ties do not make CI red, while a regression (before the
+// warm-up and the per-worker streams: 0 to 72%) does. What remains is ties
+// at one virtual instant inside the coordinator (a call's in-flight slot
+// freed as another call takes one, with WithMaxInFlight(2); a release
+// finishing as the acquire waiting for it times out), which no seed
+// controls.
 func TestDeterministic(t *testing.T) {
 	same, total := 0, 0
 	const n = 40
@@ -79,7 +85,7 @@ func TestDeterministic(t *testing.T) {
 	// Goroutines that wake at the same virtual instant run in the Go
 	// scheduler's order, which no seed controls: most seeds replay exactly,
 	// and a failing seed's violation is what the replay must show.
-	if same*100 < total*80 {
+	if same*100 < total*75 {
 		t.Errorf("only %d of %d seeds replayed identically", same, total)
 	}
 }
