@@ -86,9 +86,10 @@ func TestSideBySideSmoke(t *testing.T) {
 			t.Errorf("%s: %d goroutines left after Close", id, r.GoroutinesAfterClose)
 		}
 		// Every contender makes its masters work, and releases (at least)
-		// with a script.
-		if r.ServerCPUPerCycleUs <= 0 || r.ScriptUsPerCycle <= 0 || r.ScriptUsPerCycle > r.ServerCPUPerCycleUs {
-			t.Errorf("%s: server CPU %v µs/cycle, scripts %v µs/cycle: want 0 < scripts <= CPU", id, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle)
+		// with a script. (The scripts' time is the server's clock time in
+		// them: on a loaded machine it can exceed the CPU time.)
+		if r.ServerCPUPerCycleUs <= 0 || r.ScriptUsPerCycle <= 0 {
+			t.Errorf("%s: server CPU %v µs/cycle, scripts %v µs/cycle: want both positive", id, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle)
 		}
 	}
 	for id := range want {
