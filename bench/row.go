@@ -41,9 +41,11 @@ type Row struct {
 	// ServerCPUPerCycleUs is the CPU time of the masters' main threads
 	// (INFO cpu), summed over the N masters, during the contender's
 	// slices, per cycle, in microseconds: the servers' whole cost, their
-	// network I/O included. ScriptUsPerCycle is the part of it spent in
-	// Lua scripts (INFO commandstats: eval, evalsha, fcall and their _ro
-	// forms), per cycle. Both are 0 when a master refused INFO.
+	// network I/O included. ScriptUsPerCycle is the time the servers spent
+	// in Lua scripts (INFO commandstats: eval, evalsha, fcall and their _ro
+	// forms; the server's clock time, so on a loaded machine a descheduled
+	// server inflates it, even beyond its CPU time), per cycle. Both are 0
+	// when a master refused INFO.
 	ServerCPUPerCycleUs float64 `json:"server_cpu_us_per_cycle"`
 	ScriptUsPerCycle    float64 `json:"server_script_us_per_cycle"`
 	// GoroutinesAfterLoop counts the contender's goroutines alive right
