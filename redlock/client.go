@@ -179,7 +179,7 @@ func isNil(n Node) bool {
 // until the context ends. Errors wrap ErrInvalidConfig and name the bad
 // value: an empty name, a name with '{' or '}' but no valid hash tag, a
 // name that is another lock's derived key on a Redis node (a hash tag and
-// an ending ":fence", ":waiting", ":queue", ":queue:ttl" or ":wake", or
+// an ending ":fence", ":waiting", ":queue", ":queue:ttl", or
 // ":release-guard:" in it), or an
 // option out of range or inconsistent with the client's (a TTL not above the
 // node timeout, for example).

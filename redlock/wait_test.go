@@ -190,72 +190,142 @@ func TestFairWaiterGrantedThenRolledBack(t *testing.T) {
 	}
 }
 
-// acquireClock is a memnode that notes when each Acquire reaches it, per
-// client (one acquireClock per client and node).
+// acquireClock is a memnode that notes when each acquire (Acquire,
+// AcquireQueued, AcquireHold) reaches it, per client (one acquireClock per
+// client and node).
 type acquireClock struct {
 	*memnode.Node
 	at *[]time.Time // shared by the client's nodes; under mu
 	mu *sync.Mutex
 }
 
-func (n acquireClock) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+func (n acquireClock) note() {
 	n.mu.Lock()
 	*n.at = append(*n.at, time.Now())
 	n.mu.Unlock()
+}
+
+func (n acquireClock) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	n.note()
 	return n.Node.Acquire(ctx, key, value, ttl)
 }
 
-// A release wakes a waiting call in every client with one; their attempts
-// are scattered over a few attempt durations instead of all starting at the
-// instant of the release (at once they split the nodes' votes, fail
-// together and roll back, and the rollbacks' reports wake them all again).
-// Three waiting clients, masters 1ms away: the first attempt each makes
+func (n acquireClock) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	n.note()
+	return n.Node.AcquireQueued(ctx, key, value, ttl, w)
+}
+
+func (n acquireClock) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
+	n.note()
+	return n.Node.AcquireHold(ctx, key, h, ttl)
+}
+
+// clocked returns clients whose nodes note each acquire's time per client.
+func clocked(t *testing.T, ms []*memnode.Node, clients int) ([]*redlock.Client, func() [][]time.Time) {
+	var mu sync.Mutex
+	ats := make([][]time.Time, clients)
+	cs := make([]*redlock.Client, clients)
+	for c := range cs {
+		wrapped := make([]redlock.Node, len(ms))
+		for i, m := range ms {
+			wrapped[i] = acquireClock{Node: m, at: &ats[c], mu: &mu}
+		}
+		cs[c] = newClient(t, wrapped)
+	}
+	return cs, func() [][]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([][]time.Time, len(ats))
+		for c := range ats {
+			out[c] = append([]time.Time(nil), ats[c]...)
+		}
+		return out
+	}
+}
+
+// One wake-up per release across clients: three clients wait for a plain
+// lock (arriving 1ms apart), each polling once an hour; a release names
+// the line's first waiter and only its client attempts, and each Unlock
+// wakes the next one, in the order they arrived, at the instant of the
+// release.
+func TestOneWakeUpPerReleaseAcrossClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		holder := newMutex(t, newClient(t, nodes))
+		lease, err := holder.TryLock(context.Background())
+		require.NoError(t, err)
+		clients, attempts := clocked(t, ms, 3)
+		got := make([]<-chan lockResult, len(clients))
+		for c, cl := range clients {
+			got[c] = lockAsync(context.Background(), newMutex(t, cl, redlock.WithRetryBackoff(time.Hour, time.Hour)))
+			synctest.Wait() // it waits in line
+			time.Sleep(time.Millisecond)
+		}
+		for c := range clients {
+			before := attempts()
+			released := time.Now()
+			require.NoError(t, lease.Unlock(context.Background()))
+			r := <-got[c]
+			require.NoError(t, r.err, "client %d", c)
+			assert.Equal(t, released, r.at, "client %d: woken by the release, in arrival order", c)
+			synctest.Wait()
+			after := attempts()
+			for o := range clients {
+				if o != c && len(after[o]) != len(before[o]) {
+					t.Errorf("release %d woke client %d too (%d acquires after it): want one wake-up per release", c, o, len(after[o])-len(before[o]))
+				}
+			}
+			lease = r.lease
+		}
+		require.NoError(t, lease.Unlock(context.Background()))
+	})
+}
+
+// A shared lock's waiters have no line: a release wakes a waiting call in
+// every client with one, and their attempts are scattered over a few
+// attempt durations instead of all starting at the instant of the release
+// (at once they split the nodes' votes, fail together and roll back, and
+// the rollbacks' reports wake them all again). Three clients wait for a
+// one-holder semaphore, masters 1ms away: the first attempt each makes
 // after the release must not all start at one instant.
-func TestWokenPlainWaitersAreScattered(t *testing.T) {
+func TestWokenHoldWaitersAreScattered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms, nodes := mem(3)
 		for _, m := range ms {
 			m.SetDelay(time.Millisecond)
 		}
-		holder := newMutex(t, newClient(t, nodes))
-		lease, err := holder.TryLock(context.Background())
+		sem := func(c *redlock.Client) *redlock.Semaphore {
+			s, err := c.NewSemaphore("sem", 1, redlock.WithRetryBackoff(time.Hour, time.Hour))
+			require.NoError(t, err)
+			return s
+		}
+		lease, err := sem(newClient(t, nodes)).TryAcquire(context.Background())
 		require.NoError(t, err)
-		var mu sync.Mutex
-		ats := make([][]time.Time, 3)
-		got := make(chan lockResult, len(ats))
-		for c := range ats {
-			wrapped := make([]redlock.Node, len(ms))
-			for i, m := range ms {
-				wrapped[i] = acquireClock{Node: m, at: &ats[c], mu: &mu}
-			}
-			w := newMutex(t, newClient(t, wrapped), redlock.WithRetryBackoff(time.Hour, time.Hour))
+		clients, attempts := clocked(t, ms, 3)
+		got := make(chan lockResult, len(clients))
+		for _, cl := range clients {
+			s := sem(cl)
 			go func() {
-				l, err := w.Lock(context.Background())
+				l, err := s.Acquire(context.Background())
 				got <- lockResult{l, err, time.Now()}
 			}()
 		}
 		synctest.Wait() // every waiter sleeps its backoff
 		time.Sleep(time.Second)
 		released := time.Now()
-		mu.Lock()
-		before := make([]int, len(ats))
-		for c := range ats {
-			before[c] = len(ats[c])
-		}
-		mu.Unlock()
+		before := attempts()
 		require.NoError(t, lease.Unlock(context.Background()))
-		for range ats { // each holder's Unlock wakes the next
+		for range clients { // each holder's Unlock wakes the next
 			r := <-got
 			require.NoError(t, r.err)
 			require.Less(t, r.at.Sub(released), time.Minute, "woken by a release")
 			require.NoError(t, r.lease.Unlock(context.Background()))
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		after := attempts()
 		firsts := map[time.Time]bool{}
-		for c := range ats {
-			require.Greater(t, len(ats[c]), before[c], "client %d made no attempt after the release", c)
-			firsts[ats[c][before[c]]] = true
+		for c := range clients {
+			require.Greater(t, len(after[c]), len(before[c]), "client %d made no attempt after the release", c)
+			firsts[after[c][len(before[c])]] = true
 		}
 		assert.Greater(t, len(firsts), 1, "the three woken clients attempted at one instant: %v", firsts)
 	})
