@@ -60,6 +60,10 @@ type member struct {
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
 	// without channel permissions); Lock polls it without asking again.
 	watchDenied atomic.Bool
+	// lineDenied: the node refused a plain waiter's acquire in its line
+	// (ErrNodeDenied: an ACL user without the line's commands); a plain
+	// lock's calls take it with Acquire, as TryLock does.
+	lineDenied atomic.Bool
 	// deniedLogged: the client's logger was told that the node denied
 	// access, while its server run was deniedRun (under mu; logger.go).
 	deniedLogged bool

@@ -9,10 +9,10 @@ import (
 )
 
 // WithFairQueue makes the lock go to waiting Lock calls in the order they
-// began (docs/algorithm.md, "Fair queue"). Each Lock call waits in a queue
-// kept on every node (QueueNode), and a node grants the lock only to the
-// first live waiter of its queue; with nodes that report releases
-// (WatchNode), a release wakes only that waiter. TryLock is fair too: it
+// began (docs/algorithm.md, "Fair queue"). Each Lock call waits in the line
+// kept on every node (QueueNode), as without it, but a node grants the lock
+// only to the first live waiter of its line; with nodes that report
+// releases (WatchNode), a release wakes only that waiter. TryLock is fair too: it
 // succeeds only when no live waiter is ahead of it (its own entry lives
 // 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
 // maximum + node timeout)) after each of its attempts, and a waiter that

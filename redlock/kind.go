@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -49,11 +50,29 @@ func (mutexKind) inLine() (line, fair bool) { return true, false }
 
 // acquire: a waiting call on a node that keeps a line waits in it.
 func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
-	if w != nil && mb.queue != nil {
-		return queuedAcquire(ctx, mb, key, value, ttl, w)
+	if g, ok, err := lineAcquire(ctx, mb, key, value, ttl, w); ok {
+		return g, err
 	}
 	ok, err := mb.node.Acquire(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1}, err
+}
+
+// lineAcquire is a plain or fenced mutex's acquire of waiter w in mb's line;
+// ok is false when the call must be a plain acquire instead: no waiter (a
+// TryLock), a node without a line, or one that denied the line's commands
+// (an ACL user with the minimal ACL of docs/nodes.md: the script fails
+// before it writes anything but a free key it takes, so the plain acquire
+// that follows finds that key held by its value, a retried copy).
+func lineAcquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (g grant, ok bool, err error) {
+	if w == nil || mb.queue == nil || mb.lineDenied.Load() {
+		return grant{}, false, nil
+	}
+	g, err = queuedAcquire(ctx, mb, key, value, ttl, w)
+	if errors.Is(err, ErrNodeDenied) {
+		mb.lineDenied.Store(true)
+		return grant{}, false, nil
+	}
+	return g, true, err
 }
 
 // queuedAcquire is a waiter's acquire (QueueNode): it reads the fencing
@@ -79,8 +98,8 @@ func (fencedKind) capability() string      { return "FencingNode" }
 func (fencedKind) capable(mb *member) bool { return mb.fencing != nil }
 
 func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
-	if w != nil && mb.queue != nil {
-		return queuedAcquire(ctx, mb, key, value, ttl, w)
+	if g, ok, err := lineAcquire(ctx, mb, key, value, ttl, w); ok {
+		return g, err
 	}
 	ok, fence, err := mb.fencing.AcquireFenced(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1, fence: fence}, err

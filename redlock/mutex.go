@@ -54,6 +54,15 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // have failed, or WithMaxWait has passed (no attempt starts after it).
 // Without a deadline on ctx and without those options it can block forever.
 // Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
+//
+// On nodes that keep a waiting line (QueueNode; redisnode and memnode do),
+// a Lock call that finds the lock held waits in it, and one that arrives
+// while others wait joins the line behind them, even when the lock is free
+// at that instant; a call in line takes a free lock whatever its place
+// (WithFairQueue makes the order binding). A release wakes the line's first
+// waiter, in whichever client it is (WatchNode), and the backoff covers
+// what no release reports (docs/algorithm.md, "Waiting"). TryLock ignores
+// the line.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.lock(ctx, m.cfg.renew)
 }

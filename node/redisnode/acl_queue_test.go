@@ -18,7 +18,7 @@ import (
 // leave_queue.lua) and for release notifications (the scripts' PUBLISH;
 // Watch's SUBSCRIBE, UNSUBSCRIBE and health-check PING; the lock names'
 // release channels). Without +publish the releases still succeed, silently.
-const aclQueue = aclLocker + " +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
+const aclQueue = aclLocker + " +time +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
 
 func TestACLForQueueAndWatch(t *testing.T) {
 	srv := redisproc.StartT(t, redisproc.Config{})
@@ -54,6 +54,12 @@ func TestACLForQueueAndWatch(t *testing.T) {
 		require.NoError(t, err, key)
 		require.True(t, ok, key)
 		assert.Equal(t, "waiter", nextT(t, got), key)
+		late := redlock.Waiter{ID: "late", Arrival: time.Now(), TTL: 100 * time.Millisecond}
+		ok, _, err = n.AcquireQueued(ctx, key, "vl", time.Minute, late)
+		require.NoError(t, err, key)
+		assert.False(t, ok, "%s: a newcomer joins the line while waiter waits, though the key is free (ZCARD)", key)
+		require.NoError(t, n.LeaveQueue(ctx, key, late), key)
+		assert.Equal(t, "waiter", nextT(t, got), "%s: late, first, left a free key", key)
 		require.NoError(t, n.LeaveQueue(ctx, key, redlock.Waiter{ID: "waiter", TTL: 100 * time.Millisecond}), key)
 		assert.Equal(t, "", nextT(t, got), "%s: the last waiter left a free key", key)
 	}
