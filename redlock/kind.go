@@ -68,7 +68,9 @@ func lineAcquire(ctx context.Context, mb *member, key, value string, ttl time.Du
 		return grant{}, false, nil
 	}
 	g, err = queuedAcquire(ctx, mb, key, value, ttl, w)
-	if errors.Is(err, ErrNodeDenied) {
+	if errors.Is(err, ErrNodeDenied) && !errors.Is(err, ErrNotSent) {
+		// Denied inside the script (a denied EVALSHA, a wrong password:
+		// not sent, and a plain acquire would be denied as well).
 		mb.lineDenied.Store(true)
 		return grant{}, false, nil
 	}

@@ -164,13 +164,14 @@ type WatchNode interface {
 // reverse, so it changes no safety argument.
 type QueueNode interface {
 	Node
-	// AcquireQueued is the Acquire of waiter w. In one atomic step, when
-	// nobody is in key's line it acquires exactly as Acquire does (and
-	// enters w when key is held); otherwise it drops the waiters whose
-	// entries expired, enters w when absent (ordered by w.Arrival, then by
-	// w.ID; an entry keeps its first arrival), sets w's entry to expire
-	// w.TTL from now, and acquires as Acquire does (release guards
-	// included) only when it is w's turn: with w.Fair when w is the line's
+	// AcquireQueued is the Acquire of waiter w. In one atomic step: a
+	// release guard of key and value refuses it (as Acquire's) before
+	// anything changes; when nobody is in key's line it acquires exactly
+	// as Acquire does (and enters w when another value holds key);
+	// otherwise it drops the waiters whose entries expired, enters w when
+	// absent (ordered by w.Arrival, then by w.ID; an entry keeps its first
+	// arrival), sets w's entry to expire w.TTL from now, and acquires as
+	// Acquire does only when it is w's turn: with w.Fair when w is the line's
 	// first waiter; without, when w was in line before this call or nobody
 	// else is (a newcomer joins the line behind those who wait). It also
 	// reads the lock's fencing counter as AcquireFenced does (0 when

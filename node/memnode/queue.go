@@ -157,20 +157,20 @@ func (n *Node) dropLocked(qk, tk, id string, now time.Time) {
 
 // AcquireQueued implements redlock.QueueNode in one step, as redisnode's
 // acquire_queued.lua does: it reads the lock's fencing counter (a counter
-// that holds no number fails before anything changes); when nobody is in
-// key's line (neither queue key exists) it acquires as Acquire does, enters
-// w alone when refused (held by another value, or a release guard), and
-// leaves a fair w's tombstone when it takes the key. Otherwise it drops the expired entries, enters w when absent
-// (at w.Arrival in whole milliseconds; an entry keeps its first arrival),
-// sets w's entry to expire w.TTL (whole milliseconds) from now on the node
-// clock; then a release guard of key and value refuses; a key that holds
-// value already is a retried copy (true); a free key is taken in w's turn:
+// that holds no number fails before anything changes), and a release guard
+// of key and value refuses before anything changes. When nobody is in key's
+// line (neither queue key exists) it acquires as Acquire does, enters w
+// alone when another value holds key, and leaves a fair w's tombstone when
+// it takes the key. Otherwise it drops the expired entries, enters w when
+// absent (at w.Arrival in whole milliseconds; an entry keeps its first
+// arrival), sets w's entry to expire w.TTL (whole milliseconds) from now on
+// the node clock; then a key that holds value already is a retried copy
+// (true); a free key is taken in w's turn:
 // with w.Fair when w is the line's first waiter, without when w was in
 // line before this call or is alone in it. When key holds value afterwards,
 // w leaves the line (a fair w leaves its tombstone, expiring w.TTL from
 // now). A waiter that left (its tombstone lives) is not entered again and
-// takes nothing: after the guard's refusal it reports true only when key
-// holds value (a late copy of the call that acquired). A key or queue of
+// takes nothing: it reports true only when key holds value (a late copy of the call that acquired). A key or queue of
 // the wrong type fails as on Redis (WRONGTYPE). ttl and w.TTL must be at
 // least a millisecond and w.ID non-empty without a newline, or it fails
 // with an error wrapping redlock.ErrNotSent.
@@ -212,6 +212,9 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 // acquireQueuedLocked is AcquireQueued's step after the counter's read.
 func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Duration, w redlock.Waiter, arrival, now time.Time) (bool, error) {
 	exp := now.Add(waiterTTL(w))
+	if n.lookupLocked(guard, now) != nil {
+		return false, nil // a straggler: its release ran first
+	}
 	if n.lookupLocked(qk, now) == nil && n.lookupLocked(tk, now) == nil {
 		// Nobody in line, no tombstone.
 		free := n.lookupLocked(key, now) == nil
@@ -235,9 +238,6 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 	if !left {
 		n.enterLocked(qk, tk, w.ID, arrival, exp, now)
 		arrivals, _, _ = n.queueLocked(qk, tk, now)
-	}
-	if n.lookupLocked(guard, now) != nil {
-		return false, nil
 	}
 	held, found, err := n.getLocked(key, now)
 	switch {

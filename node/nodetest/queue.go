@@ -233,9 +233,10 @@ func queueGuard(c *checker) {
 	c.needQueue()
 	w := waiterAt("w1", 1, long)
 	c.want(c.release("lock", "late", long), false, "nothing to release: a guard is left")
-	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard of key and value refuses, though w1 is the only waiter and the key is free")
+	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard of key and value refuses, though w1 would be the only waiter and the key is free")
 	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard stays")
-	c.want(c.acquireQueued("lock", "x", long, waiterAt("w2", 2, long)), fenced{false, 0}, "w1, refused by the guard, is still in the queue and first")
+	c.want(c.acquireQueued("lock", "x", long, waiterAt("w2", 2, long)), fenced{true, 0}, "w1, refused by its guard, never entered the queue (it arrived 1ms before w2): w2 is first")
+	c.want(c.release("lock", "x", 0), true, "w2 holds the key")
 	c.want(c.acquireQueued("lock", "other", long, w), fenced{true, 0}, "the guard refuses no other value")
 }
 

@@ -14,19 +14,21 @@
 -- ms after the waiter's latest call, so a waiter that dies leaves the line
 -- by itself.
 --
--- In one atomic step: when nobody is in line (neither queue key exists) a
--- free key is taken at once (fair: leaving the waiter's tombstone, below),
--- and a refused waiter enters the line alone; otherwise it drops the entries that expired, enters the waiter when
+-- In one atomic step: a release guard of this value refuses before
+-- anything changes (the acquire is a straggler: its attempt is over); when
+-- nobody is in line (neither queue key exists) a free key is taken at once
+-- (fair: leaving the waiter's tombstone, below), and a refused waiter
+-- enters the line alone; otherwise it drops the entries that expired, enters the waiter when
 -- absent, sets its entry to expire ARGV[5] ms from now, and acquires as
--- acquire.lua does (release guards included) when its mode allows. It
+-- acquire.lua does when its mode allows. It
 -- always reads the lock's fencing counter. When the key holds our value
 -- afterwards the waiter leaves the line.
 --
 -- A fair waiter that left (here, or by leave_queue.lua) stays out until
 -- its entry expires: it is a tombstone, an entry of KEYS[5] without one in
 -- KEYS[4]. A later call for it (a copy that was still on the network)
--- enters nothing and changes nothing: after the release-guard check it
--- returns 1 when the key already holds ARGV[1] (a retried copy), else 0.
+-- enters nothing and changes nothing: it returns 1 when the key already
+-- holds ARGV[1] (a retried copy), else 0.
 -- A line waiter that acquires leaves no tombstone (it binds nobody, so a
 -- late copy that enters it again only costs a wake-up until it expires);
 -- one that gave up (leave_queue.lua) does. Both queue keys expire with
@@ -143,13 +145,14 @@ local function enter()
   cover()
 end
 
+-- A release of this value ran first: this acquire is a straggler, and
+-- changes nothing.
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return { -1, fence }
+end
+
 -- Nobody in line, no tombstone: the waiter would be first and alone.
 if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    clock()
-    enter()
-    return { -1, fence }
-  end
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if fair then
       clock()
@@ -188,9 +191,6 @@ else
   cover()
 end
 
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return { -1, fence }
-end
 local held = redis.call('GET', KEYS[1])
 if left then
   if held == ARGV[1] then
