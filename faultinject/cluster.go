@@ -226,7 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for _, m := range c.members {
 		m.hop, err = c.newHop(fmt.Sprintf("%s.node%d", cfg.Label, m.index), m.srv.Addr())
 		if err == nil {
-			m.client, err = dialNode(m.hop.addr, m.srv.Addr())
+			m.client, err = dialNode(m.hop.addr, m.srv.Addr(), c.kind == Memory)
 		}
 		if err != nil {
 			return nil, errors.Join(err, c.closeAll(context.WithoutCancel(ctx)))

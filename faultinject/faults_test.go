@@ -332,7 +332,9 @@ func reachable(t *testing.T, nodes []redlock.Node) []bool {
 	out := make([]bool, len(nodes))
 	for i, n := range nodes {
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-		_, err := n.(*Node).Inspect(ctx, "k")
+		_, err := n.(interface {
+			Inspect(context.Context, string) (Holder, error)
+		}).Inspect(ctx, "k")
 		cancel()
 		out[i] = err == nil
 	}

@@ -223,7 +223,7 @@ func (c *Cluster) NewLink(name string) (*Link, error) {
 		if err == nil {
 			l.hops = append(l.hops, h)
 			var n *Node
-			n, err = dialNode(h.addr, m.srv.Addr())
+			n, err = dialNode(h.addr, m.srv.Addr(), c.kind == Memory)
 			if err == nil {
 				l.nodes = append(l.nodes, n)
 			}
