@@ -40,6 +40,7 @@ type Client struct {
 	obs Observer // WithObserver and WithLogger; nil without them (observer.go)
 
 	watches   watches   // Lock's wake-ups (wait.go)
+	group     string    // the group of the client's waiter IDs (fair.go)
 	releasing releasing // Unlock's releases still running (releasing.go)
 
 	timers timerPool // round.go
@@ -122,7 +123,7 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg),
-		tasks: make(chan task)}
+		tasks: make(chan task), group: newGroup()}
 	seen := map[string]int{}
 	for i, n := range nodes {
 		if isNil(n) {

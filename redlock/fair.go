@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -53,27 +54,36 @@ type place struct {
 }
 
 // place returns a new Lock call's place in the line, nil when the lock's
-// kind waits in none, or for a TryLock (once) of a lock without
-// WithFairQueue. A fair TryLock's entry need not outlive its one attempt:
+// kind waits in none, no node keeps a line, or for a TryLock (once) of a
+// lock without WithFairQueue. A fair TryLock's entry need not outlive its one attempt:
 // it lives 1ms, and no removal is sent (an entry left behind by a lost
 // removal or a late copy of the acquire would otherwise sit ahead of every
 // later waiter for a full entry TTL).
 func (m *Mutex) place(once bool) *place {
 	line, fair := m.kind.inLine()
-	if !line || (once && !fair) {
+	if !line || (once && !fair) || !slices.ContainsFunc(m.c.members, func(mb *member) bool { return mb.queue != nil }) {
 		return nil
 	}
 	ttl := m.cfg.entryTTL(m.c.cfg)
 	if once {
 		ttl = time.Millisecond
 	}
-	return &place{m: m, w: Waiter{ID: waiterID(), Arrival: time.Now(), TTL: ttl, Fair: fair}}
+	return &place{m: m, w: Waiter{ID: m.c.waiterID(), Arrival: time.Now(), TTL: ttl, Fair: fair}}
 }
 
-// waiterID returns a new random waiter ID.
-func waiterID() string {
+// waiterID returns a new random waiter ID in the client's group: the
+// group, ".", 24 hexadecimal digits. A release's notification naming it
+// reaches this client's watch only (WatchNode).
+func (c *Client) waiterID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
+	return c.group + "." + hex.EncodeToString(b[:])
+}
+
+// newGroup returns a client's random group: 8 hexadecimal digits.
+func newGroup() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
@@ -145,7 +155,7 @@ func (p *place) requeue(ctx context.Context) {
 		return
 	}
 	old := p.w
-	p.w.ID = waiterID()
+	p.w.ID = p.m.c.waiterID()
 	p.after = p.m.leaveQueue(ctx, old, nil).calls
 }
 

@@ -145,16 +145,20 @@ type WatchNode interface {
 	// the ID of the line's first live waiter then; each time a LeaveQueue
 	// of the line's first waiter leaves key free, with the next one's ID
 	// ("" when none is left); and each time a release removes one of key's
-	// holds (ReleaseHold), with the line's first waiter or "". A release
-	// nobody waits for costs no notification, and a key that expires is
-	// not reported. Notifications can be lost (a reconnect) or late; fn is
+	// holds (ReleaseHold), with the line's first waiter or "". A
+	// notification naming a waiter whose ID has a group (the part before
+	// its first ".", as in "g.123") reaches the watches of that group only;
+	// the others (an ID without one, "") reach the watches with group "".
+	// So a client that gives its waiters' IDs its own group hears only of
+	// its own. A release nobody waits for costs no notification, and a key
+	// that expires is not reported. Notifications can be lost (a reconnect) or late; fn is
 	// called from the node's own goroutine and must not block. Watch
 	// returns once the node listens for key, or with an error when it
 	// cannot (ctx ended, the server refused: an ACL user without channel
 	// permissions). stop ends the watch; it may be called more than once
 	// and does not block on the network. Close ends every watch of the
 	// node.
-	Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error)
+	Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error)
 }
 
 // QueueNode is a Node that keeps a waiting line per lock: the optional
@@ -190,7 +194,8 @@ type QueueNode interface {
 
 // Waiter is one Lock call waiting in a lock's line (QueueNode).
 type Waiter struct {
-	// ID is unique to the Lock call; it contains no newline.
+	// ID is unique to the Lock call; it contains no newline. The part
+	// before its first ".", if any, is its group (WatchNode): the client's.
 	ID string
 	// Arrival orders the line (in milliseconds since 1970 on the nodes;
 	// ties are broken by ID): when the Lock call began, on its client's

@@ -128,8 +128,9 @@ type watches struct {
 
 // watch is one lock name watched on every node that can report releases.
 type watch struct {
-	name string
-	need int // reports from distinct nodes that wake a waiter: the quorum
+	name  string
+	group string // the client's group for a lock with a line, else ""
+	need  int    // reports from distinct nodes that wake a waiter: the quorum
 
 	refs   int         // waiting calls using it (under watches.mu)
 	linger *time.Timer // ends it after watchLinger unused (under watches.mu)
@@ -185,6 +186,9 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 			ws.m = map[string]*watch{}
 		}
 		w = &watch{name: m.name, need: m.quorum, ready: make(chan struct{})}
+		if line, _ := m.kind.inLine(); line {
+			w.group = c.group
+		}
 		ws.m[m.name] = w
 		fresh = true
 	}
@@ -228,7 +232,7 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 			continue
 		}
 		wg.Go(func() {
-			stop, err := mb.watcher.Watch(sctx, w.name, func(next string) { w.notify(i, next) })
+			stop, err := mb.watcher.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
 			switch {
 			case err == nil:
 				stops[i] = stop

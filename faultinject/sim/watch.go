@@ -22,7 +22,7 @@ import (
 // changes no other call's draws. A notification still on its way when
 // stop is called is not delivered. Watch fails only as the master's Watch
 // does (ctx ended, a malformed name).
-func (l *link) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
+func (l *link) Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error) {
 	var stopped atomic.Bool
 	deliver := func(next string) {
 		if !stopped.Load() {
@@ -31,7 +31,7 @@ func (l *link) Watch(ctx context.Context, key string, fn func(next string)) (sto
 		}
 	}
 	lost := func() { l.w.count(&l.w.lost) }
-	mstop, err := l.m.Watch(ctx, key, func(next string) {
+	mstop, err := l.m.Watch(ctx, key, group, func(next string) {
 		if l.w.isCut(l.client, l.master) || time.Now().Before(l.from) {
 			lost()
 			return

@@ -3,6 +3,7 @@ package memnode
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,12 +28,14 @@ type note struct {
 	next string
 }
 
-// Watch implements redlock.WatchNode. After each Release or ReleaseHold
-// that removes key's value or one of its holds (also a late command that
-// applies after its caller gave up), and after a LeaveQueue of the first
-// waiter of a free key, it calls fn with the first live waiter of key's
-// fair queue ("" when none). A release that removes nothing, an
-// expiry, a restart and a node that Fails report nothing.
+// Watch implements redlock.WatchNode. After each Release that removes
+// key's value while someone waits in key's line, each ReleaseHold that
+// removes one of its holds (also a late command that applies after its
+// caller gave up), and after a LeaveQueue of the first waiter of a free
+// key, it calls fn with the first live waiter of key's line ("" when
+// none), when the watch's group is that waiter's (the part of its ID
+// before the first "."; "" for an ID without one). A release that removes
+// nothing, an expiry, a restart and a node that Fails report nothing.
 //
 // fn is called synchronously, in order, by the goroutine whose call
 // applied the release (the caller of Release, or the timer of a delayed
@@ -56,7 +59,7 @@ type note struct {
 // not called again, except by a delivery already under way on another
 // goroutine. The node has no Close: a watch ends only with its stop
 // (memnode holds no connection to close), and Restart keeps it.
-func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memnode %s: %w: %w", n.addr, redlock.ErrNotSent, err)
 	}
@@ -66,6 +69,9 @@ func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (sto
 	ch, err := n.channel(key)
 	if err != nil {
 		return nil, err
+	}
+	if group != "" {
+		ch += ":" + group
 	}
 	w := &watch{fn: fn}
 	n.mu.Lock()
@@ -98,11 +104,14 @@ func (n *Node) notifyLocked(key string, now time.Time) {
 	if err != nil {
 		return
 	}
+	next := n.firstLiveLocked(key, now)
+	if g, _, ok := strings.Cut(next, "."); ok && g != "" {
+		ch += ":" + g // the waiter's group's watches only
+	}
 	ws := n.watches[ch]
 	if len(ws) == 0 {
 		return
 	}
-	next := n.firstLiveLocked(key, now)
 	for w := range ws {
 		n.pending = append(n.pending, note{w, next})
 	}

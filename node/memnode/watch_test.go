@@ -33,7 +33,7 @@ func (r *notes) list() []string {
 
 func mustWatch(t *testing.T, n *memnode.Node, key string, fn func(string)) func() {
 	t.Helper()
-	stop, err := n.Watch(t.Context(), key, fn)
+	stop, err := n.Watch(t.Context(), key, "", fn)
 	if err != nil {
 		t.Fatalf("Watch(%q): %v", key, err)
 	}
@@ -157,11 +157,11 @@ func TestWatchEndedContext(t *testing.T) {
 	n := memnode.New("ctx")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := n.Watch(ctx, "lock", func(string) {}); !errors.Is(err, context.Canceled) || !errors.Is(err, redlock.ErrNotSent) {
+	if _, err := n.Watch(ctx, "lock", "", func(string) {}); !errors.Is(err, context.Canceled) || !errors.Is(err, redlock.ErrNotSent) {
 		t.Errorf("Watch with a cancelled context: %v, want an error wrapping redlock.ErrNotSent and context.Canceled", err)
 	}
 	n.Fail(redlock.ErrNotSent)
-	stop, err := n.Watch(t.Context(), "lock", func(string) {})
+	stop, err := n.Watch(t.Context(), "lock", "", func(string) {})
 	if err != nil {
 		t.Errorf("Watch on a failing node: %v, want none (a watch is no command)", err)
 	} else {
@@ -237,7 +237,7 @@ func TestWatchChannelNames(t *testing.T) {
 	if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
 		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"waiter\"] (one channel, {x}:released)", got)
 	}
-	if _, err := n.Watch(ctx, "a}b", r.fn); !errors.Is(err, redlock.ErrNotSent) {
+	if _, err := n.Watch(ctx, "a}b", "", r.fn); !errors.Is(err, redlock.ErrNotSent) {
 		t.Errorf("Watch(\"a}b\") = %v, want an error wrapping redlock.ErrNotSent", err)
 	}
 	var q notes

@@ -89,6 +89,7 @@ func groups() []group {
 			{"ReleaseHold", watchReleaseHold},
 			{"LeaveQueue", watchLeaveQueue},
 			{"PerKey", watchPerKey},
+			{"Group", watchGroupOnly},
 			{"Stop", watchStop},
 			{"Context", watchContext},
 		}},

@@ -197,11 +197,11 @@ func (b *broken) forget(key, alias string) {
 	b.left[key+"\x00"+id]++
 }
 
-func (b *broken) Watch(ctx context.Context, key string, fn func(next string)) (func(), error) {
+func (b *broken) Watch(ctx context.Context, key, group string, fn func(next string)) (func(), error) {
 	if b.silent {
 		fn = func(string) {}
 	}
-	stop, err := b.Node.Watch(ctx, key, fn)
+	stop, err := b.Node.Watch(ctx, key, group, fn)
 	if err == nil && b.noopNote {
 		b.mu.Lock()
 		if b.watches == nil {

@@ -88,14 +88,17 @@ func (w *watched) count() int {
 	return len(w.notes)
 }
 
-// watch starts a watch of key that records its notifications; it stops
-// when the check ends.
-func (c *checker) watch(key string) *watched {
+// watch starts a watch of key (group "") that records its notifications;
+// it stops when the check ends.
+func (c *checker) watch(key string) *watched { return c.watchGroup(key, "") }
+
+// watchGroup is watch of group's notifications.
+func (c *checker) watchGroup(key, group string) *watched {
 	w := &watched{key: key}
-	c.last = fmt.Sprintf("Watch(%s, fn)", q(key))
+	c.last = fmt.Sprintf("Watch(%s, %s, fn)", q(key), q(group))
 	ctx, cancel := c.callCtx()
 	defer cancel()
-	stop, err := c.wn.Watch(ctx, key, func(next string) {
+	stop, err := c.wn.Watch(ctx, key, group, func(next string) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.notes = append(w.notes, next)
@@ -480,6 +483,36 @@ func watchLeaveQueue(c *checker) {
 	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported (w3: w2 stayed out); w2's leaving, not first, reported nothing (it would have said \"w1\")")
 }
 
+// watchGroup: a notification naming a waiter whose ID has a group
+// ("g1.w1") reaches that group's watches only; one naming an ID without a
+// group reaches the watches of group "". Absence proved by order: each
+// watch's first notification must be the one meant for it.
+func watchGroupOnly(c *checker) {
+	c.needWatch()
+	c.needQueue()
+	const k = "watched group" // released by no other check (see above)
+	g1, g2, plain := c.watchGroup(k, "g1"), c.watchGroup(k, "g2"), c.watch(k)
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "x", long, lineAt("g1.w1", 1, long)), fenced{false, 0}, "v holds the key: g1.w1 waits in line")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
+	c.wantNote(g1, 0, "g1.w1", c.last, "the release names g1.w1, on group g1's channel")
+	c.leaveQueue(k, lineAt("g1.w1", 1, long))
+	c.wantNote(plain, 0, "", c.last+" (after a release naming g1.w1)", "the first waiter left a free key with nobody behind it: \"\" goes to group \"\"; the release naming g1.w1 did not")
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "y", long, lineAt("g2.w2", 2, long)), fenced{false, 0}, "v holds the key: g2.w2 waits in line")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
+	c.wantNote(g2, 0, "g2.w2", c.last+" (after a release naming g1.w1)", "group g2's first notification names its own waiter: g1's went to g1 only")
+	c.leaveQueue(k, lineAt("g2.w2", 2, long))
+	c.wantNote(plain, 1, "", c.last+" (after a release naming g2.w2)", "the line emptied again; the release naming g2.w2 went to g2 only")
+	c.want(c.acquire(k, "v", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "z", long, lineAt("w3", 3, long)), fenced{false, 0}, "v holds the key: w3 (no group) waits in line")
+	c.want(c.release(k, "v", 0), true, "the holder releases its key")
+	c.wantNote(plain, 2, "w3", c.last, "a waiter without a group is named to group \"\"")
+	if n := g1.count(); n != 1 {
+		c.errorf("Watch(%s, \"g1\"): %d notifications, want 1: another group's waiters were reported to it", q(k), n)
+	}
+}
+
 func watchPerKey(c *checker) {
 	c.needWatch()
 	c.needQueue()
@@ -523,7 +556,7 @@ func watchContext(c *checker) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	cancel()
 	c.last = fmt.Sprintf("Watch(%q, fn) with a cancelled context", k)
-	stop, err := c.wn.Watch(ctx, k, func(string) {})
+	stop, err := c.wn.Watch(ctx, k, "", func(string) {})
 	switch {
 	case err == nil:
 		if stop != nil {

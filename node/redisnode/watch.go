@@ -32,8 +32,11 @@ const (
 // with the first live waiter of key's fair queue ("" when there is none;
 // see AcquireQueued). Expiries are not reported. The notifications are
 // Redis pub/sub messages on the channel "{key}:released" ("key:released"
-// when key has a hash tag), which the release scripts publish; they can be
-// lost (a reconnect) or late.
+// when key has a hash tag), or that channel followed by ":" and group for a
+// watch of a group (a notification naming a waiter whose ID has a group,
+// "group.rest", goes to its group's channel: see redlock.WatchNode), which
+// the release scripts publish; they can be lost (a reconnect) or late.
+// group must not contain a newline.
 //
 // Every watch of the Node shares one go-redis PubSub connection, opened by
 // the first Watch, and one goroutine that reads it and calls the fns, until
@@ -51,13 +54,19 @@ const (
 // the Node is closed. stop ends the watch without waiting for the network;
 // it may be called more than once. A notification being delivered while
 // stop runs may still call fn once. It implements redlock.WatchNode.
-func (n *Node) Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error) {
 	if fn == nil {
 		return nil, fmt.Errorf("redisnode: %s: Watch of key %s with a nil fn", n.addr, quote(key))
+	}
+	if strings.ContainsRune(group, '\n') {
+		return nil, fmt.Errorf("redisnode: %s: %w: Watch of key %s: group %s contains a newline", n.addr, redlock.ErrNotSent, quote(key), quote(group))
 	}
 	channel, err := slotKey(key, ":released")
 	if err != nil {
 		return nil, err
+	}
+	if group != "" {
+		channel += ":" + group
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)

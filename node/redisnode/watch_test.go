@@ -22,7 +22,7 @@ func watchT(t *testing.T, n *Node, key string) (<-chan string, func()) {
 	got := make(chan string, 64)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stop, err := n.Watch(ctx, key, func(next string) { got <- next })
+	stop, err := n.Watch(ctx, key, "", func(next string) { got <- next })
 	require.NoError(t, err, key)
 	t.Cleanup(stop)
 	return got, stop
@@ -215,7 +215,7 @@ func TestWatchClose(t *testing.T) {
 	_, _ = watchT(t, n, "locks:d")
 	require.NoError(t, n.Close())
 	stop()
-	_, err = n.Watch(context.Background(), "locks:c", func(string) {})
+	_, err = n.Watch(context.Background(), "locks:c", "", func(string) {})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "closed")
 	_ = n.Close() // a second Close does not block
@@ -245,14 +245,14 @@ func TestWatchErrors(t *testing.T) {
 	n := dialT(t, srv.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := n.Watch(ctx, "locks:e", func(string) {})
+	_, err := n.Watch(ctx, "locks:e", "", func(string) {})
 	require.ErrorIs(t, err, context.Canceled)
 
 	require.NoError(t, srv.Pause())
 	t.Cleanup(func() { _ = srv.Resume() })
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = n.Watch(ctx, "locks:e", func(string) {})
+	_, err = n.Watch(ctx, "locks:e", "", func(string) {})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a paused server")
 	require.NoError(t, srv.Resume())
 	got, _ := watchT(t, n, "locks:e") // the watch connection recovers
@@ -265,9 +265,9 @@ func TestWatchErrors(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "waiter", nextT(t, got))
 
-	_, err = n.Watch(context.Background(), "locks:e", nil)
+	_, err = n.Watch(context.Background(), "locks:e", "", nil)
 	require.Error(t, err)
-	_, err = n.Watch(context.Background(), "a}b", func(string) {})
+	_, err = n.Watch(context.Background(), "a}b", "", func(string) {})
 	require.ErrorIs(t, err, redlock.ErrNotSent)
 }
 
@@ -290,7 +290,7 @@ func TestWatchDeniedWithoutChannelPermissions(t *testing.T) {
 		n := dialT(t, "redis://"+user+":"+pass+"@"+srv.Addr())
 		for i := 0; i < 2; i++ { // a refusal leaves no state that wedges the next Watch
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err := n.Watch(wctx, "locks:acl", func(string) {})
+			_, err := n.Watch(wctx, "locks:acl", "", func(string) {})
 			cancel()
 			require.Error(t, err, user)
 			assert.ErrorIs(t, err, redlock.ErrNodeDenied, user)
@@ -327,7 +327,7 @@ func TestWatchEndsWithTheClient(t *testing.T) {
 	var werr error
 	for i := 0; i < 500 && werr == nil; i++ { // until the reader has seen the client closed
 		var stop func()
-		if stop, werr = n.Watch(context.Background(), "locks:other", func(string) {}); werr == nil {
+		if stop, werr = n.Watch(context.Background(), "locks:other", "", func(string) {}); werr == nil {
 			stop()
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -8,7 +8,8 @@
 -- keys expire with their last entry. When the waiter was the first live
 -- one and the lock key is absent, the next waiter may now take the lock:
 -- it publishes the new first live waiter, or '' when there is none, on the
--- channel ARGV[2], as release.lua does (under redis.pcall, so that an ACL
+-- channel ARGV[2] (followed by ":" and the waiter's group when its ID has
+-- one), as release.lua does (under redis.pcall, so that an ACL
 -- user without channel permissions still leaves).
 --
 -- KEYS[1]  the lock key
@@ -47,6 +48,12 @@ if left == 0 then
   return 0
 end
 if first and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.pcall('PUBLISH', ARGV[2], redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '')
+  local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  local g = string.match(next, '^([^.]+)%.')
+  if g then
+    redis.pcall('PUBLISH', ARGV[2] .. ':' .. g, next) -- its group's channel, as release.lua's
+  else
+    redis.pcall('PUBLISH', ARGV[2], next)
+  end
 end
 return 1

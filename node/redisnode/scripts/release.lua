@@ -5,8 +5,9 @@
 -- is refused by acquire.lua when it finally executes. After a delete, only
 -- when the lock's waiting line exists (acquire_queued.lua) it names the
 -- line's first live waiter to the lock's watchers: it publishes that
--- waiter's ID on the channel ARGV[3], so that one waiting call, in
--- whichever client, makes the next attempt. A lock nobody waits for costs
+-- waiter's ID on the channel ARGV[3], or ARGV[3] .. ":" .. its group when
+-- the ID has one (channel() below), so that one waiting call, in whichever
+-- client, makes the next attempt, and only its client hears of it. A lock nobody waits for costs
 -- a GET, a DEL and an EXISTS. PUBLISH runs under redis.pcall: an ACL user
 -- without channel permissions (Redis 7's default) still releases.
 --
@@ -27,6 +28,18 @@
 -- Returns:
 --   1   the key held our value and was deleted
 --   0   the key did not hold our value (absent, expired or someone else's)
+-- The channel a notification naming waiter id goes to: the lock's release
+-- channel ARGV[3], followed by ":" and the waiter's group when its ID has
+-- one (the part before its first "."), so that only the client whose
+-- waiters they are hears of them.
+local function channel(id)
+  local g = string.match(id, '^([^.]+)%.')
+  if g then
+    return ARGV[3] .. ':' .. g
+  end
+  return ARGV[3]
+end
+
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[3]) == 0 then
@@ -43,7 +56,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head then
-    redis.pcall('PUBLISH', ARGV[3], head)
+    redis.pcall('PUBLISH', channel(head), head)
   end
   return 1
 end
