@@ -32,8 +32,7 @@ const guardMark = ":release-guard:"
 // leftovers scans every master for the run's keys and counts them per
 // entry ID. Fencing counters (keys ending in ":fence", kept without a TTL
 // by design) are not counted; release guards and the waiting bookkeeping
-// (fair-queue keys, wake marks; they
-// expire) are counted apart.
+// (the waiting lines' keys; they expire) are counted apart.
 func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftover, error) {
 	counts := map[string]leftover{}
 	err := scanRun(ctx, ms, run, func(_ *redis.Client, k string) error {
@@ -51,7 +50,7 @@ func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftove
 		switch {
 		case strings.Contains(k, guardMark):
 			c.guards++
-		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"), strings.HasSuffix(k, ":wake"):
+		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"):
 			c.queue++
 		default:
 			c.keys++

@@ -60,6 +60,10 @@ type member struct {
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
 	// without channel permissions); Lock polls it without asking again.
 	watchDenied atomic.Bool
+	// lineDenied: the node refused a plain waiter's acquire in its line
+	// (ErrNodeDenied: an ACL user without the line's commands); a plain
+	// lock's calls take it with Acquire, as TryLock does.
+	lineDenied atomic.Bool
 	// deniedLogged: the client's logger was told that the node denied
 	// access, while its server run was deniedRun (under mu; logger.go).
 	deniedLogged bool
@@ -179,7 +183,7 @@ func isNil(n Node) bool {
 // until the context ends. Errors wrap ErrInvalidConfig and name the bad
 // value: an empty name, a name with '{' or '}' but no valid hash tag, a
 // name that is another lock's derived key on a Redis node (a hash tag and
-// an ending ":fence", ":waiting", ":queue", ":queue:ttl" or ":wake", or
+// an ending ":fence", ":waiting", ":queue", ":queue:ttl", or
 // ":release-guard:" in it), or an
 // option out of range or inconsistent with the client's (a TTL not above the
 // node timeout, for example).

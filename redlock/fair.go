@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"time"
 )
 
 // WithFairQueue makes the lock go to waiting Lock calls in the order they
-// began (docs/algorithm.md, "Fair queue"). Each Lock call waits in a queue
-// kept on every node (QueueNode), and a node grants the lock only to the
-// first live waiter of its queue; with nodes that report releases
-// (WatchNode), a release wakes only that waiter. TryLock is fair too: it
+// began (docs/algorithm.md, "Fair queue"). Each Lock call waits in the line
+// kept on every node (QueueNode), as without it, but a node grants the lock
+// only to the first live waiter of its line; with nodes that report
+// releases (WatchNode), a release wakes only that waiter. TryLock is fair too: it
 // succeeds only when no live waiter is ahead of it (its own entry lives
 // 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
 // maximum + node timeout)) after each of its attempts, and a waiter that
@@ -26,36 +27,47 @@ import (
 // Default: off.
 func WithFairQueue() LockOption { return func(l *lockConfig) { l.fair = true } }
 
-// fairEntryTTL is how long a fair waiter's entry lives after its attempt:
-// several of its longest backoffs, so a live waiter never drops out.
-func (l *lockConfig) fairEntryTTL(c clientConfig) time.Duration {
+// entryTTL is how long a waiter's entry in the nodes' line lives after its
+// attempt: several of its longest backoffs, so a live waiter never drops
+// out.
+func (l *lockConfig) entryTTL(c clientConfig) time.Duration {
 	return max(time.Second, 4*(l.retryMax+c.nodeTimeout))
 }
 
-// place is a Lock call's place in the fair queue across its attempts.
+// place is a Lock call's place in the nodes' waiting line across its
+// attempts (docs/algorithm.md, "Waiting"): its Waiter, which every attempt
+// sends (QueueNode.AcquireQueued), and what it must undo. A lock kind that
+// waits in no line (a shared lock's hold) has none (nil, whose methods do
+// nothing).
 type place struct {
+	m *Mutex
 	w Waiter
 	// last is the call's latest acquire round; after, when set, holds a
 	// LeaveQueue of the entry's previous ID on each node, which the next
 	// attempt's call to that node waits for (requeue).
 	last  *round
 	after []*call
+	// entered: an attempt may have entered the line on some node (a node
+	// refused it, or did not reply).
+	entered bool
 }
 
-// queued returns a new Lock call's place in the fair queue, nil for a lock
-// without WithFairQueue. once: the call makes one attempt (TryLock), so its
-// entry need not outlive the attempt: it lives 1ms, and no removal is sent
-// (an entry left behind by a lost removal or a late copy of the acquire
-// would otherwise sit ahead of every later waiter for a full entry TTL).
-func (m *Mutex) queued(once bool) *place {
-	if !m.cfg.fair {
+// place returns a new Lock call's place in the line, nil when the lock's
+// kind waits in none, or for a TryLock (once) of a lock without
+// WithFairQueue. A fair TryLock's entry need not outlive its one attempt:
+// it lives 1ms, and no removal is sent (an entry left behind by a lost
+// removal or a late copy of the acquire would otherwise sit ahead of every
+// later waiter for a full entry TTL).
+func (m *Mutex) place(once bool) *place {
+	line, fair := m.kind.inLine()
+	if !line || (once && !fair) {
 		return nil
 	}
-	ttl := m.cfg.fairEntryTTL(m.c.cfg)
+	ttl := m.cfg.entryTTL(m.c.cfg)
 	if once {
 		ttl = time.Millisecond
 	}
-	return &place{w: Waiter{ID: waiterID(), Arrival: time.Now(), TTL: ttl}}
+	return &place{m: m, w: Waiter{ID: waiterID(), Arrival: time.Now(), TTL: ttl, Fair: fair}}
 }
 
 // waiterID returns a new random waiter ID.
@@ -65,25 +77,64 @@ func waiterID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// requeue readies p for its next attempt, and reports whether it changed
-// p's waiter ID. A node that granted an attempt took the waiter out of its
-// queue and keeps it out for the entry TTL (a tombstone, so that a late
-// copy cannot re-enter it); when the attempt then failed (no quorum, rolled
-// back), the waiter is missing from those nodes' queues while it is first
-// on the others, and once it is missing from more than N - quorum of them
-// it cannot win until the tombstones expire, while the waiters behind it
-// go first (the bench measured waits of 1.3 s, 900 hold-and-handoff
-// periods, in 8 fair clients on one lock). So after an attempt that any
-// node may have granted (it said yes, or has not answered), the call goes
-// on under a new ID with the same arrival, which no node has a tombstone
-// of, and its old ID leaves every queue first: the next attempt's call to
-// each node waits for the removal there (TestFairWaiterGrantedThenRolledBack).
-func (m *Mutex) requeue(ctx context.Context, p *place) bool {
+// id is p's waiter ID, "" without a place.
+func (p *place) id() string {
+	if p == nil {
+		return ""
+	}
+	return p.w.ID
+}
+
+// attempt returns what an attempt sends: a copy of p's Waiter (calls of
+// the attempt may outlive it, and requeue changes p.w.ID before the next)
+// and the calls its calls must wait for (the requeue's removals).
+func (p *place) attempt() (*Waiter, []*call) {
+	if p == nil {
+		return nil, nil
+	}
+	w, after := p.w, p.after
+	p.after = nil
+	return &w, after
+}
+
+// tried records an attempt's round r, whatever its outcome: whether a
+// node may have entered the waiter in its line (it refused the attempt, or
+// the call was sent and not answered). A call still running is not
+// counted: should it be refused, the entry it leaves only expires (a
+// waiter of a plain lock binds nobody; a fair one always leaves).
+func (p *place) tried(r *round) {
+	if p == nil {
+		return
+	}
+	p.last = r
+	for _, cl := range r.calls {
+		if cl.finished() && (errors.Is(cl.err, ErrNodeTaken) || (cl.sent && !cl.replied && !errors.Is(cl.err, ErrNotSent))) {
+			p.entered = true
+			return
+		}
+	}
+}
+
+// requeue readies a fair p for its next attempt. A node that granted an
+// attempt took the waiter out of its queue and keeps it out for the entry
+// TTL (a tombstone, so that a late copy cannot re-enter it); when the
+// attempt then failed (no quorum, rolled back), the waiter is missing from
+// those nodes' queues while it is first on the others, and once it is
+// missing from more than N - quorum of them it cannot win until the
+// tombstones expire, while the waiters behind it go first (the bench
+// measured waits of 1.3 s, 900 hold-and-handoff periods, in 8 fair clients
+// on one lock). So after an attempt that any node may have granted (it said
+// yes, or has not answered), the call goes on under a new ID with the same
+// arrival, which no node has a tombstone of, and its old ID leaves every
+// queue first: the next attempt's call to each node waits for the removal
+// there (TestFairWaiterGrantedThenRolledBack). A waiter of a plain lock
+// leaves no tombstone when it acquires: it keeps its ID.
+func (p *place) requeue(ctx context.Context) {
+	if p == nil || !p.w.Fair || p.last == nil || p.m.c.cfg.knobs.NoFairRequeue {
+		return
+	}
 	r := p.last
 	p.last = nil
-	if r == nil || m.c.cfg.knobs.NoFairRequeue {
-		return false
-	}
 	granted := false
 	for _, cl := range r.calls {
 		// Not finished, or a node that may hold the key (it said yes, or
@@ -91,21 +142,36 @@ func (m *Mutex) requeue(ctx context.Context, p *place) bool {
 		granted = granted || !cl.finished() || mayHold(cl)
 	}
 	if !granted {
-		return false
+		return
 	}
 	old := p.w
 	p.w.ID = waiterID()
-	p.after = m.leaveQueue(ctx, old, nil).calls
-	return true
+	p.after = p.m.leaveQueue(ctx, old, nil).calls
 }
 
-// leaveQueue takes q out of the fair queue in the background, on every
-// node, or, when acq is an acquisition that succeeded, on the nodes where
-// it did not (those that granted it took q out themselves); each call
-// waits for the node's acquire of acq, so that it runs after it. It is
-// bounded by the release timeout and does not depend on ctx ending (a
-// waiter left behind would hold the queue up for its entry's TTL); Close
-// waits for it.
+// acquired takes p out of the line on the nodes where its acquisition acq
+// did not take the key (those that granted it took p out themselves), when
+// it may have entered there (a fair waiter always: its entry must not hold
+// the line up).
+func (p *place) acquired(ctx context.Context, acq *round) {
+	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond {
+		p.m.leaveQueue(ctx, p.w, acq)
+	}
+}
+
+// gaveUp takes p out of the line on every node (a Lock call that failed).
+func (p *place) gaveUp(ctx context.Context) {
+	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond {
+		p.m.leaveQueue(ctx, p.w, nil)
+	}
+}
+
+// leaveQueue takes q out of the line in the background, on every node, or,
+// when acq is an acquisition that succeeded, on the nodes where it did not
+// (those that granted it took q out themselves); each call waits for the
+// node's acquire of acq, so that it runs after it. It is bounded by the
+// release timeout and does not depend on ctx ending (a waiter left behind
+// would hold the line up for its entry's TTL); Close waits for it.
 func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 	o := op{
 		timeout: m.c.cfg.releaseTimeout,
@@ -113,6 +179,9 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 		node:    NodeLeave,
 		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+			if mb.queue == nil {
+				return true, nil
+			}
 			return true, mb.queue.LeaveQueue(ctx, m.name, q)
 		},
 	}

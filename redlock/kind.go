@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -19,8 +20,12 @@ type kind interface {
 	capability() string
 	// capable reports whether mb's node implements it.
 	capable(mb *member) bool
-	// acquire asks mb for the lock for value; w is the Lock call's place
-	// in the fair queue (nil unless WithFairQueue).
+	// inLine reports whether the kind's Lock calls wait in the nodes'
+	// waiting line (QueueNode; each has a place), and whether their turn
+	// binds them (WithFairQueue).
+	inLine() (line, fair bool)
+	// acquire asks mb for the lock for value; w is the call's Waiter in
+	// the line (nil without a place: a TryLock, a shared lock's hold).
 	acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error)
 	// extend resets the expiry of value's acquisition on mb.
 	extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error)
@@ -39,12 +44,44 @@ type grant struct {
 // mutexKind: SET NX PX on a Node.
 type mutexKind struct{}
 
-func (mutexKind) capability() string   { return "" }
-func (mutexKind) capable(*member) bool { return true }
+func (mutexKind) capability() string        { return "" }
+func (mutexKind) capable(*member) bool      { return true }
+func (mutexKind) inLine() (line, fair bool) { return true, false }
 
-func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, _ *Waiter) (grant, error) {
+// acquire: a waiting call on a node that keeps a line waits in it.
+func (mutexKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
+	if g, ok, err := lineAcquire(ctx, mb, key, value, ttl, w); ok {
+		return g, err
+	}
 	ok, err := mb.node.Acquire(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1}, err
+}
+
+// lineAcquire is a plain or fenced mutex's acquire of waiter w in mb's line;
+// ok is false when the call must be a plain acquire instead: no waiter (a
+// TryLock), a node without a line, or one that denied the line's commands
+// (an ACL user with the minimal ACL of docs/nodes.md: the script fails
+// before it writes anything but a free key it takes, so the plain acquire
+// that follows finds that key held by its value, a retried copy).
+func lineAcquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (g grant, ok bool, err error) {
+	if w == nil || mb.queue == nil || mb.lineDenied.Load() {
+		return grant{}, false, nil
+	}
+	g, err = queuedAcquire(ctx, mb, key, value, ttl, w)
+	if errors.Is(err, ErrNodeDenied) && !errors.Is(err, ErrNotSent) {
+		// Denied inside the script (a denied EVALSHA, a wrong password:
+		// not sent, and a plain acquire would be denied as well).
+		mb.lineDenied.Store(true)
+		return grant{}, false, nil
+	}
+	return g, true, err
+}
+
+// queuedAcquire is a waiter's acquire (QueueNode): it reads the fencing
+// counter too.
+func queuedAcquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
+	ok, fence, err := mb.queue.AcquireQueued(ctx, key, value, ttl, *w)
+	return grant{ok: ok, holds: 1, fence: fence}, err
 }
 
 func (mutexKind) extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error) {
@@ -62,7 +99,10 @@ type fencedKind struct{ mutexKind }
 func (fencedKind) capability() string      { return "FencingNode" }
 func (fencedKind) capable(mb *member) bool { return mb.fencing != nil }
 
-func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, _ *Waiter) (grant, error) {
+func (fencedKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
+	if g, ok, err := lineAcquire(ctx, mb, key, value, ttl, w); ok {
+		return g, err
+	}
 	ok, fence, err := mb.fencing.AcquireFenced(ctx, key, value, ttl)
 	return grant{ok: ok, holds: 1, fence: fence}, err
 }
@@ -77,10 +117,10 @@ func (fairKind) capability() string { return "QueueNode" }
 func (k fairKind) capable(mb *member) bool {
 	return mb.queue != nil && k.base.capable(mb)
 }
+func (fairKind) inLine() (line, fair bool) { return true, true }
 
 func (fairKind) acquire(ctx context.Context, mb *member, key, value string, ttl time.Duration, w *Waiter) (grant, error) {
-	ok, fence, err := mb.queue.AcquireQueued(ctx, key, value, ttl, *w)
-	return grant{ok: ok, holds: 1, fence: fence}, err
+	return queuedAcquire(ctx, mb, key, value, ttl, w)
 }
 
 func (k fairKind) extend(ctx context.Context, mb *member, key, value string, ttl time.Duration) (bool, error) {
@@ -95,8 +135,9 @@ func (k fairKind) release(ctx context.Context, mb *member, key, value string, gu
 // without its ID, which each acquisition's value fills in.
 type holdKind struct{ hold Hold }
 
-func (*holdKind) capability() string      { return "ShapeNode" }
-func (*holdKind) capable(mb *member) bool { return mb.shape != nil }
+func (*holdKind) capability() string        { return "ShapeNode" }
+func (*holdKind) capable(mb *member) bool   { return mb.shape != nil }
+func (*holdKind) inLine() (line, fair bool) { return false, false }
 
 func (k *holdKind) holdFor(value string) Hold {
 	h := k.hold

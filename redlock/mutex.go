@@ -43,7 +43,7 @@ type Mutex struct {
 // TryLock returned); errors.As gives a *QuorumError with every node's result.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	ctx, start := m.opStart(ctx, OpAcquire, false)
-	lease, err := m.attempt(ctx, m.cfg.renew, m.queued(true))
+	lease, err := m.attempt(ctx, m.cfg.renew, m.place(true))
 	err = withCtxErr(ctx, err)
 	m.acquired(ctx, start, lease, err, 1)
 	return lease, err
@@ -54,6 +54,15 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // have failed, or WithMaxWait has passed (no attempt starts after it).
 // Without a deadline on ctx and without those options it can block forever.
 // Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
+//
+// On nodes that keep a waiting line (QueueNode; redisnode and memnode do),
+// a Lock call that finds the lock held waits in it, and one that arrives
+// while others wait joins the line behind them, even when the lock is free
+// at that instant; a call in line takes a free lock whatever its place
+// (WithFairQueue makes the order binding). A release wakes the line's first
+// waiter, in whichever client it is (WatchNode), and the backoff covers
+// what no release reports (docs/algorithm.md, "Waiting"). TryLock ignores
+// the line.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.lock(ctx, m.cfg.renew)
 }
@@ -79,77 +88,22 @@ func (m *Mutex) acquired(ctx context.Context, start time.Time, lease *Lease, err
 	m.opDone(ctx, e, start)
 }
 
-// retry is Lock's loop; it also returns the number of attempts it made.
-// After its first failed attempt it also listens for releases (wait.go).
-func (m *Mutex) retry(ctx context.Context, renew float64) (lease *Lease, attempts int, err error) {
-	var giveUp time.Time // WithMaxWait: no attempt starts after it
-	if m.cfg.maxWait > 0 {
-		giveUp = time.Now().Add(m.cfg.maxWait)
-	}
-	q := m.queued(false)
-	var w *watch
-	var wt *waiter
-	defer func() {
-		if w != nil {
-			m.leave(w, wt)
-		}
-		if err != nil && q != nil {
-			m.leaveQueue(ctx, q.w, nil)
-		}
-	}()
+// retry is Lock's loop: attempt, decide, wait (wait.go); it also returns
+// the number of attempts it made.
+func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
+	p := m.place(false)
+	wg := m.waiting(p)
+	defer wg.stop()
 	for k := 0; ; k++ {
-		if q != nil && m.requeue(ctx, q) && w != nil {
-			w.rename(wt, q.w.ID)
-		}
-		if w != nil {
-			w.reset(wt)
-		}
-		began := time.Now()
-		lease, err := m.attempt(ctx, renew, q)
-		took := time.Since(began)
-		switch {
-		case err == nil:
+		p.requeue(ctx)
+		wg.begin()
+		lease, err := m.attempt(ctx, renew, p)
+		if err == nil {
 			return lease, k + 1, nil
-		case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
-			return nil, k + 1, withCtxErr(ctx, err)
-		case denied(err):
-			return nil, k + 1, err // a wrong password stays wrong: no retry
-		case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
+		}
+		if err = wg.after(ctx, k, err); err != nil {
+			p.gaveUp(ctx)
 			return nil, k + 1, err
-		}
-		var wake <-chan struct{}
-		if k == 0 {
-			var fresh bool
-			id := ""
-			if q != nil {
-				id = q.w.ID
-			}
-			if w, wt, fresh = m.waitFor(ctx, id); fresh {
-				// A release between the attempt and the watch went
-				// unreported: look once more now that it listens.
-				continue
-			}
-		}
-		if wt != nil {
-			w.settle(wt, err)
-			wake = wt.wake
-		}
-		delay := m.backoff(k)
-		if !giveUp.IsZero() && !time.Now().Add(delay).Before(giveUp) {
-			// The next attempt would start after the bound.
-			return nil, k + 1, fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-wake:
-			t.Stop()
-			if q == nil && !m.scatter(ctx, took) {
-				return nil, k + 1, withCtxErr(ctx, err)
-			}
-		case <-ctx.Done():
-			t.Stop()
-			return nil, k + 1, withCtxErr(ctx, err)
 		}
 	}
 }
@@ -200,7 +154,7 @@ func (m *Mutex) backoff(k int) time.Duration {
 }
 
 // attempt makes one attempt and reports it to the client's Observer.
-// q is the Lock call's place in the fair queue (nil unless WithFairQueue).
+// q is the call's place in the nodes' line (nil without one).
 func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, error) {
 	obs := m.c.obs
 	if obs == nil {
@@ -226,12 +180,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 	keyTTL := m.keyTTL()
 	e := &acquireExec{m: m, value: value, ttl: keyTTL}
 	var before [2][]*call
-	if q != nil {
-		// A copy: calls of this attempt may outlive it, and requeue
-		// changes q.w.ID before the next.
-		e.wv, before[0], q.after = q.w, q.after, nil
-		e.w = &e.wv
-	}
+	e.w, before[0] = q.attempt()
 	before[1] = c.releasing.pending(m.name)
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]
@@ -249,9 +198,6 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 		before:  before,
 		inline:  true,
 	})
-	if q != nil {
-		q.last = r
-	}
 	d := r.wait(ctx, m.quorum, 0)
 	var causes []error // why it failed, besides ErrNotObtained
 	// A duplicate server found while the attempt ran fails it (its own
@@ -272,9 +218,8 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, grants)
-			if q != nil {
-				m.leaveQueue(ctx, q.w, r) // where it did not acquire
-			}
+			q.tried(r)
+			q.acquired(ctx, r)
 			return lease, d, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
@@ -282,6 +227,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 	}
 	reached := d.yes >= m.quorum
 	m.rollback(ctx, value, r, d)
+	q.tried(r)
 	if p := c.dupErr.Load(); p != nil {
 		causes = append(causes, *p)
 	}
@@ -386,8 +332,7 @@ type acquireExec struct {
 	m      *Mutex
 	value  string
 	ttl    time.Duration
-	w      *Waiter // the fair queue's entry (WithFairQueue: &wv), else nil
-	wv     Waiter
+	w      *Waiter // the call's entry in the line, nil without a place
 	grants []grant
 	gbuf   [smallRound]grant
 }

@@ -12,20 +12,20 @@ import (
 
 // TestNamesOfDerivedKeysAreRefused: a lock name that is another lock's
 // derived key on a Redis node (its fencing counter "{k}:fence", its waiting
-// marks "{k}:waiting", its wake mark "{k}:wake", its release guards "{k}:release-guard:...") is
+// marks "{k}:waiting", its waiting line "{k}:queue", its release guards "{k}:release-guard:...") is
 // refused, so that no lock can read, extend or delete another's; names that
 // only resemble them are fine. The error quotes at most 64 bytes of a name.
 func TestNamesOfDerivedKeysAreRefused(t *testing.T) {
 	_, nodes := mem(3)
 	c := newClient(t, nodes)
-	for _, name := range []string{"{k}:fence", "a{b}:fence", "{w}:waiting", "{k}:wake", "a{b}:wake", "{k}:release-guard:0123456789abcdef01234567"} {
+	for _, name := range []string{"{k}:fence", "a{b}:fence", "{w}:waiting", "{k}:queue", "a{b}:queue:ttl", "{k}:release-guard:0123456789abcdef01234567"} {
 		_, err := c.NewMutex(name)
 		require.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
 		assert.ErrorContains(t, err, "reserved", name)
 		_, err = c.NewRWMutex(name)
 		assert.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
 	}
-	for _, name := range []string{"k:fence", "fence", "{k}:fenced", "{k}:waiting-room", "k:release-guard:x", "{k}", "k:wake", "{k}:wakeful"} {
+	for _, name := range []string{"k:fence", "fence", "{k}:fenced", "{k}:waiting-room", "k:release-guard:x", "{k}", "k:queue", "{k}:queued"} {
 		_, err := c.NewMutex(name)
 		assert.NoError(t, err, name)
 	}

@@ -140,60 +140,67 @@ type Hold struct {
 // falls back to that when Watch fails or a notification is lost.
 type WatchNode interface {
 	Node
-	// Watch calls fn each time a release on this node removes one of key's
-	// holds (ReleaseHold), or removes key's value (Release) when someone
-	// waits: an acquire of key (Acquire, AcquireFenced, AcquireQueued) was
-	// refused on this node because another value held it, or an
-	// AcquireQueued took it with waiters still queued, since the last such
-	// release (and within the acquire's TTL). A release nobody waited for
-	// costs no notification. fn gets the ID of the first live waiter in
-	// key's fair queue after the release ("" when the queue is empty; see
-	// QueueNode). A key that expires is not reported.
-	// Notifications can be lost (a reconnect) or late; fn is called from
-	// the node's own goroutine and must not block. Watch returns once the
-	// node listens for key, or with an error when it cannot (ctx ended, the
-	// server refused: an ACL user without channel permissions). stop ends
-	// the watch; it may be called more than once and does not block on
-	// the network. Close ends every watch of the node.
+	// Watch calls fn each time a release on this node removes key's value
+	// (Release) while someone is in key's waiting line (QueueNode), with
+	// the ID of the line's first live waiter then; each time a LeaveQueue
+	// of the line's first waiter leaves key free, with the next one's ID
+	// ("" when none is left); and each time a release removes one of key's
+	// holds (ReleaseHold), with the line's first waiter or "". A release
+	// nobody waits for costs no notification, and a key that expires is
+	// not reported. Notifications can be lost (a reconnect) or late; fn is
+	// called from the node's own goroutine and must not block. Watch
+	// returns once the node listens for key, or with an error when it
+	// cannot (ctx ended, the server refused: an ACL user without channel
+	// permissions). stop ends the watch; it may be called more than once
+	// and does not block on the network. Close ends every watch of the
+	// node.
 	Watch(ctx context.Context, key string, fn func(next string)) (stop func(), err error)
 }
 
-// QueueNode is a Node that keeps a fair queue of waiters per lock: the
-// optional capability behind WithFairQueue (docs/algorithm.md, "Fair
-// queue"). The queue only ever makes an acquire fail that would otherwise
-// succeed, never the reverse, so it changes no safety argument.
+// QueueNode is a Node that keeps a waiting line per lock: the optional
+// capability behind WithFairQueue, and behind Lock's one wake-up per
+// release (docs/algorithm.md, "Waiting" and "Fair queue"). The line only
+// ever makes an acquire fail that would otherwise succeed, never the
+// reverse, so it changes no safety argument.
 type QueueNode interface {
 	Node
-	// AcquireQueued is the fair Acquire of waiter w. In one atomic step it
-	// drops the waiters whose entries expired, enters w in key's queue
-	// when absent (ordered by w.Arrival, then by w.ID; an entry keeps its
-	// first arrival), sets w's entry to expire w.TTL from now, and then
-	// acquires exactly as Acquire does (release guards included) but only
-	// when w is the queue's first waiter; it also reads the lock's fencing
-	// counter as AcquireFenced does (0 when absent). When key holds value
-	// afterwards, w leaves the queue and stays out (see LeaveQueue).
+	// AcquireQueued is the Acquire of waiter w. In one atomic step: a
+	// release guard of key and value refuses it (as Acquire's) before
+	// anything changes; when nobody is in key's line it acquires exactly
+	// as Acquire does (and enters w when another value holds key);
+	// otherwise it drops the waiters whose entries expired, enters w when
+	// absent (ordered by w.Arrival, then by w.ID; an entry keeps its first
+	// arrival), sets w's entry to expire w.TTL from now, and acquires as
+	// Acquire does only when it is w's turn: with w.Fair when w is the line's
+	// first waiter; without, when w was in line before this call or nobody
+	// else is (a newcomer joins the line behind those who wait). It also
+	// reads the lock's fencing counter as AcquireFenced does (0 when
+	// absent). When key holds value afterwards, w leaves the line; a fair
+	// waiter then stays out (see LeaveQueue).
 	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
-	// LeaveQueue removes w from key's queue (a waiter that gave up); the
-	// queue's next waiter, if any, is then reported to watchers as after a
-	// release. A waiter that left (here, or by acquiring) stays out for
-	// w.TTL: an AcquireQueued of w that the node executes later (a copy
-	// that was still on the network) does not enter it again; it reports
-	// true only when key already holds value (a retried copy) and false
-	// otherwise, changing nothing (release guards still come first).
+	// LeaveQueue removes w from key's line (a waiter that gave up); the
+	// line's next waiter, if any, is then reported to watchers as after a
+	// release. A waiter that left (here, or a fair one by acquiring) stays
+	// out for w.TTL: an AcquireQueued of w that the node executes later (a
+	// copy that was still on the network) does not enter it again; it
+	// reports true only when key already holds value (a retried copy) and
+	// false otherwise, changing nothing (release guards still come first).
 	LeaveQueue(ctx context.Context, key string, w Waiter) error
 }
 
-// Waiter is one Lock call waiting in a fair queue (QueueNode).
+// Waiter is one Lock call waiting in a lock's line (QueueNode).
 type Waiter struct {
 	// ID is unique to the Lock call; it contains no newline.
 	ID string
-	// Arrival orders the queue (in milliseconds since 1970 on the nodes;
+	// Arrival orders the line (in milliseconds since 1970 on the nodes;
 	// ties are broken by ID): when the Lock call began, on its client's
 	// clock.
 	Arrival time.Time
 	// TTL is how long the entry lives without another AcquireQueued: a
-	// waiter that dies leaves the queue after it.
+	// waiter that dies leaves the line after it.
 	TTL time.Duration
+	// Fair: the waiter takes the lock only in its turn (WithFairQueue).
+	Fair bool
 }
 
 // ServerInfo identifies one run of a server.

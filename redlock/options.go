@@ -396,9 +396,9 @@ const maxKeyTTL = 100 * 365 * 24 * time.Hour
 // Suffixes of the keys a lock keeps beside its own on each node (Redis
 // nodes write "{name}" + suffix, or name + suffix when name has a hash tag):
 // a lock name must never be one of them, or it would read, extend or
-// delete another lock's fencing counter, waiting marks, wake mark or release
-// guards.
-var reservedSuffixes = []string{":fence", ":waiting", ":queue", ":queue:ttl", ":wake"}
+// delete another lock's fencing counter, waiting marks, waiting line or
+// release guards.
+var reservedSuffixes = []string{":fence", ":waiting", ":queue", ":queue:ttl"}
 
 const reservedInfix = ":release-guard:"
 
@@ -406,7 +406,7 @@ const reservedInfix = ":release-guard:"
 // Redis Cluster hash slot (a name containing '{' or '}' must carry a valid
 // hash tag, a non-empty {...}, which then picks the slot), and names that
 // are another lock's derived keys: a name with a hash tag that ends in
-// ":fence", ":waiting", ":queue", ":queue:ttl" or ":wake" or contains
+// ":fence", ":waiting", ":queue", ":queue:ttl" or contains
 // ":release-guard:". The name is quoted
 // in the error, cut to 64 bytes.
 func checkName(name string) error {

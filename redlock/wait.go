@@ -3,28 +3,116 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 )
 
 // Waiting: how a Lock call whose attempt failed waits for its next one
-// (docs/algorithm.md, "Waiting").
+// (docs/algorithm.md, "Waiting"). A waiting type per call owns it: the
+// backoff (WithRetryBackoff), the bounds (WithMaxAttempts, WithMaxWait), the
+// watch and the wake-up policy; the lock kind owns the call's place in the
+// nodes' line (fair.go).
 //
-// It always sleeps its backoff (WithRetryBackoff). When the nodes report
-// releases (WatchNode), the client also keeps one watch per lock name while
-// any of its Lock calls waits for that name (and for watchLinger after the
-// last one stops), and ends a waiting call's sleep as soon as releases were
-// reported, since its last attempt began, by nodes that refused that attempt
+// It always sleeps its backoff. When the nodes report releases
+// (WatchNode), the client also keeps one watch per lock name while any of
+// its Lock calls waits for that name (and for watchLinger after the last
+// one stops). A node's release names the first waiter of its line
+// (QueueNode), and only that waiter, in whichever client it is, counts the
+// report: one wake-up per release across the clients. A report with no
+// name (a shared lock's hold released) counts for the client's oldest
+// waiting call. A call's sleep ends as soon as reports counted for it
+// since its last attempt began come from nodes that refused that attempt
 // because the lock was held (or had not replied when it was decided), and
 // those nodes together with the ones that were free make a quorum (the
 // reports of its own rollback, or of a node in quarantine, never wake it:
-// no retry loop without a pause). A release
-// wakes one call per client for a plain lock (its oldest waiting call: no
-// herd of every waiting call), and under WithFairQueue only the call the
-// nodes name as their queue's first waiter. The backoff stays the fallback
-// for what is never reported: a lost notification, a key that expired, a
-// node that cannot notify.
+// no retry loop without a pause). The backoff stays the fallback for what
+// is never reported: a lost notification, a key that expired, a waiter
+// named that is gone, a node that cannot notify.
+
+// waiting is one Lock call's waiting between its attempts.
+type waiting struct {
+	m      *Mutex
+	p      *place
+	giveUp time.Time // WithMaxWait: no attempt starts after it
+	w      *watch    // nil until the first failed attempt, or without one
+	wt     *waiter
+	began  time.Time // the latest attempt's start
+}
+
+// waiting returns how a Lock call of m with place p waits.
+func (m *Mutex) waiting(p *place) *waiting {
+	wg := &waiting{m: m, p: p}
+	if m.cfg.maxWait > 0 {
+		wg.giveUp = time.Now().Add(m.cfg.maxWait)
+	}
+	return wg
+}
+
+// begin is called as an attempt begins: from now on only releases reported
+// after it wake the call.
+func (wg *waiting) begin() {
+	wg.began = time.Now()
+	if wg.w != nil {
+		wg.w.reset(wg.wt, wg.p.id())
+	}
+}
+
+// after decides, once attempt k failed with err, whether the call makes
+// another attempt, and waits for it: it returns nil when the next attempt
+// should start, and the call's error otherwise (err itself, wrapping
+// ctx.Err() when ctx ended, or saying that WithMaxWait passed).
+func (wg *waiting) after(ctx context.Context, k int, err error) error {
+	m := wg.m
+	switch {
+	case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
+		return withCtxErr(ctx, err)
+	case denied(err): // a wrong password stays wrong: no retry
+		return err
+	case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
+		return err
+	}
+	took := time.Since(wg.began)
+	if wg.w == nil && k == 0 {
+		var fresh bool
+		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id()); fresh {
+			// A release between the attempt and the watch went
+			// unreported: look once more now that it listens.
+			return nil
+		}
+	}
+	var wake <-chan struct{}
+	if wg.wt != nil {
+		wg.w.settle(wg.wt, err)
+		wake = wg.wt.wake
+	}
+	delay := m.backoff(k)
+	if !wg.giveUp.IsZero() && !time.Now().Add(delay).Before(wg.giveUp) {
+		// The next attempt would start after the bound.
+		return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-wake:
+		if wg.p == nil && !m.scatter(ctx, took) {
+			return withCtxErr(ctx, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return withCtxErr(ctx, err)
+	}
+}
+
+// stop ends the call's waiting: it leaves the watch.
+func (wg *waiting) stop() {
+	if wg.w != nil {
+		wg.m.leave(wg.w, wg.wt)
+	}
+}
 
 // watchLinger is how long a client keeps a lock name's watch after its last
 // waiting call stopped waiting, so that a lock under steady contention is
@@ -56,7 +144,7 @@ type watch struct {
 
 // waiter is one waiting Lock call on a watch.
 type waiter struct {
-	id   string // its fair queue ID; "" for a plain lock
+	id   string // its waiter ID in the nodes' line; "" without a place
 	seen []bool // nodes that reported a release since its attempt began (under watch.mu)
 	// After its attempt failed (settled): taken, the nodes that refused it
 	// because the lock was held, or had not replied when it was decided
@@ -77,8 +165,8 @@ type waiter struct {
 	wake    chan struct{} // signalled when a new attempt is worth making
 }
 
-// waitFor registers a waiting Lock call of m (fair queue ID id, "" for a
-// plain lock) on the watch of m's name, starting the watch when there is
+// waitFor registers a waiting Lock call of m (its waiter ID id in the
+// nodes' line, "" without a place) on the watch of m's name, starting the watch when there is
 // none; fresh reports that it was started now (so a release may have been
 // missed before it listened). It returns nil when no quorum of nodes can
 // report releases or the client is closed: the call then sleeps its
@@ -160,23 +248,17 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 }
 
 // notify is node i's report of a release of w's name; next is the first
-// waiter of its fair queue.
+// waiter of its line: only that waiter counts it, or, when next is "" (no
+// line), the oldest waiting call.
 func (w *watch) notify(i int, next string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	plain := false // the oldest plain waiter took this report
 	for _, wt := range w.waiters {
-		switch {
-		case wt.id != "" && wt.id != next:
-			continue
-		case wt.id == "":
-			if plain {
-				continue
-			}
-			plain = true
+		if next == "" || wt.id == next {
+			wt.seen[i] = true
+			w.check(wt)
+			return
 		}
-		wt.seen[i] = true
-		w.check(wt)
 	}
 }
 
@@ -222,23 +304,19 @@ func (w *watch) settle(wt *waiter, err error) {
 	w.check(wt)
 }
 
-// reset forgets the reports wt has had: called as its next attempt begins,
-// so that only releases from then on wake it.
-func (w *watch) reset(wt *waiter) {
+// reset forgets the reports wt has had, and gives it the waiter ID its
+// call's next attempt goes on under (a fair call's changes: requeue):
+// called as that attempt begins, so that only releases from then on wake
+// it.
+func (w *watch) reset(wt *waiter, id string) {
 	w.mu.Lock()
 	clear(wt.seen)
 	wt.settled = false
+	wt.id = id
 	select {
 	case <-wt.wake:
 	default:
 	}
-	w.mu.Unlock()
-}
-
-// rename gives wt the fair queue ID its call goes on under (requeue).
-func (w *watch) rename(wt *waiter, id string) {
-	w.mu.Lock()
-	wt.id = id
 	w.mu.Unlock()
 }
 
@@ -309,19 +387,19 @@ func (c *Client) closeWatches() {
 	}
 }
 
-// scatterRounds is how many attempt durations a plain waiter's wake-up is
-// spread over (scatter).
+// scatterRounds is how many attempt durations a waiter's wake-up by an
+// unnamed report is spread over (scatter).
 const scatterRounds = 4
 
-// scatter delays a plain lock's waiting call, woken by a release, by a
-// random time in [0, scatterRounds x took), took being its last attempt's
-// duration. Every client with a waiting call is woken by the same release
-// (one call each); attempts made at the same instant split the nodes'
-// votes, fail together and roll back, and their rollbacks' reports wake
-// them all again. Spread out, the first attempt usually takes the lock
-// whole and the later ones are refused without a rollback. A fair lock
-// needs none: a release wakes only its first waiter. It reports false when
-// ctx ended first.
+// scatter delays a waiting call of a lock without a line (a shared lock's
+// hold), woken by a release, by a random time in [0, scatterRounds x took),
+// took being its last attempt's duration. Every client with a waiting call
+// is woken by the same release (one call each); attempts made at the same
+// instant split the nodes' votes, fail together and roll back, and their
+// rollbacks' reports wake them all again. Spread out, the first attempt
+// usually takes the lock whole and the later ones are refused without a
+// rollback. A call in a line needs none: a release wakes only the waiter
+// it names. It reports false when ctx ended first.
 func (m *Mutex) scatter(ctx context.Context, took time.Duration) bool {
 	d := time.Duration(rand.Int64N(int64(scatterRounds*took) + 1))
 	if d <= 0 {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -152,253 +151,143 @@ func TestWokenByANodeThatHadNotReplied(t *testing.T) {
 	})
 }
 
-// A fair waiter whose attempt a node granted and that then failed (rolled
-// back) goes on under a new ID: the granting node keeps a tombstone of the
-// old one (its queue must not take a late copy of the old acquire back).
-// Node 2 is held by another client; node 1 answers after the node timeout,
-// so the waiter's first attempts are granted on node 0 at once and on
-// node 1 late, and fail. When node 2 is released the waiter takes the lock
-// at once. Under its first ID (knobs.NoFairRequeue) nodes 0 and 1 refuse
-// it as a waiter that left, until its tombstones expire: hours, with this
-// backoff.
-func TestFairWaiterGrantedThenRolledBack(t *testing.T) {
-	for _, knob := range []bool{false, true} {
-		t.Run(map[bool]string{false: "requeued", true: "NoFairRequeue"}[knob], func(t *testing.T) {
-			if knob {
-				knobs.NoFairRequeue.Store(true)
-				defer knobs.NoFairRequeue.Store(false)
-			}
-			synctest.Test(t, func(t *testing.T) {
-				ms, nodes := mem(3)
-				holder := newMutex(t, newClient(t, nodes[2:]))
-				lease, err := holder.TryLock(context.Background())
-				require.NoError(t, err)
-				ms[1].SetDelay(100 * time.Millisecond) // the node timeout is 50ms
-				waiter := newMutex(t, newClient(t, nodes), redlock.WithFairQueue(), redlock.WithRetryBackoff(time.Hour, time.Hour))
-				got := lockAsync(context.Background(), waiter)
-				synctest.Wait() // its first attempts are made
-				ms[1].SetDelay(0)
-				r, waited := releaseTo(t, lease, got)
-				if knob {
-					assert.Greater(t, waited, time.Minute, "with the knob the waiter's tombstones must keep it out")
-				} else {
-					assert.Less(t, waited, time.Minute, "the waiter takes the lock when node 2 is released")
-				}
-				require.NoError(t, r.lease.Unlock(context.Background()))
-			})
-		})
-	}
-}
-
-// acquireClock is a memnode that notes when each Acquire reaches it, per
-// client (one acquireClock per client and node).
+// acquireClock is a memnode that notes when each acquire (Acquire,
+// AcquireQueued, AcquireHold) reaches it, per client (one acquireClock per
+// client and node).
 type acquireClock struct {
 	*memnode.Node
 	at *[]time.Time // shared by the client's nodes; under mu
 	mu *sync.Mutex
 }
 
-func (n acquireClock) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+func (n acquireClock) note() {
 	n.mu.Lock()
 	*n.at = append(*n.at, time.Now())
 	n.mu.Unlock()
+}
+
+func (n acquireClock) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	n.note()
 	return n.Node.Acquire(ctx, key, value, ttl)
 }
 
-// A release wakes a waiting call in every client with one; their attempts
-// are scattered over a few attempt durations instead of all starting at the
-// instant of the release (at once they split the nodes' votes, fail
-// together and roll back, and the rollbacks' reports wake them all again).
-// Three waiting clients, masters 1ms away: the first attempt each makes
+func (n acquireClock) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	n.note()
+	return n.Node.AcquireQueued(ctx, key, value, ttl, w)
+}
+
+func (n acquireClock) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
+	n.note()
+	return n.Node.AcquireHold(ctx, key, h, ttl)
+}
+
+// clocked returns clients whose nodes note each acquire's time per client.
+func clocked(t *testing.T, ms []*memnode.Node, clients int) ([]*redlock.Client, func() [][]time.Time) {
+	var mu sync.Mutex
+	ats := make([][]time.Time, clients)
+	cs := make([]*redlock.Client, clients)
+	for c := range cs {
+		wrapped := make([]redlock.Node, len(ms))
+		for i, m := range ms {
+			wrapped[i] = acquireClock{Node: m, at: &ats[c], mu: &mu}
+		}
+		cs[c] = newClient(t, wrapped)
+	}
+	return cs, func() [][]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([][]time.Time, len(ats))
+		for c := range ats {
+			out[c] = append([]time.Time(nil), ats[c]...)
+		}
+		return out
+	}
+}
+
+// One wake-up per release across clients: three clients wait for a plain
+// lock (arriving 1ms apart), each polling once an hour; a release names
+// the line's first waiter and only its client attempts, and each Unlock
+// wakes the next one, in the order they arrived, at the instant of the
+// release.
+func TestOneWakeUpPerReleaseAcrossClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, nodes := mem(3)
+		holder := newMutex(t, newClient(t, nodes))
+		lease, err := holder.TryLock(context.Background())
+		require.NoError(t, err)
+		clients, attempts := clocked(t, ms, 3)
+		got := make([]<-chan lockResult, len(clients))
+		for c, cl := range clients {
+			got[c] = lockAsync(context.Background(), newMutex(t, cl, redlock.WithRetryBackoff(time.Hour, time.Hour)))
+			synctest.Wait() // it waits in line
+			time.Sleep(time.Millisecond)
+		}
+		for c := range clients {
+			before := attempts()
+			released := time.Now()
+			require.NoError(t, lease.Unlock(context.Background()))
+			r := <-got[c]
+			require.NoError(t, r.err, "client %d", c)
+			assert.Equal(t, released, r.at, "client %d: woken by the release, in arrival order", c)
+			synctest.Wait()
+			after := attempts()
+			for o := range clients {
+				if o != c && len(after[o]) != len(before[o]) {
+					t.Errorf("release %d woke client %d too (%d acquires after it): want one wake-up per release", c, o, len(after[o])-len(before[o]))
+				}
+			}
+			lease = r.lease
+		}
+		require.NoError(t, lease.Unlock(context.Background()))
+	})
+}
+
+// A shared lock's waiters have no line: a release wakes a waiting call in
+// every client with one, and their attempts are scattered over a few
+// attempt durations instead of all starting at the instant of the release
+// (at once they split the nodes' votes, fail together and roll back, and
+// the rollbacks' reports wake them all again). Three clients wait for a
+// one-holder semaphore, masters 1ms away: the first attempt each makes
 // after the release must not all start at one instant.
-func TestWokenPlainWaitersAreScattered(t *testing.T) {
+func TestWokenHoldWaitersAreScattered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms, nodes := mem(3)
 		for _, m := range ms {
 			m.SetDelay(time.Millisecond)
 		}
-		holder := newMutex(t, newClient(t, nodes))
-		lease, err := holder.TryLock(context.Background())
+		sem := func(c *redlock.Client) *redlock.Semaphore {
+			s, err := c.NewSemaphore("sem", 1, redlock.WithRetryBackoff(time.Hour, time.Hour))
+			require.NoError(t, err)
+			return s
+		}
+		lease, err := sem(newClient(t, nodes)).TryAcquire(context.Background())
 		require.NoError(t, err)
-		var mu sync.Mutex
-		ats := make([][]time.Time, 3)
-		got := make(chan lockResult, len(ats))
-		for c := range ats {
-			wrapped := make([]redlock.Node, len(ms))
-			for i, m := range ms {
-				wrapped[i] = acquireClock{Node: m, at: &ats[c], mu: &mu}
-			}
-			w := newMutex(t, newClient(t, wrapped), redlock.WithRetryBackoff(time.Hour, time.Hour))
+		clients, attempts := clocked(t, ms, 3)
+		got := make(chan lockResult, len(clients))
+		for _, cl := range clients {
+			s := sem(cl)
 			go func() {
-				l, err := w.Lock(context.Background())
+				l, err := s.Acquire(context.Background())
 				got <- lockResult{l, err, time.Now()}
 			}()
 		}
 		synctest.Wait() // every waiter sleeps its backoff
 		time.Sleep(time.Second)
 		released := time.Now()
-		mu.Lock()
-		before := make([]int, len(ats))
-		for c := range ats {
-			before[c] = len(ats[c])
-		}
-		mu.Unlock()
+		before := attempts()
 		require.NoError(t, lease.Unlock(context.Background()))
-		for range ats { // each holder's Unlock wakes the next
+		for range clients { // each holder's Unlock wakes the next
 			r := <-got
 			require.NoError(t, r.err)
 			require.Less(t, r.at.Sub(released), time.Minute, "woken by a release")
 			require.NoError(t, r.lease.Unlock(context.Background()))
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		after := attempts()
 		firsts := map[time.Time]bool{}
-		for c := range ats {
-			require.Greater(t, len(ats[c]), before[c], "client %d made no attempt after the release", c)
-			firsts[ats[c][before[c]]] = true
+		for c := range clients {
+			require.Greater(t, len(after[c]), len(before[c]), "client %d made no attempt after the release", c)
+			firsts[after[c][len(before[c])]] = true
 		}
 		assert.Greater(t, len(firsts), 1, "the three woken clients attempted at one instant: %v", firsts)
-	})
-}
-
-// WithFairQueue: the lock goes to the waiter that came first, even when a
-// later one polls far more often. B waits (polling once a minute, no
-// notifications), then C (polling every 10ms); A releases: C's polls are
-// refused while B's entry lives, and B gets the lock at its next poll, then
-// C after B's release. Without the queue C would take it within 10ms.
-func TestFairQueueOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, nodes := mem(3)
-		a := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-		b := newMutex(t, newClient(t, queueOnly(nodes)), redlock.WithFairQueue(), redlock.WithRetryBackoff(time.Minute, time.Minute))
-		c := newMutex(t, newClient(t, nodes), redlock.WithFairQueue(), redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Millisecond))
-		lease, err := a.TryLock(context.Background())
-		require.NoError(t, err)
-		gotB := lockAsync(context.Background(), b)
-		synctest.Wait()
-		time.Sleep(time.Millisecond)
-		gotC := lockAsync(context.Background(), c)
-		time.Sleep(time.Second)
-		require.NoError(t, lease.Unlock(context.Background()))
-		rb := <-gotB
-		require.NoError(t, rb.err)
-		select {
-		case rc := <-gotC:
-			t.Fatalf("C took the lock (err %v) while B, ahead of it, still waited", rc.err)
-		default:
-		}
-		require.NoError(t, rb.lease.Unlock(context.Background()))
-		rc := <-gotC
-		require.NoError(t, rc.err)
-		require.NoError(t, rc.lease.Unlock(context.Background()))
-	})
-}
-
-// A fair waiter that dies (its entry never renewed) holds the queue up
-// only until its entry expires; one that gives up leaves at once.
-func TestFairQueueSurvivesDeadAndLeavingWaiters(t *testing.T) {
-	t.Run("dead", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			_, nodes := mem(3)
-			dead := redlock.Waiter{ID: "dead", Arrival: time.Now().Add(-time.Minute), TTL: 5 * time.Second}
-			for _, n := range nodes {
-				ok, err := n.Acquire(context.Background(), lockName, "held", time.Hour)
-				require.NoError(t, err)
-				require.True(t, ok)
-				ok, _, err = n.(redlock.QueueNode).AcquireQueued(context.Background(), lockName, "dead-value", time.Second, dead)
-				require.NoError(t, err)
-				require.False(t, ok, "the key is held: the dead waiter stays queued")
-				ok, err = n.Release(context.Background(), lockName, "held", 0)
-				require.NoError(t, err)
-				require.True(t, ok)
-			}
-			entered := time.Now()
-			m := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-			lease, err := m.Lock(context.Background())
-			require.NoError(t, err)
-			assert.GreaterOrEqual(t, time.Since(entered), 5*time.Second, "granted before the dead waiter's entry expired")
-			require.NoError(t, lease.Unlock(context.Background()))
-		})
-	})
-	t.Run("gave up", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			_, nodes := mem(3)
-			a := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-			bc := newClient(t, nodes)
-			b := newMutex(t, bc, redlock.WithFairQueue())
-			lease, err := a.TryLock(context.Background())
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			_, err = b.Lock(ctx)
-			cancel()
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.NoError(t, bc.Close(context.Background())) // its queue removals are done
-			require.NoError(t, lease.Unlock(context.Background()))
-			next, err := a.TryLock(context.Background())
-			require.NoError(t, err, "B's entry, still first, refused it: B did not leave the queue")
-			require.NoError(t, next.Unlock(context.Background()))
-		})
-	})
-}
-
-// WithFairQueue is refused where it cannot work, naming why.
-func TestFairQueueConfig(t *testing.T) {
-	_, nodes := mem(3)
-	c := newClient(t, nodes)
-	_, err := c.NewRWMutex(lockName, redlock.WithFairQueue())
-	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
-	assert.Contains(t, err.Error(), "WithFairQueue applies to NewMutex only")
-
-	plain := newClient(t, plainNodes(nodes))
-	_, err = plain.NewMutex(lockName, redlock.WithFairQueue())
-	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
-	assert.Contains(t, err.Error(), "does not implement QueueNode")
-
-	for _, name := range []string{"{k}:queue", "{k}:queue:ttl"} {
-		_, err = c.NewMutex(name)
-		require.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
-	}
-	m, err := c.NewMutex(lockName, redlock.WithFairQueue(), redlock.WithFencing())
-	require.NoError(t, err, "fair and fenced")
-	lease, err := m.TryLock(context.Background())
-	require.NoError(t, err)
-	token, ok := lease.Fence()
-	require.True(t, ok)
-	assert.Positive(t, token)
-	require.NoError(t, lease.Unlock(context.Background()))
-}
-
-// A fair TryLock that fails must leave no ghost in the queue: a copy of
-// its acquire that reaches a node late (slow on the network) enters its
-// waiter there after the TryLock has returned; were that entry to live a
-// full entry TTL, first in the queue of two of three nodes, it would
-// refuse every later waiter a quorum (a TryLock's entry lives 1ms; the
-// simulator found schedules that granted nothing: docs/simulation.md).
-// X's acquires to nodes 0 and 1 take 200ms (X gives up after 50ms). After
-// the holder's release, Y's TryLock must succeed.
-func TestFairTryLockLeavesNoGhost(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ms, nodes := mem(3)
-		h := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-		x := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-		y := newMutex(t, newClient(t, nodes), redlock.WithFairQueue())
-		lease, err := h.TryLock(context.Background())
-		require.NoError(t, err)
-		ms[0].SetDelay(200 * time.Millisecond)
-		ms[1].SetDelay(200 * time.Millisecond)
-		done := make(chan error, 1)
-		go func() {
-			_, err := x.TryLock(context.Background())
-			done <- err
-		}()
-		time.Sleep(25 * time.Millisecond) // X's acquires are on their way
-		ms[0].SetDelay(0)
-		ms[1].SetDelay(0)
-		require.ErrorIs(t, <-done, redlock.ErrNotObtained)
-		time.Sleep(300 * time.Millisecond) // the late acquires have arrived
-		require.NoError(t, lease.Unlock(context.Background()))
-		next, err := y.TryLock(context.Background())
-		require.NoError(t, err, "a ghost of X kept Y from a quorum")
-		require.NoError(t, next.Unlock(context.Background()))
 	})
 }

@@ -358,6 +358,11 @@ const (
 	// included) and the other client's retry to happen inside it.
 	linger = splitTTL * 9 / 10
 	hold   = time.Millisecond
+	// The shape scenarios' node deadline (half their splitTTL), pause
+	// (longer than that deadline) and short duration; see their entries.
+	shapeNodeTimeout   = splitTTL / 2
+	shapePause         = splitTTL * 3 / 4
+	shapeShortDuration = 5 * time.Second
 )
 
 // builtin is the scenario list; Scenarios returns copies.
@@ -421,22 +426,38 @@ var builtin = []Scenario{
 		Schedule: []Step{{At: 300 * time.Millisecond, Every: 400 * time.Millisecond,
 			Fault: faultinject.Restart{Persistence: faultinject.AOFAlways}, Target: Rolling}},
 	},
+	// The shape scenarios run 3 to 5 contending clients whose every
+	// attempt is a Lua script on each of 5 in-process masters behind two
+	// proxies (about 2 ms of CPU per node call under -race). On a loaded
+	// 2-core machine the process gets well under a core and a node call
+	// takes hundreds of milliseconds: at a fifth of a 1 s TTL every call
+	// timed out, each timeout dropped its connection (the next call
+	// redials through both proxies) and queued a release retry, and a
+	// short run locked nothing (about 1 run in 4, most in a run beside
+	// two busy processes). Half of a 2 s TTL leaves that room; the
+	// pauses outlast the node deadline so that calls to a paused master
+	// still time out; 5 s gives a loaded run the write leases, full
+	// semaphore and re-entries TestShapeScenariosExerciseTheirShape
+	// looks for.
 	{
-		Name: "rw-minority-killed", Expect: Safe, Nodes: 5, Clients: 4, TTL: baseTTL, Hold: hold, Shape: RW,
+		Name: "rw-minority-killed", Expect: Safe, Nodes: 5, Clients: 4, TTL: splitTTL, Hold: hold, Shape: RW,
+		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
 		About: "read-write lock (writer preference; 3 reads in 4): a minority is killed and restarted empty, again and again; a writer never overlaps anyone",
 		Schedule: []Step{{At: 300 * time.Millisecond, For: 1500 * time.Millisecond, Every: 300 * time.Millisecond,
 			Fault: faultinject.Kill{}, Target: Minority}},
 	},
 	{
-		Name: "semaphore-node-paused", Expect: Safe, Nodes: 5, Clients: 5, TTL: baseTTL, Hold: hold, Shape: Semaphore, K: 2,
-		About: "semaphore K=2 (quorum 4 of 5): one master is paused for half a TTL, again and again; never more than 2 holders",
-		Schedule: []Step{{At: 300 * time.Millisecond, For: 500 * time.Millisecond, Every: 300 * time.Millisecond,
+		Name: "semaphore-node-paused", Expect: Safe, Nodes: 5, Clients: 5, TTL: splitTTL, Hold: hold, Shape: Semaphore, K: 2,
+		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
+		About: "semaphore K=2 (quorum 4 of 5): one master is paused for 3/4 of a TTL, again and again; never more than 2 holders",
+		Schedule: []Step{{At: 300 * time.Millisecond, For: shapePause, Every: 300 * time.Millisecond,
 			Fault: faultinject.Pause{}, Target: LastNode}},
 	},
 	{
-		Name: "reentrant-minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: baseTTL, Hold: hold, Shape: Reentrant,
-		About: "reentrant mutex, one owner per client re-entering once per hold: a minority is paused, again and again; two owners never overlap",
-		Schedule: []Step{{At: 300 * time.Millisecond, For: 500 * time.Millisecond, Every: 300 * time.Millisecond,
+		Name: "reentrant-minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: splitTTL, Hold: hold, Shape: Reentrant,
+		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
+		About: "reentrant mutex, one owner per client re-entering once per hold: a minority is paused for 3/4 of a TTL, again and again; two owners never overlap",
+		Schedule: []Step{{At: 300 * time.Millisecond, For: shapePause, Every: 300 * time.Millisecond,
 			Fault: faultinject.Pause{}, Target: Minority}},
 	},
 	{

@@ -164,14 +164,14 @@ func hashTag(name string) bool {
 
 // Derived reports whether key is one that the lock keeps next to a lock
 // key rather than a lock key itself: a fencing counter, a waiting-writers
-// set, a wake mark, a release guard (redlock refuses such names as lock names), or an
+// set, a release guard (redlock refuses such names as lock names), or an
 // election's term record, the election's name + ":term:" + a lease's
 // token (32 hexadecimal digits).
 func Derived(key string) bool {
 	if strings.Contains(key, ":release-guard:") || termRecord(key) {
 		return true
 	}
-	return hashTag(key) && (strings.HasSuffix(key, ":fence") || strings.HasSuffix(key, ":waiting") || strings.HasSuffix(key, ":wake"))
+	return hashTag(key) && (strings.HasSuffix(key, ":fence") || strings.HasSuffix(key, ":waiting"))
 }
 
 // termRecord reports whether key ends in ":term:" and a lease's token.

@@ -33,8 +33,7 @@ const (
 	roleFence               // a fencing counter (RaiseFence)
 	roleHolds               // a shared lock's holds (AcquireHold)
 	roleWaiting             // a shared lock's waiting writers (AcquireHold)
-	roleQueue               // a fair queue's arrivals or entry expiries (AcquireQueued)
-	roleWake                // a lock's wake mark: someone waits (an acquire refused)
+	roleQueue               // a waiting line's arrivals or entry expiries (AcquireQueued)
 )
 
 // value is one key's value: a string, or a sorted set (set != nil).
@@ -217,26 +216,6 @@ func (n *Node) queueKey(key string) (string, error) { return n.slotKey(key, ":qu
 
 // queueTTLKey names the expiries of the entries of key's fair queue.
 func (n *Node) queueTTLKey(key string) (string, error) { return n.slotKey(key, ":queue:ttl") }
-
-// wakeKey names the wake mark of key (redisnode's acquire.lua): set by an
-// acquire that found key held, for its TTL; a release that deletes key while
-// it lives notifies key's watches.
-func (n *Node) wakeKey(key string) (string, error) { return n.slotKey(key, ":wake") }
-
-// markLocked sets key's wake mark for ttl: someone waits for key. n.mu
-// must be held and key valid (the caller named its other keys already).
-func (n *Node) markLocked(key string, ttl time.Duration, now time.Time) {
-	if wk, err := n.wakeKey(key); err == nil {
-		n.setLocked(wk, "1", ttl.Truncate(time.Millisecond), roleWake, now)
-	}
-}
-
-// waitedLocked reports whether key's wake mark lives: a release that
-// deletes key then notifies key's watches. n.mu must be held.
-func (n *Node) waitedLocked(key string, now time.Time) bool {
-	wk, err := n.wakeKey(key)
-	return err == nil && n.lookupLocked(wk, now) != nil
-}
 
 // waitingKey names the waiting writers of shared lock key.
 func (n *Node) waitingKey(key string) (string, error) { return n.slotKey(key, ":waiting") }

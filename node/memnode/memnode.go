@@ -266,8 +266,8 @@ func (n *Node) forgetLocked() {
 }
 
 // Keys returns the lock keys the node holds now and their values; the keys
-// the node keeps for the locks (release guards, fencing counters, fair
-// queues, wake marks) are left out. Tests use it to look for orphan keys. A shared lock
+// the node keeps for the locks (release guards, fencing counters, waiting
+// lines) are left out. Tests use it to look for orphan keys. A shared lock
 // (redlock.ShapeNode) shows as its key with its live holds as the value
 // ("<group>\n<id>" each, sorted, space separated), and its waiting writers
 // under the key that holds them on Redis: "{key}:waiting", or
@@ -280,7 +280,7 @@ func (n *Node) Keys() map[string]string {
 	for k := range n.data {
 		v := n.lookupLocked(k, now)
 		switch {
-		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue || v.role == roleWake:
+		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue:
 		case v.set == nil:
 			out[k] = v.str
 		default:
@@ -440,9 +440,6 @@ func (n *Node) acquireLocked(key, value, guard string, ttl time.Duration, now ti
 		return true, nil
 	}
 	held, ok, err := n.getLocked(key, now)
-	if err == nil && ok && held != value {
-		n.markLocked(key, ttl, now) // refused: someone waits
-	}
 	return ok && held == value, err
 }
 
@@ -600,7 +597,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
-			if n.waitedLocked(key, now) { // someone waits
+			if n.firstLiveLocked(key, now) != "" { // someone waits in line
 				n.notifyLocked(key, now)
 			}
 		case guard > 0:

@@ -143,22 +143,37 @@ func (n *Node) leaveLocked(qk, tk, id string, exp time.Time, now time.Time) bool
 	return in
 }
 
+// dropLocked removes id from the queue without a tombstone (ZREM from
+// both keys); then both keys expire with the latest entry.
+func (n *Node) dropLocked(qk, tk, id string, now time.Time) {
+	arrivals, _ := n.scoredLocked(qk, now)
+	delete(arrivals, id)
+	n.dropEmpty(qk, arrivals)
+	expiries, _ := n.scoredLocked(tk, now)
+	delete(expiries, id)
+	n.dropEmpty(tk, expiries)
+	n.coverLocked(qk, tk, now)
+}
+
 // AcquireQueued implements redlock.QueueNode in one step, as redisnode's
-// script does: it drops the expired entries of key's queue, enters w when
+// acquire_queued.lua does: it reads the lock's fencing counter (a counter
+// that holds no number fails before anything changes), and a release guard
+// of key and value refuses before anything changes. When nobody is in key's
+// line (neither queue key exists) it acquires as Acquire does, enters w
+// alone when another value holds key, and leaves a fair w's tombstone when
+// it takes the key. Otherwise it drops the expired entries, enters w when
 // absent (at w.Arrival in whole milliseconds; an entry keeps its first
 // arrival), sets w's entry to expire w.TTL (whole milliseconds) from now on
-// the node clock, and reads the lock's fencing counter.
-// Then a release guard of key and value refuses; a key that holds value
-// already is a retried copy (true); otherwise w takes a free key only when
-// it is the queue's first waiter. When key holds value afterwards, w leaves
-// the queue and its tombstone expires w.TTL from now. A waiter that left
-// (its tombstone lives) is not entered again and takes nothing: after the
-// fencing counter's read and the guard's refusal it reports true only when
-// key holds value (a late copy of the call that acquired). A key, queue or
-// counter of the wrong type fails as on Redis
-// (WRONGTYPE; a counter that holds no number), after the queue's changes.
-// ttl and w.TTL must be at least a millisecond and w.ID non-empty without
-// a newline, or it fails with an error wrapping redlock.ErrNotSent.
+// the node clock; then a key that holds value already is a retried copy
+// (true); a free key is taken in w's turn:
+// with w.Fair when w is the line's first waiter, without when w was in
+// line before this call or is alone in it. When key holds value afterwards,
+// w leaves the line (a fair w leaves its tombstone, expiring w.TTL from
+// now). A waiter that left (its tombstone lives) is not entered again and
+// takes nothing: it reports true only when key holds value (a late copy of the call that acquired). A key or queue of
+// the wrong type fails as on Redis (WRONGTYPE). ttl and w.TTL must be at
+// least a millisecond and w.ID non-empty without a newline, or it fails
+// with an error wrapping redlock.ErrNotSent.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, 0, err
@@ -180,42 +195,10 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	var fail error
 	err = n.do(ctx, func() {
 		now := n.clock()
-		arrivals, expiries, err := n.queueLocked(qk, tk, now)
-		if err != nil {
-			fail = err
-			return
-		}
-		exp := now.Add(waiterTTL(w))
-		left := leftLocked(arrivals, expiries, w.ID)
-		if !left {
-			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
-			arrivals, _, _ = n.queueLocked(qk, tk, now)
-		}
 		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
 		}
-		if n.lookupLocked(guard, now) != nil {
-			return
-		}
-		held, found, err := n.getLocked(key, now)
-		switch {
-		case err != nil:
-			fail = err
-			return
-		case left:
-			ok = found && held == value
-			return
-		case found && held != value, !found && firstWaiter(arrivals) != w.ID:
-			n.markLocked(key, ttl, now) // refused: w waits
-			return
-		case !found:
-			n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
-		}
-		n.leaveLocked(qk, tk, w.ID, exp, now)
-		if n.lookupLocked(qk, now) != nil {
-			n.markLocked(key, ttl, now) // waiters are still queued
-		}
-		ok = true
+		ok, fail = n.acquireQueuedLocked(key, value, guard, qk, tk, ttl, w, arrival, now)
 	})
 	switch {
 	case err != nil:
@@ -224,6 +207,62 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, n.scriptError("acquire_queued.lua", fail)
 	}
 	return ok, fence, nil
+}
+
+// acquireQueuedLocked is AcquireQueued's step after the counter's read.
+func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Duration, w redlock.Waiter, arrival, now time.Time) (bool, error) {
+	exp := now.Add(waiterTTL(w))
+	if n.lookupLocked(guard, now) != nil {
+		return false, nil // a straggler: its release ran first
+	}
+	if n.lookupLocked(qk, now) == nil && n.lookupLocked(tk, now) == nil {
+		// Nobody in line, no tombstone.
+		free := n.lookupLocked(key, now) == nil
+		ok, err := n.acquireLocked(key, value, guard, ttl, now)
+		switch {
+		case err != nil:
+			return false, err
+		case ok && free && w.Fair:
+			n.leaveLocked(qk, tk, w.ID, exp, now)
+		case !ok:
+			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
+		}
+		return ok, nil
+	}
+	arrivals, expiries, err := n.queueLocked(qk, tk, now)
+	if err != nil {
+		return false, err
+	}
+	_, queued := arrivals[w.ID]
+	left := leftLocked(arrivals, expiries, w.ID)
+	if !left {
+		n.enterLocked(qk, tk, w.ID, arrival, exp, now)
+		arrivals, _, _ = n.queueLocked(qk, tk, now)
+	}
+	held, found, err := n.getLocked(key, now)
+	switch {
+	case err != nil:
+		return false, err
+	case left:
+		return found && held == value, nil
+	case found && held != value:
+		return false, nil
+	case !found:
+		turn := queued || len(arrivals) == 1
+		if w.Fair {
+			turn = firstWaiter(arrivals) == w.ID
+		}
+		if !turn {
+			return false, nil
+		}
+		n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
+	}
+	if w.Fair {
+		n.leaveLocked(qk, tk, w.ID, exp, now)
+	} else {
+		n.dropLocked(qk, tk, w.ID, now)
+	}
+	return true, nil
 }
 
 // LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it

@@ -20,7 +20,7 @@ func TestQueueTombstoneOnVirtualTime(t *testing.T) {
 		ctx := t.Context()
 		must := mustFor(t)
 		n := memnode.New("tombstone")
-		w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: 100 * time.Millisecond}
+		w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: 100 * time.Millisecond, Fair: true}
 		if err := n.LeaveQueue(ctx, "lock", w); err != nil {
 			t.Fatal(err)
 		}

@@ -41,12 +41,13 @@ func mustWatch(t *testing.T, n *memnode.Node, key string, fn func(string)) func(
 	return stop
 }
 
-// waiting marks that someone waits for key (an Acquire refused while key
-// is held), so that the release of key is reported.
+// waiting puts waiter "waiter" in key's line (an AcquireQueued refused
+// while key is held), so that the release of key is reported, naming it.
 func waiting(t *testing.T, n *memnode.Node, key string) {
 	t.Helper()
-	if ok, err := n.Acquire(t.Context(), key, "waiter", time.Hour); err != nil || ok {
-		t.Fatalf("Acquire(%q) of a waiter = %v, %v: want it refused", key, ok, err)
+	w := redlock.Waiter{ID: "waiter", Arrival: time.Now(), TTL: time.Hour}
+	if ok, _, err := n.AcquireQueued(t.Context(), key, "waiter", time.Hour, w); err != nil || ok {
+		t.Fatalf("AcquireQueued(%q) of a waiter = %v, %v: want it refused (it waits in line)", key, ok, err)
 	}
 }
 
@@ -88,7 +89,7 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 	if !took {
 		t.Error("fn's Acquire of the released lock = false, want true: fn runs after the release's change")
 	}
-	if want := []string{"lock::begin", "lock::end", "other:"}; !slices.Equal(order, want) {
+	if want := []string{"lock:waiter:begin", "lock:waiter:end", "other:waiter"}; !slices.Equal(order, want) {
 		t.Errorf("deliveries %q, want %q: synchronous, in order, the nested one after fn returns", order, want)
 	}
 }
@@ -116,8 +117,8 @@ func TestWatchStraggler(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := r.list(); !slices.Equal(got, []string{""}) {
-			t.Fatalf("notifications %q after the late Release applied, want [\"\"]", got)
+		if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
+			t.Fatalf("notifications %q after the late Release applied, want [\"waiter\"]", got)
 		}
 		n.SetDelay(0)
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
@@ -233,8 +234,8 @@ func TestWatchChannelNames(t *testing.T) {
 	must(n.Acquire(ctx, "{x}", "v", time.Hour))
 	waiting(t, n, "{x}")
 	must(n.Release(ctx, "{x}", "v", 0))
-	if got := r.list(); !slices.Equal(got, []string{""}) {
-		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"\"] (one channel, {x}:released)", got)
+	if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
+		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"waiter\"] (one channel, {x}:released)", got)
 	}
 	if _, err := n.Watch(ctx, "a}b", r.fn); !errors.Is(err, redlock.ErrNotSent) {
 		t.Errorf("Watch(\"a}b\") = %v, want an error wrapping redlock.ErrNotSent", err)
@@ -284,7 +285,7 @@ func TestWatchPanickingCallback(t *testing.T) {
 	}
 	waiting(t, n, "lock")
 	must(n.Release(ctx, "lock", "w", 0))
-	if got := r.list(); !slices.Equal(got, []string{""}) {
-		t.Errorf("notifications after the panic %q, want [\"\"]", got)
+	if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
+		t.Errorf("notifications after the panic %q, want [\"waiter\"]", got)
 	}
 }

@@ -77,6 +77,9 @@ func groups() []group {
 			{"LeaveBeforeEntry", queueLeaveBeforeEntry},
 			{"LateCopyAfterAcquire", queueLateCopyAfterAcquire},
 			{"RejoinsAfterTTL", queueRejoinsAfterTTL},
+			{"LineNewcomer", lineNewcomer},
+			{"LineAlone", lineAlone},
+			{"LineLeavesNoTrace", lineLeavesNoTrace},
 		}},
 		{"Watch", []check{
 			{"Release", watchRelease},

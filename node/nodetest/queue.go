@@ -11,10 +11,11 @@ import (
 )
 
 // The checks of the two capabilities behind Lock's wake-ups and
-// WithFairQueue: redlock.QueueNode (a fair queue per lock: only its first
-// live waiter may take a free key) and redlock.WatchNode (a notification
-// with the queue's first waiter after each release that removed
-// something). A notification's absence is proved by order, never by
+// WithFairQueue: redlock.QueueNode (a waiting line per lock: only its first
+// live fair waiter may take a free key; a plain waiter in line may take it
+// whatever its place, a newcomer only when nobody else is in line) and
+// redlock.WatchNode (a notification with the line's first waiter after each
+// release that removed something while someone waited). A notification's absence is proved by order, never by
 // waiting: a check makes the absent notification and a real one whose
 // content differs, and the first notification received must be the real
 // one.
@@ -34,14 +35,21 @@ func (c *checker) needWatch() {
 // arrivalBase is the checks' time of arrival: waiters arrive ms after it.
 var arrivalBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// waiterAt is waiter id, arrived ms milliseconds after arrivalBase, whose
-// entry lives ttl.
+// waiterAt is fair waiter id, arrived ms milliseconds after arrivalBase,
+// whose entry lives ttl.
 func waiterAt(id string, ms int, ttl time.Duration) redlock.Waiter {
-	return redlock.Waiter{ID: id, Arrival: arrivalBase.Add(time.Duration(ms) * time.Millisecond), TTL: ttl}
+	return redlock.Waiter{ID: id, Arrival: arrivalBase.Add(time.Duration(ms) * time.Millisecond), TTL: ttl, Fair: true}
+}
+
+// lineAt is waiterAt for a plain lock's waiter (not Fair).
+func lineAt(id string, ms int, ttl time.Duration) redlock.Waiter {
+	w := waiterAt(id, ms, ttl)
+	w.Fair = false
+	return w
 }
 
 func waiterString(w redlock.Waiter) string {
-	return fmt.Sprintf("Waiter{ID: %s, Arrival: +%v, TTL: %v}", q(w.ID), w.Arrival.Sub(arrivalBase), w.TTL)
+	return fmt.Sprintf("Waiter{ID: %s, Arrival: +%v, TTL: %v, Fair: %v}", q(w.ID), w.Arrival.Sub(arrivalBase), w.TTL, w.Fair)
 }
 
 func (c *checker) tryAcquireQueued(key, value string, ttl time.Duration, w redlock.Waiter) (fenced, error) {
@@ -225,9 +233,10 @@ func queueGuard(c *checker) {
 	c.needQueue()
 	w := waiterAt("w1", 1, long)
 	c.want(c.release("lock", "late", long), false, "nothing to release: a guard is left")
-	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard of key and value refuses, though w1 is the only waiter and the key is free")
+	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard of key and value refuses, though w1 would be the only waiter and the key is free")
 	c.want(c.acquireQueued("lock", "late", long, w), fenced{false, 0}, "the guard stays")
-	c.want(c.acquireQueued("lock", "x", long, waiterAt("w2", 2, long)), fenced{false, 0}, "w1, refused by the guard, is still in the queue and first")
+	c.want(c.acquireQueued("lock", "x", long, waiterAt("w2", 2, long)), fenced{true, 0}, "w1, refused by its guard, never entered the queue (it arrived 1ms before w2): w2 is first")
+	c.want(c.release("lock", "x", 0), true, "w2 holds the key")
 	c.want(c.acquireQueued("lock", "other", long, w), fenced{true, 0}, "the guard refuses no other value")
 }
 
@@ -253,6 +262,61 @@ func queueLeavesOnSuccess(c *checker) {
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w1 holds the key")
 	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1 left the queue when it acquired: w2 is first")
+}
+
+// ---- A plain lock's line ----
+
+// lineNewcomer: a plain waiter that arrives while another is in line joins
+// the line behind it, though the key is free; in line, it takes the key.
+func lineNewcomer(c *checker) {
+	c.needQueue()
+	w1, w2 := lineAt("w1", 1, long), lineAt("w2", 2, long)
+	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 joins the line")
+	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is free, but w2 is a newcomer while w1 waits: it joins the line behind w1")
+	c.want(c.acquire("lock", "plain", long), true, "a plain Acquire (a TryLock) ignores the line")
+	c.want(c.release("lock", "plain", 0), true, "the plain holder releases its key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 is in line now: it takes the free key whatever its place (the line binds nobody)")
+	c.want(c.release("lock", "v2", 0), true, "w2 holds the key")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 is in line: it takes the free key")
+}
+
+// lineAlone: a plain waiter alone takes a free key; one that finds the key
+// held joins the line, and once nobody else is in line takes the key as a
+// newcomer would.
+func lineAlone(c *checker) {
+	c.needQueue()
+	w1, w2 := lineAt("w1", 1, long), lineAt("w2", 2, long)
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "nobody in line: w1 takes the free key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "v1 holds the key: w2 joins the line")
+	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 is in line, alone: it takes the free key")
+}
+
+// lineLeavesNoTrace: a plain waiter that takes the key with nobody in line
+// writes no line keys; one that acquires from the line leaves it without a
+// tombstone (a late copy after the release enters it again). A fair waiter
+// that acquires leaves its tombstone.
+func lineLeavesNoTrace(c *checker) {
+	c.needQueue()
+	w1 := lineAt("w1", 1, long)
+	c.want(c.acquireQueued("a", "v1", long, w1), fenced{true, 0}, "nobody in line: w1 takes the free key")
+	for _, name := range []string{"{a}:queue", "{a}:queue:ttl"} {
+		c.want(c.acquire(name, "probe", long), true, "nobody waited: no line key was written (a plain SET NX of its name succeeds)")
+		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
+	}
+	c.want(c.release("a", "v1", 0), true, "w1 holds the key")
+	w2 := waiterAt("f1", 1, long)
+	c.want(c.acquireQueued("b", "v2", long, w2), fenced{true, 0}, "nobody in line: the fair waiter takes the free key")
+	_, err := c.tryAcquire("{b}:queue:ttl", "probe", long)
+	c.wantErr(err, "a fair waiter that acquires leaves its tombstone (a sorted set: Redis answers WRONGTYPE)")
+	c.want(c.acquire("c", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("c", "v3", long, w1), fenced{false, 0}, "the key is held: w1 joins the line")
+	c.want(c.release("c", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("c", "v3", long, w1), fenced{true, 0}, "w1 is in line, alone: it takes the free key")
+	c.want(c.release("c", "v3", 0), true, "w1 holds the key")
+	c.want(c.acquireQueued("c", "v4", long, w1), fenced{true, 0}, "w1 left no tombstone: a later call of it takes the free key as a newcomer alone")
 }
 
 // ---- Waiters that left stay out for their TTL ----
@@ -311,27 +375,22 @@ func queueRejoinsAfterTTL(c *checker) {
 
 func watchRelease(c *checker) {
 	c.needWatch()
+	c.needQueue()
 	const k = "watched release" // released by no other check (see above)
 	w := c.watch(k)
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	c.want(c.acquire(k, "waiter", long), false, "v holds the key: the refused acquire marks that someone waits")
+	c.want(c.acquireQueued(k, "x", long, lineAt("w1", 1, long)), fenced{false, 0}, "v holds the key: w1 joins the line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "", c.last, "no queue: no next waiter")
-	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	if c.f != nil {
-		c.want(c.acquireFenced(k, "waiter", long), fenced{false, 0}, "v holds the key: a refused AcquireFenced marks that someone waits too")
-	} else {
-		c.want(c.acquire(k, "waiter", long), false, "v holds the key: someone waits")
-	}
+	c.wantNote(w, 0, "w1", c.last, "a release names the line's first waiter")
+	c.want(c.acquire(k, "v", long), true, "a plain Acquire takes the free key")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 1, "", c.last, "each release someone waited for is reported")
+	c.wantNote(w, 1, "w1", c.last, "w1 is still in line: each release while someone waits is reported")
 }
 
-// watchNobodyWaits: a release that deletes a key no acquire was refused on
-// (nobody waits) is not reported; proved by order: a later release with a
-// queued waiter reports its ID, and the first notification must be that
-// one. Once an acquire was refused, every release is reported (the mark
-// lives for the acquire's TTL).
+// watchNobodyWaits: a release that deletes a key while nobody is in its
+// line is not reported; proved by order: a later release with a waiter in
+// line reports its ID, and the first notification must be that one. While
+// someone is in line, every release is reported.
 func watchNobodyWaits(c *checker) {
 	c.needWatch()
 	c.needQueue()
@@ -344,8 +403,8 @@ func watchNobodyWaits(c *checker) {
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last+" (after a release of v, which nobody waited for)", "a release nobody waited for is not reported: v's would have reported \"\"")
 	c.want(c.acquire(k, "v2", long), true, "a free key is taken")
-	c.want(c.release(k, "v2", 0), true, "the holder releases its key; w1 was refused within the TTL")
-	c.wantNote(w, 1, "w1", c.last, "the wake mark lives for the refused acquire's TTL: later releases are reported too")
+	c.want(c.release(k, "v2", 0), true, "the holder releases its key; w1 is still in line")
+	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported")
 }
 
 func watchNextWaiter(c *checker) {
@@ -426,7 +485,7 @@ func watchPerKey(c *checker) {
 	c.needQueue()
 	w := c.watch("watched a")
 	c.want(c.acquire("watched b", "v", long), true, "a free key is taken")
-	c.want(c.acquire("watched b", "waiter", long), false, "v holds the key: someone waits")
+	c.want(c.acquireQueued("watched b", "x", long, lineAt("w0", 0, long)), fenced{false, 0}, "v holds the key: w0 waits in b's line")
 	c.want(c.release("watched b", "v", 0), true, "the holder releases its key")
 	c.want(c.acquire("watched a", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("watched a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
@@ -436,11 +495,12 @@ func watchPerKey(c *checker) {
 
 func watchStop(c *checker) {
 	c.needWatch()
+	c.needQueue()
 	const k = "watched stop" // released by no other check (see above)
 	stopped, control := c.watch(k), c.watch(k)
 	cycle := func() {
 		c.want(c.acquire(k, "v", long), true, "a free key is taken")
-		c.want(c.acquire(k, "waiter", long), false, "v holds the key: someone waits")
+		c.want(c.acquireQueued(k, "x", long, lineAt("w1", 1, long)), fenced{false, 0}, "v holds the key: w1 is in line")
 		c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	}
 	cycle()

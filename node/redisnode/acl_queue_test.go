@@ -2,7 +2,6 @@ package redisnode
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 // leave_queue.lua) and for release notifications (the scripts' PUBLISH;
 // Watch's SUBSCRIBE, UNSUBSCRIBE and health-check PING; the lock names'
 // release channels). Without +publish the releases still succeed, silently.
-const aclQueue = aclLocker + " +time +zadd +zrange +zrangebyscore +zrem +zremrangebyscore +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
+const aclQueue = aclLocker + " +time +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
 
 func TestACLForQueueAndWatch(t *testing.T) {
 	srv := redisproc.StartT(t, redisproc.Config{})
@@ -30,8 +29,8 @@ func TestACLForQueueAndWatch(t *testing.T) {
 
 	for _, key := range []string{"locks:q", "locks:{t}:q"} {
 		got, _ := watchT(t, n, key)
-		a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
-		b := redlock.Waiter{ID: "b", Arrival: a.Arrival.Add(time.Millisecond), TTL: time.Minute}
+		a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute, Fair: true}
+		b := redlock.Waiter{ID: "b", Arrival: a.Arrival.Add(time.Millisecond), TTL: time.Minute, Fair: true}
 		ok, err := n.Acquire(ctx, key, "holder", time.Minute)
 		require.NoError(t, err, key)
 		require.True(t, ok, key)
@@ -50,24 +49,24 @@ func TestACLForQueueAndWatch(t *testing.T) {
 		ok, _, err = n.AcquireQueued(ctx, key, "vb", time.Minute, b)
 		require.NoError(t, err, key)
 		assert.True(t, ok, key)
-		waitingT(t, n, key) // the queue is empty: a refused acquire marks that someone waits
+		waitingT(t, n, key) // a plain waiter joins the empty line
 		ok, err = n.Release(ctx, key, "vb", 0)
 		require.NoError(t, err, key)
 		require.True(t, ok, key)
-		assert.Equal(t, "", nextT(t, got), key)
+		assert.Equal(t, "waiter", nextT(t, got), key)
+		late := redlock.Waiter{ID: "late", Arrival: time.Now(), TTL: 100 * time.Millisecond}
+		ok, _, err = n.AcquireQueued(ctx, key, "vl", time.Minute, late)
+		require.NoError(t, err, key)
+		assert.False(t, ok, "%s: a newcomer joins the line while waiter waits, though the key is free (ZCARD)", key)
+		require.NoError(t, n.LeaveQueue(ctx, key, late), key)
+		assert.Equal(t, "waiter", nextT(t, got), "%s: late, first, left a free key", key)
+		require.NoError(t, n.LeaveQueue(ctx, key, redlock.Waiter{ID: "waiter", TTL: 100 * time.Millisecond}), key)
+		assert.Equal(t, "", nextT(t, got), "%s: the last waiter left a free key", key)
 	}
-	// No orphan keys: the tombstones expire (polled, bounded); the wake
-	// marks the refused waiters set expire with the lock's TTL (a minute).
+	// No orphan keys: the tombstones expire (polled, bounded).
 	var keys []string
 	for i := 0; i < 3000; i++ {
-		keys = nil
-		for _, k := range setup.Keys(ctx, "*").Val() {
-			if strings.HasSuffix(k, ":wake") {
-				assert.Positive(t, setup.PTTL(ctx, k).Val(), "the wake mark %s expires", k)
-				continue
-			}
-			keys = append(keys, k)
-		}
+		keys = setup.Keys(ctx, "*").Val()
 		if len(keys) == 0 {
 			break
 		}

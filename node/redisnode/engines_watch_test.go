@@ -42,8 +42,8 @@ func TestClusterWatchAndQueue(t *testing.T) {
 	t0 := time.Now()
 	for _, name := range masters {
 		got, _ := watchT(t, n, name)
-		a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute}
-		b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+		a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+		b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
 		ok, err := n.Acquire(ctx, name, "holder", time.Minute)
 		require.NoError(t, err, name)
 		require.True(t, ok, name)
@@ -65,10 +65,11 @@ func TestClusterWatchAndQueue(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.True(t, ok, name)
 		assert.Zero(t, fence, name)
+		waitingT(t, n, name)
 		ok, err = n.Release(ctx, name, "vb", 0)
 		require.NoError(t, err, name)
 		require.True(t, ok, name)
-		assert.Equal(t, "", nextT(t, got), name)
+		assert.Equal(t, "waiter", nextT(t, got), name)
 	}
 }
 
@@ -83,7 +84,7 @@ func TestSentinelWatch(t *testing.T) {
 	defer n.Close()
 	ctx := context.Background()
 	got, _ := watchT(t, n, "locks:sw")
-	w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Minute}
+	w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	ok, err := n.Acquire(ctx, "locks:sw", "holder", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)

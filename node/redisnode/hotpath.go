@@ -21,8 +21,9 @@ import (
 // cache (evicted by another lock's attempt) is simply built again.
 
 // lockArgs is what the calls of one acquisition share: the lock key, the
-// value, the release-guard key, the fair queue's keys and the release
-// channel (release.lua's), and their boxed forms. It is never changed once
+// value, the release-guard key, the waiting line's keys, the release
+// channel (release.lua's) and the fencing counter (acquire_queued.lua's),
+// and their boxed forms. It is never changed once
 // published in argCache.
 type lockArgs struct {
 	key, value string
@@ -30,7 +31,7 @@ type lockArgs struct {
 	queue      string // {key}:queue
 	queueTTL   string // {key}:queue:ttl
 	channel    string // {key}:released
-	wake       string // {key}:wake (acquire.lua)
+	fence      string // {key}:fence
 	ttl        int64  // TTL in ms boxed in ttlArg
 	keyArg     any
 	guardArg   any
@@ -39,7 +40,7 @@ type lockArgs struct {
 	queueArg   any
 	qttlArg    any
 	chanArg    any
-	wakeArg    any
+	fenceArg   any
 }
 
 // argCacheSize slots: more than the acquisitions one process has in flight
@@ -63,23 +64,23 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 		return nil, err
 	}
 	a := &lockArgs{key: key, value: value, ttl: ttl, ttlArg: ttl}
-	a.guard, a.queue, a.queueTTL, a.channel, a.wake = lockKeys(key, value)
+	a.guard, a.queue, a.queueTTL, a.channel, a.fence = lockKeys(key, value)
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
-	a.queueArg, a.qttlArg, a.chanArg, a.wakeArg = &a.queue, &a.queueTTL, &a.channel, &a.wake
+	a.queueArg, a.qttlArg, a.chanArg, a.fenceArg = &a.queue, &a.queueTTL, &a.channel, &a.fence
 	slot.Store(a)
 	return a, nil
 }
 
-// lockKeys returns guardKey(key, value), queueKeys(key) and wakeKey(key),
-// cut from one allocation (the release path sends them all). key has a
+// lockKeys returns guardKey(key, value), queueKeys(key) and fenceKey(key),
+// cut from one allocation (the waiting acquire sends them all). key has a
 // valid hash tag or no '}'.
-func lockKeys(key, value string) (guard, queue, queueTTL, channel, wake string) {
+func lockKeys(key, value string) (guard, queue, queueTTL, channel, fence string) {
 	h := guardHash(value)
 	tag := hashTag(key)
 	var b strings.Builder
-	b.Grow(4*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released") + len(wakeSuffix))
+	b.Grow(4*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released") + len(":fence"))
 	base := func() {
 		if tag {
 			b.WriteString(key)
@@ -101,7 +102,7 @@ func lockKeys(key, value string) (guard, queue, queueTTL, channel, wake string) 
 	b.WriteString(":released")
 	ch := b.Len()
 	base()
-	b.WriteString(wakeSuffix)
+	b.WriteString(":fence")
 	s := b.String()
 	return s[:g], s[g:q], s[g:qt], s[qt:ch], s[ch:]
 }
@@ -127,9 +128,10 @@ func newScript(s *redis.Script, src string, keys int) *script {
 }
 
 var (
-	acquireFast = newScript(acquireScript, acquireSrc, 3)
+	acquireFast = newScript(acquireScript, acquireSrc, 2)
 	extendFast  = newScript(extendScript, extendSrc, 1)
-	releaseFast = newScript(releaseScript, releaseSrc, 5)
+	releaseFast = newScript(releaseScript, releaseSrc, 4)
+	queuedFast  = newScript(acquireQueuedScript, acquireQueuedSrc, 5)
 )
 
 // eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,
@@ -138,20 +140,27 @@ var (
 // as redis.Script.Run does, and returns the integer reply.
 func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
 	var res int64
+	err := n.evalCmd(ctx, s, args, func(cmd *redis.Cmd) (err error) {
+		res, err = cmd.Int64()
+		return err
+	})
+	return res, err
+}
+
+// evalCmd is eval that hands the reply to read.
+func (n *Node) evalCmd(ctx context.Context, s *script, args []any, read func(*redis.Cmd) error) error {
 	err := n.do(ctx, func(ctx context.Context) error {
 		cmd := n.process(ctx, args)
 		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
 			eargs := append([]any{"eval", s.srcArg}, args[2:]...)
 			cmd = n.process(ctx, eargs)
 		}
-		var err error
-		res, err = cmd.Int64()
-		return err
+		return read(cmd)
 	})
 	if err != nil {
 		err = withKeys(err, evalKeys(args))
 	}
-	return res, err
+	return err
 }
 
 // process sends one EVAL or EVALSHA command whose keys start at argument 3

@@ -52,8 +52,10 @@ func TestLockKeysAllocateOnce(t *testing.T) {
 		g, err := guardKey(key, "v")
 		require.NoError(t, err)
 		q, qt, ch := queueKeys(key)
-		g2, q2, qt2, ch2, w2 := lockKeys(key, "v")
-		assert.Equal(t, []string{g, q, qt, ch, wakeKey(key)}, []string{g2, q2, qt2, ch2, w2}, key)
+		f, err := fenceKey(key)
+		require.NoError(t, err)
+		g2, q2, qt2, ch2, f2 := lockKeys(key, "v")
+		assert.Equal(t, []string{g, q, qt, ch, f}, []string{g2, q2, qt2, ch2, f2}, key)
 		if n := testing.AllocsPerRun(100, func() { _, _, _, _, _ = lockKeys(key, "v") }); n != 1 {
 			t.Errorf("lockKeys(%q): %v allocations, want 1", key, n)
 		}
@@ -62,5 +64,4 @@ func TestLockKeysAllocateOnce(t *testing.T) {
 	assert.Equal(t, "{lock}:released", ch)
 	q, qt, ch := queueKeys("locks:{t}:x")
 	assert.Equal(t, []string{"locks:{t}:x:queue", "locks:{t}:x:queue:ttl", "locks:{t}:x:released"}, []string{q, qt, ch})
-	assert.Equal(t, []string{"{lock}:wake", "locks:{t}:x:wake"}, []string{wakeKey("lock"), wakeKey("locks:{t}:x")})
 }

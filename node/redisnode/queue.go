@@ -7,28 +7,33 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 var _ redlock.QueueNode = (*Node)(nil)
 
-// AcquireQueued is the fair Acquire of waiter w (acquire_queued.lua): in one
-// atomic step it drops expired waiters, enters w in key's queue when absent,
-// sets w's entry to expire w.TTL from now, reads the fencing counter (as
-// AcquireFenced does) and acquires as Acquire does, but only when w is the
-// queue's first live waiter; when key holds value afterwards w leaves the
-// queue. A waiter that left (by acquiring, or by LeaveQueue) stays out for
-// w.TTL: an AcquireQueued of it executed before then (a late copy) enters
-// nothing and changes nothing; after the release-guard check it reports
-// true only when key already holds value. The queue is two sorted sets in
-// key's Cluster slot, "{key}:queue" (waiter ID -> arrival in Unix
-// milliseconds; ties in ID order) and "{key}:queue:ttl" (waiter ID ->
-// expiry in server milliseconds), or "key:queue" and "key:queue:ttl" when
-// key has a hash tag; a waiter that left keeps its entry in the second only
-// (a tombstone); both expire with their last entry. ttl and w.TTL are
-// rounded down to whole milliseconds and must be at least one; w.ID must be
+// AcquireQueued is the acquire of waiter w (acquire_queued.lua): in one
+// atomic step it takes a free key at once when nobody is in key's waiting
+// line; otherwise it drops expired waiters, enters w in the line when
+// absent, sets w's entry to expire w.TTL from now, and acquires as Acquire
+// does when w's turn has come: with w.Fair only as the line's first live
+// waiter, else whatever w's place once w was in line before this call (a
+// newcomer only when nobody else is in line). It also reads the fencing
+// counter (as AcquireFenced does). When key holds value afterwards w leaves
+// the line. A fair waiter that left (by acquiring, or by LeaveQueue) and
+// any waiter that gave up (LeaveQueue) stays out for w.TTL: an
+// AcquireQueued of it executed before then (a late copy) enters nothing
+// and changes nothing; after the release-guard check it reports true only
+// when key already holds value. The line is two sorted sets in key's
+// Cluster slot, "{key}:queue" (waiter ID -> arrival in Unix milliseconds;
+// ties in ID order) and "{key}:queue:ttl" (waiter ID -> expiry in server
+// milliseconds), or "key:queue" and "key:queue:ttl" when key has a hash
+// tag; a waiter that left keeps its entry in the second only (a
+// tombstone); both expire with their last entry. ttl and w.TTL are rounded
+// down to whole milliseconds and must be at least one; w.ID must be
 // non-empty without a newline. It implements redlock.QueueNode.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
-	ms, guard, fence, err := fencedArgs(key, value, ttl)
+	ms, err := ttlMillis(ttl)
 	if err != nil {
 		return false, 0, err
 	}
@@ -36,20 +41,30 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
-	queue, queueTTL, _ := queueKeys(key)
-	var res []any
-	err = n.do(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = acquireQueuedScript.Run(ctx, n.client, []string{key, guard, fence, queue, queueTTL, wakeKey(key)},
-			value, ms, w.ID, w.Arrival.UnixMilli(), wms, anyRun()).Slice()
-		return err
+	a, err := argsFor(key, value, ms)
+	if err != nil {
+		return false, 0, err
+	}
+	mode := "line"
+	if w.Fair {
+		mode = "fair"
+	}
+	s := queuedFast
+	var acquired, counter int64
+	err = n.evalCmd(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg,
+		a.valueArg, a.ms(ms), w.ID, w.Arrival.UnixMilli(), wms, mode, anyRun()}, func(cmd *redis.Cmd) error {
+		res, err := cmd.Slice()
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if acquired, counter, ok = twoInts(res); !ok {
+			return fmt.Errorf("redisnode: %s: acquire_queued.lua returned %v, want [int, int]", n.addr, res)
+		}
+		return nil
 	})
 	if err != nil {
-		return false, 0, withKeys(err, []string{key, guard, fence, queue, queueTTL, wakeKey(key)})
-	}
-	acquired, counter, ok := twoInts(res)
-	if !ok {
-		return false, 0, fmt.Errorf("redisnode: %s: acquire_queued.lua returned %v, want [int, int]", n.addr, res)
+		return false, 0, err
 	}
 	return acquired == 1, counter, nil
 }

@@ -87,8 +87,8 @@ func (q *queueT) drained(key string) {
 func TestAcquireQueuedOrder(t *testing.T) {
 	q := newQueueT(t)
 	t0 := time.Now()
-	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute}
-	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
 
 	ok, err := q.n.Acquire(context.Background(), "locks:q", "holder", time.Minute)
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestAcquireQueuedOrder(t *testing.T) {
 	assert.False(t, ok, "held")
 	ok, _ = q.acquire("locks:q", "va", a)
 	assert.False(t, ok, "held")
-	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue", "{locks:q}:queue:ttl", "{locks:q}:wake"}, q.keys())
+	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue", "{locks:q}:queue:ttl"}, q.keys())
 	pttl := q.admin.PTTL(context.Background(), "{locks:q}:queue").Val()
 	assert.Greater(t, pttl, time.Duration(0), "the queue expires with its last entry")
 	assert.LessOrEqual(t, pttl, time.Minute)
@@ -121,30 +121,30 @@ func TestAcquireQueuedOrder(t *testing.T) {
 	ok, _ = q.acquire("locks:q", "vb", b)
 	require.True(t, ok)
 	assert.True(t, q.tombstone("locks:q", "b"))
-	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue:ttl", "{locks:q}:wake"}, q.keys(), "only the tombstones are left, and the wake mark the refused waiters set")
+	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue:ttl"}, q.keys(), "only the tombstones are left")
 	pttl = q.admin.PTTL(context.Background(), "{locks:q}:queue:ttl").Val()
 	assert.Greater(t, pttl, time.Duration(0), "the tombstones expire")
 	assert.LessOrEqual(t, pttl, time.Minute)
 	q.release("locks:q", "vb")
-	assert.ElementsMatch(t, []string{"{locks:q}:queue:ttl", "{locks:q}:wake"}, q.keys(), "the tombstones and the wake mark, which expire")
+	assert.ElementsMatch(t, []string{"{locks:q}:queue:ttl"}, q.keys(), "the tombstones, which expire")
 }
 
 // Equal arrivals are ordered by ID; an entry keeps its first arrival.
 func TestAcquireQueuedTies(t *testing.T) {
 	q := newQueueT(t)
 	t0 := time.Now()
-	ok, _ := q.acquire("locks:t", "vy", redlock.Waiter{ID: "y", Arrival: t0, TTL: time.Minute})
+	ok, _ := q.acquire("locks:t", "vy", redlock.Waiter{ID: "y", Arrival: t0, TTL: time.Minute, Fair: true})
 	require.True(t, ok, "alone and free")
-	ok, _ = q.acquire("locks:t", "vz", redlock.Waiter{ID: "z", Arrival: t0, TTL: time.Minute})
+	ok, _ = q.acquire("locks:t", "vz", redlock.Waiter{ID: "z", Arrival: t0, TTL: time.Minute, Fair: true})
 	require.False(t, ok)
-	ok, _ = q.acquire("locks:t", "vx", redlock.Waiter{ID: "x", Arrival: t0, TTL: time.Minute})
+	ok, _ = q.acquire("locks:t", "vx", redlock.Waiter{ID: "x", Arrival: t0, TTL: time.Minute, Fair: true})
 	require.False(t, ok)
 	q.release("locks:t", "vy")
 	// z comes again with a later arrival: it keeps its first one, and x is
 	// still ahead of it (same arrival, smaller ID).
-	ok, _ = q.acquire("locks:t", "vz", redlock.Waiter{ID: "z", Arrival: t0.Add(-time.Hour), TTL: time.Minute})
+	ok, _ = q.acquire("locks:t", "vz", redlock.Waiter{ID: "z", Arrival: t0.Add(-time.Hour), TTL: time.Minute, Fair: true})
 	assert.False(t, ok, "x is first: equal arrivals in ID order, and z kept its first arrival")
-	ok, _ = q.acquire("locks:t", "vx", redlock.Waiter{ID: "x", Arrival: t0, TTL: time.Minute})
+	ok, _ = q.acquire("locks:t", "vx", redlock.Waiter{ID: "x", Arrival: t0, TTL: time.Minute, Fair: true})
 	assert.True(t, ok)
 }
 
@@ -152,12 +152,12 @@ func TestAcquireQueuedTies(t *testing.T) {
 func TestAcquireQueuedExpiredWaiter(t *testing.T) {
 	q := newQueueT(t)
 	t0 := time.Now()
-	ok, _ := q.acquire("locks:x", "vh", redlock.Waiter{ID: "h", Arrival: t0.Add(-time.Second), TTL: 100 * time.Millisecond})
+	ok, _ := q.acquire("locks:x", "vh", redlock.Waiter{ID: "h", Arrival: t0.Add(-time.Second), TTL: 100 * time.Millisecond, Fair: true})
 	require.True(t, ok)
-	short := redlock.Waiter{ID: "short", Arrival: t0, TTL: 50 * time.Millisecond}
+	short := redlock.Waiter{ID: "short", Arrival: t0, TTL: 50 * time.Millisecond, Fair: true}
 	ok, _ = q.acquire("locks:x", "vs", short)
 	require.False(t, ok)
-	late := redlock.Waiter{ID: "late", Arrival: t0.Add(time.Millisecond), TTL: 2 * time.Second}
+	late := redlock.Waiter{ID: "late", Arrival: t0.Add(time.Millisecond), TTL: 2 * time.Second, Fair: true}
 	q.release("locks:x", "vh")
 	for i := 0; i < 500 && !ok; i++ { // until short's entry expired
 		if ok, _ = q.acquire("locks:x", "vl", late); !ok {
@@ -168,7 +168,7 @@ func TestAcquireQueuedExpiredWaiter(t *testing.T) {
 	assert.False(t, q.queued("locks:x", "short"), "the expired entry was dropped")
 	assert.False(t, q.tombstone("locks:x", "short"), "no tombstone for an expired entry")
 	q.drained("locks:x")
-	assert.ElementsMatch(t, []string{"locks:x", "{locks:x}:wake"}, q.keys(), "the key, and the wake mark left by the waiters refused before it")
+	assert.ElementsMatch(t, []string{"locks:x"}, q.keys(), "the key alone")
 }
 
 // LeaveQueue lets the next waiter go at once; leaving twice is no error.
@@ -176,8 +176,8 @@ func TestLeaveQueue(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
 	t0 := time.Now()
-	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute}
-	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
 	ok, err := q.n.Acquire(ctx, "locks:{l}", "holder", time.Minute) // a hash-tagged name
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -185,7 +185,7 @@ func TestLeaveQueue(t *testing.T) {
 		ok, _ = q.acquire("locks:{l}", "v"+w.ID, w)
 		require.False(t, ok)
 	}
-	assert.ElementsMatch(t, []string{"locks:{l}", "locks:{l}:queue", "locks:{l}:queue:ttl", "locks:{l}:wake"}, q.keys())
+	assert.ElementsMatch(t, []string{"locks:{l}", "locks:{l}:queue", "locks:{l}:queue:ttl"}, q.keys())
 	q.release("locks:{l}", "holder")
 	ok, _ = q.acquire("locks:{l}", "vb", b)
 	require.False(t, ok)
@@ -198,14 +198,14 @@ func TestLeaveQueue(t *testing.T) {
 	b.TTL = 100 * time.Millisecond
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", b))
 	q.drained("locks:{l}")
-	assert.ElementsMatch(t, []string{"locks:{l}", "locks:{l}:wake"}, q.keys(), "the key, and the wake mark left by the refused waiters")
+	assert.ElementsMatch(t, []string{"locks:{l}"}, q.keys(), "the key alone")
 }
 
 // AcquireQueued reads the fencing counter and honours release guards.
 func TestAcquireQueuedFenceAndGuard(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
-	w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Minute}
+	w := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	ok, fence := q.acquire("locks:f", "v", w)
 	require.True(t, ok)
 	assert.Zero(t, fence, "no counter yet")
@@ -217,7 +217,7 @@ func TestAcquireQueuedFenceAndGuard(t *testing.T) {
 	assert.Equal(t, int64(7), fence)
 	q.release("locks:f", "v")
 	// w acquired and left; the next Lock call is another waiter.
-	w2 := redlock.Waiter{ID: "w2", Arrival: time.Now(), TTL: time.Minute}
+	w2 := redlock.Waiter{ID: "w2", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	ok, fence = q.acquire("locks:f", "v2", w2)
 	assert.True(t, ok)
 	assert.Equal(t, int64(7), fence)
@@ -228,7 +228,7 @@ func TestAcquireQueuedFenceAndGuard(t *testing.T) {
 	ok, err = q.n.Release(ctx, "locks:f", "late", time.Minute)
 	require.NoError(t, err)
 	require.False(t, ok)
-	ok, fence = q.acquire("locks:f", "late", redlock.Waiter{ID: "w3", Arrival: time.Now(), TTL: time.Minute})
+	ok, fence = q.acquire("locks:f", "late", redlock.Waiter{ID: "w3", Arrival: time.Now(), TTL: time.Minute, Fair: true})
 	assert.False(t, ok, "refused by the release guard")
 	assert.Equal(t, int64(7), fence)
 	assert.Zero(t, q.admin.Exists(ctx, "locks:f").Val())
@@ -240,7 +240,7 @@ func TestQueueValidation(t *testing.T) {
 	require.NoError(t, err)
 	defer n.Close()
 	ctx := context.Background()
-	ok := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Second}
+	ok := redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Second, Fair: true}
 	long := strings.Repeat("x", 1000) + "\n"
 	for _, c := range []struct {
 		name  string
@@ -250,10 +250,10 @@ func TestQueueValidation(t *testing.T) {
 		shows string
 	}{
 		{"ttl", "k", time.Microsecond, ok, "1µs"},
-		{"waiter TTL", "k", time.Second, redlock.Waiter{ID: "w", TTL: 0}, "waiter TTL 0s"},
+		{"waiter TTL", "k", time.Second, redlock.Waiter{ID: "w", TTL: 0, Fair: true}, "waiter TTL 0s"},
 		{"empty ID", "k", time.Second, redlock.Waiter{TTL: time.Second}, "empty waiter ID"},
-		{"newline", "k", time.Second, redlock.Waiter{ID: "a\nb", TTL: time.Second}, `"a\nb"`},
-		{"long newline", "k", time.Second, redlock.Waiter{ID: long, TTL: time.Second}, "bytes)"},
+		{"newline", "k", time.Second, redlock.Waiter{ID: "a\nb", TTL: time.Second, Fair: true}, `"a\nb"`},
+		{"long newline", "k", time.Second, redlock.Waiter{ID: long, TTL: time.Second, Fair: true}, "bytes)"},
 		{"key", "a}b", time.Second, ok, `"a}b"`},
 	} {
 		_, _, err := n.AcquireQueued(ctx, c.key, "v", c.ttl, c.w)

@@ -19,8 +19,8 @@ func TestLateAcquireQueuedAfterLeave(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
 	t0 := time.Now()
-	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute}
-	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
 	ok, err := q.n.Acquire(ctx, "locks:late", "holder", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -45,7 +45,7 @@ func TestLateAcquireQueuedAfterLeave(t *testing.T) {
 func TestLeaveQueueBeforeAcquireQueued(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
-	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:early", a))
 	assert.True(t, q.tombstone("locks:early", "a"))
 	assert.ElementsMatch(t, []string{"{locks:early}:queue:ttl"}, q.keys())
@@ -60,7 +60,7 @@ func TestLeaveQueueBeforeAcquireQueued(t *testing.T) {
 	assert.Zero(t, q.admin.Exists(ctx, "locks:early").Val(), "the key stayed free")
 
 	// A waiter that never left is unaffected.
-	ok, _ = q.acquire("locks:early", "vc", redlock.Waiter{ID: "c", Arrival: time.Now(), TTL: time.Minute})
+	ok, _ = q.acquire("locks:early", "vc", redlock.Waiter{ID: "c", Arrival: time.Now(), TTL: time.Minute, Fair: true})
 	assert.True(t, ok)
 }
 
@@ -70,7 +70,7 @@ func TestLeaveQueueBeforeAcquireQueued(t *testing.T) {
 func TestLateAcquireQueuedAfterAcquire(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
-	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	ok, _ := q.acquire("locks:won", "va", a)
 	require.True(t, ok)
 	assert.True(t, q.tombstone("locks:won", "a"))
@@ -90,7 +90,7 @@ func TestLateAcquireQueuedAfterAcquire(t *testing.T) {
 func TestLeftWaiterReleaseGuard(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
-	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute}
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: time.Minute, Fair: true}
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:g", a))
 	ok, err := q.n.Release(ctx, "locks:g", "va", time.Minute)
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestTombstoneExpires(t *testing.T) {
 	ok, err := q.n.Acquire(ctx, "locks:e", "holder", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: 100 * time.Millisecond}
+	a := redlock.Waiter{ID: "a", Arrival: time.Now(), TTL: 100 * time.Millisecond, Fair: true}
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:e", a))
 	require.True(t, q.tombstone("locks:e", "a"))
 

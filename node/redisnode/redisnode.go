@@ -174,7 +174,7 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 		return false, err
 	}
 	s := acquireFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.wakeArg, a.valueArg, a.ms(ms)})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 
@@ -193,11 +193,11 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence, wakeKey(key)}, value, ms, anyRun()).Slice()
+		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms, anyRun()).Slice()
 		return err
 	})
 	if err != nil {
-		return false, 0, withKeys(err, []string{key, guard, fence, wakeKey(key)})
+		return false, 0, withKeys(err, []string{key, guard, fence})
 	}
 	acquired, counter, ok := twoInts(res)
 	if !ok {
@@ -326,8 +326,8 @@ func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration)
 // release guard for guard (rounded down to milliseconds, at least one): an
 // Acquire of the same key and value that reaches the server later (a copy
 // sent before the release, on a slow path) is refused instead of leaving an
-// orphan key. After a delete it tells the lock's watchers, with the first
-// live waiter of the lock's fair queue (see Watch).
+// orphan key. After a delete, when someone waits in the lock's line, it
+// names the line's first live waiter to the lock's watchers (see Watch).
 func (n *Node) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
 	var gms int64
 	if guard > 0 {
@@ -338,7 +338,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		return false, err
 	}
 	s := releaseFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.wakeArg, a.valueArg, a.ms(gms), a.chanArg})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.valueArg, a.ms(gms), a.chanArg})
 	return res == 1, err
 }
 
@@ -501,19 +501,6 @@ func guardHash(value string) [24]byte {
 	var h [24]byte
 	hex.Encode(h[:], sum[:12])
 	return h
-}
-
-// wakeSuffix names a lock's wake mark: "{key}:wake" (acquire.lua), set by an
-// acquire that found the key held, taken by the release that deletes it.
-const wakeSuffix = ":wake"
-
-// wakeKey names the wake mark of key, in key's Cluster slot. key must have a
-// valid hash tag or no '}' (fencedArgs checked it).
-func wakeKey(key string) string {
-	if hashTag(key) {
-		return key + wakeSuffix
-	}
-	return "{" + key + "}" + wakeSuffix
 }
 
 // fenceKey names the fencing counter of key, in key's Cluster slot.

@@ -35,7 +35,8 @@ var (
 	extendHoldScript  = mustScript("scripts/extend_hold.lua")
 	releaseHoldScript = mustScript("scripts/release_hold.lua")
 
-	acquireQueuedScript = mustScript("scripts/acquire_queued.lua")
+	acquireQueuedSrc    = mustRead("scripts/acquire_queued.lua")
+	acquireQueuedScript = redis.NewScript(acquireQueuedSrc)
 	leaveQueueScript    = mustScript("scripts/leave_queue.lua")
 )
 

@@ -123,7 +123,7 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 		require.True(t, ok)
 	}
 	cycle()
-	require.Equal(t, "", nextT(t, got))
+	require.Equal(t, "waiter", nextT(t, got))
 
 	bh.drop()
 	heard := false

@@ -54,11 +54,13 @@ func requireNone(t *testing.T, got <-chan string, why string) {
 // waiter of the lock's queue ("" without one); one that removes nothing
 // publishes nothing; LeaveQueue of the first waiter of a free lock tells the
 // next one.
-// waitingT marks that someone waits for key: an Acquire refused while key
-// is held (it leaves the wake mark), so that the release of key is reported.
+// waitingT puts waiter "waiter" in key's line (a plain waiter refused while
+// key is held), so that the release of key is reported, naming it. It
+// arrives an hour late: waiters a test queues itself come first.
 func waitingT(t *testing.T, n *Node, key string) {
 	t.Helper()
-	ok, err := n.Acquire(context.Background(), key, "waiter", time.Minute)
+	w := redlock.Waiter{ID: "waiter", Arrival: time.Now().Add(time.Hour), TTL: time.Minute}
+	ok, _, err := n.AcquireQueued(context.Background(), key, "waiter", time.Minute, w)
 	require.NoError(t, err, key)
 	require.False(t, ok, "%s is held: the waiter is refused", key)
 }
@@ -77,7 +79,7 @@ func TestWatchReportsReleases(t *testing.T) {
 	ok, err = n.Release(ctx, "locks:w", "v1", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "", nextT(t, got), "no queue: an empty next waiter")
+	assert.Equal(t, "waiter", nextT(t, got), "the line's first waiter")
 
 	// A waiter queues behind the holder: the release names it.
 	ok, err = n.Acquire(ctx, "locks:w", "v2", time.Minute)
@@ -93,13 +95,13 @@ func TestWatchReportsReleases(t *testing.T) {
 	assert.Equal(t, "waiter-a", nextT(t, got))
 
 	// A release that deletes nothing publishes nothing: had it published,
-	// its "waiter-a" would come before the "" of LeaveQueue (one connection,
-	// in order).
+	// its "waiter-a" would come before the "waiter" of LeaveQueue (one
+	// connection, in order).
 	ok, err = n.Release(ctx, "locks:w", "nobody", time.Minute)
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.NoError(t, n.LeaveQueue(ctx, "locks:w", a))
-	assert.Equal(t, "", nextT(t, got), "LeaveQueue of the first waiter of a free lock; nothing before it")
+	assert.Equal(t, "waiter", nextT(t, got), "LeaveQueue of the first waiter of a free lock names the next; nothing before it")
 
 	// ReleaseHold on a shared lock; the queue's expired first entry is
 	// skipped (and dropped): the next live waiter is named.
@@ -139,7 +141,7 @@ func TestWatchReportsReleases(t *testing.T) {
 	ok, err = n.Release(ctx, "locks:{t}:x", "v", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "", nextT(t, gotTagged))
+	assert.Equal(t, "waiter", nextT(t, gotTagged))
 	assert.Equal(t, int64(1), admin.PubSubNumSub(ctx, "locks:{t}:x:released").Val()["locks:{t}:x:released"])
 	requireNone(t, got, "locks:w")
 	requireNone(t, gotShared, "locks:s")
@@ -174,15 +176,15 @@ func TestWatchStop(t *testing.T) {
 	got2, stop2 := watchT(t, n, "locks:stop")
 	assert.Equal(t, int64(1), admin.PubSubNumSub(ctx, "{locks:stop}:released").Val()["{locks:stop}:released"], "one subscription for both watches")
 	release()
-	assert.Equal(t, "", nextT(t, got1))
-	assert.Equal(t, "", nextT(t, got2))
+	assert.Equal(t, "waiter", nextT(t, got1))
+	assert.Equal(t, "waiter", nextT(t, got2))
 
 	stop1()
 	stop1()
 	release()
 	release()
-	assert.Equal(t, "", nextT(t, got2))
-	assert.Equal(t, "", nextT(t, got2)) // the fns of the first release's message all ran before
+	assert.Equal(t, "waiter", nextT(t, got2))
+	assert.Equal(t, "waiter", nextT(t, got2)) // the fns of the first release's message all ran before
 	requireNone(t, got1, "stopped")
 
 	stop2()
@@ -198,7 +200,7 @@ func TestWatchStop(t *testing.T) {
 
 	got3, _ := watchT(t, n, "locks:stop")
 	release()
-	assert.Equal(t, "", nextT(t, got3))
+	assert.Equal(t, "waiter", nextT(t, got3))
 	requireNone(t, got2, "stopped")
 }
 
@@ -261,7 +263,7 @@ func TestWatchErrors(t *testing.T) {
 	ok, err = n.Release(context.Background(), "locks:e", "v", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "", nextT(t, got))
+	assert.Equal(t, "waiter", nextT(t, got))
 
 	_, err = n.Watch(context.Background(), "locks:e", nil)
 	require.Error(t, err)

@@ -1,19 +1,15 @@
 -- acquire.lua: take a lock key if it is free (SET NX PX), unless a release for
--- this very value already ran on this node (a release guard exists). When
--- another value holds the key, it sets the lock's wake mark for the TTL:
--- someone waits, so the releases until it expires (release.lua) tell the
--- lock's watchers; a lock nobody waited for is released without a
--- notification.
+-- this very value already ran on this node (a release guard exists). It
+-- ignores the lock's waiting line (acquire_queued.lua): a TryLock takes a
+-- free key whoever waits.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value; it must hash to the same
 --          Redis Cluster slot as KEYS[1] (see release.lua)
--- KEYS[3]  the lock's wake mark (same hash slot), set for ARGV[2] ms when
---          another value holds the key
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 --
--- Commands used: EXISTS, SET, GET; SET of the wake mark when refused.
+-- Commands used: EXISTS, SET, GET.
 --
 -- Returns:
 --   1   the key was set to ARGV[1] with a TTL of ARGV[2] ms, or already held
@@ -30,5 +26,4 @@ end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
-redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 return 0

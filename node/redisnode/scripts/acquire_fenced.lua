@@ -8,15 +8,12 @@
 --          "<counter>:<run>", the server run that wrote it (its run_id
 --          and master_replid, as run() below reads them)
 --          (raise_fence.lua; internal/fencecounter)
--- KEYS[4]  the lock's wake mark (same hash slot), set for ARGV[2] ms when
---          another value holds the key (as acquire.lua)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  optional, test-only: "anyrun" reads a counter of any run
 --          (knobs.NoRunStamp)
 --
--- Commands used: INFO (server, replication), EXISTS, SET, GET; SET of the
--- wake mark when refused.
+-- Commands used: INFO (server, replication), EXISTS, SET, GET.
 --
 -- The counter reads as 0 unless this run of the server wrote it: a counter
 -- that came back from the disk after a restart may be older than what the
@@ -67,5 +64,4 @@ end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return { 1, fence }
 end
-redis.call('SET', KEYS[4], '1', 'PX', ARGV[2])
 return { 0, fence }

@@ -1,33 +1,49 @@
--- acquire_queued.lua: the fair acquire of one waiter (redlock.QueueNode). In
--- one atomic step it drops the waiters whose entries expired, enters this
--- waiter in the lock's queue when absent (ordered by arrival, ties by waiter
--- ID: sorted-set order, the same on every node), sets its entry to expire
--- ARGV[5] ms from now, reads the lock's fencing counter, and then acquires
--- as acquire.lua does (release guards included) but only when this waiter
--- is the first of the queue. When the key holds our value afterwards the
--- waiter leaves the queue.
+-- acquire_queued.lua: the acquire of a waiting Lock call (redlock.QueueNode):
+-- the waiter joins the lock's waiting line when the key is held, and a
+-- release names the line's first waiter to the lock's watchers
+-- (release.lua). ARGV[6] says how binding the line is:
+--   fair  the waiter takes the key only when it is the line's first
+--         (WithFairQueue);
+--   line  the waiter takes a free key whatever its place once it is in
+--         line; a newcomer (not in line before this call) takes it only
+--         when nobody else is in line: a Lock call that arrives while
+--         others wait joins the line instead of taking the key ahead of
+--         them. The line then only decides whom a release wakes.
+-- The line's order is by arrival, ties by waiter ID (sorted-set order, the
+-- same on every node); an entry keeps its first arrival and expires ARGV[5]
+-- ms after the waiter's latest call, so a waiter that dies leaves the line
+-- by itself.
 --
--- A waiter that left (here, or by leave_queue.lua) stays out until its
--- entry expires: it is a tombstone, an entry of KEYS[5] without one in
+-- In one atomic step: a release guard of this value refuses before
+-- anything changes (the acquire is a straggler: its attempt is over); when
+-- nobody is in line (neither queue key exists) a free key is taken at once
+-- (fair: leaving the waiter's tombstone, below), and a refused waiter
+-- enters the line alone; otherwise it drops the entries that expired, enters the waiter when
+-- absent, sets its entry to expire ARGV[5] ms from now, and acquires as
+-- acquire.lua does when its mode allows. It
+-- always reads the lock's fencing counter. When the key holds our value
+-- afterwards the waiter leaves the line.
+--
+-- A fair waiter that left (here, or by leave_queue.lua) stays out until
+-- its entry expires: it is a tombstone, an entry of KEYS[5] without one in
 -- KEYS[4]. A later call for it (a copy that was still on the network)
--- enters nothing and changes nothing: after the release-guard check it
--- returns 1 when the key already holds ARGV[1] (a retried copy), else 0.
--- Both queue keys expire with their last entry (tombstones included), so
--- nothing is left behind when every waiter dies.
+-- enters nothing and changes nothing: it returns 1 when the key already
+-- holds ARGV[1] (a retried copy), else 0.
+-- A line waiter that acquires leaves no tombstone (it binds nobody, so a
+-- late copy that enters it again only costs a wake-up until it expires);
+-- one that gave up (leave_queue.lua) does. Both queue keys expire with
+-- their last entry (tombstones included), so nothing is left behind when
+-- every waiter dies.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value (same Redis Cluster hash
 --          slot as KEYS[1]; see release.lua)
 -- KEYS[3]  the fencing counter of the lock (same hash slot), read as
 --          acquire_fenced.lua reads it: 0 unless this run wrote it
--- KEYS[4]  the lock's fair queue (sorted set: waiter ID -> arrival in ms;
---          same hash slot)
--- KEYS[5]  the queue's expiries (sorted set: waiter ID -> expiry in server
+-- KEYS[4]  the lock's waiting line (sorted set: waiter ID -> arrival in
+--          ms; same hash slot)
+-- KEYS[5]  the line's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot); also holds the tombstones
--- KEYS[6]  the lock's wake mark (same hash slot), set for ARGV[2] ms when
---          this waiter is refused because the key is held or another
---          waiter is first, and when it takes the key with waiters still
---          queued: their turn comes with the holder's release (release.lua)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  the waiter's ID (no newline)
@@ -35,63 +51,23 @@
 --          entry keeps its first arrival
 -- ARGV[5]  how long the waiter's entry, or its tombstone once it leaves,
 --          lives, in milliseconds (positive)
--- ARGV[6]  optional, test-only: "anyrun" reads a counter of any run
+-- ARGV[6]  "fair" or "line" (above)
+-- ARGV[7]  optional, test-only: "anyrun" reads a counter of any run
 --          (knobs.NoRunStamp)
 --
--- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE,
--- PEXPIRE, GET, INFO (server, replication), EXISTS, SET. (Membership is read from ZADD NX's reply,
--- not ZSCORE, so that the ACL of docs/nodes.md still suffices.)
+-- Commands used: EXISTS, GET, INFO (server, replication), SET; when the key
+-- is held, a line exists or a fair waiter acquires also TIME,
+-- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE, ZCARD, PEXPIRE.
+-- (Membership is read from ZADD NX's reply, not ZSCORE, so that the ACL of
+-- docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
 --   [1]  1 acquired (or the key already held ARGV[1]: a retried copy, its
---        TTL unchanged), 0 held by another value, another waiter is
---        first, or the waiter left, -1 refused by a release guard (as
+--        TTL unchanged), 0 held by another value, not the waiter's turn,
+--        or the waiter left, -1 refused by a release guard (as
 --        acquire.lua)
 --   [2]  the fencing counter written by this run, 0 when there is none
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
-for _, id in ipairs(dead) do
-  redis.call('ZREM', KEYS[4], id)
-end
-if #dead > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
-end
-local expiry = now + tonumber(ARGV[5])
-
--- Sets both queue keys to expire with the latest entry. Relative to now
--- (PEXPIRE, at least 1 ms): PEXPIREAT of now + 1 ms deletes the key at once
--- when the server's clock has passed that millisecond since TIME was read,
--- which refused a TryLock's 1 ms entry on a free lock.
-local function cover()
-  local top = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
-  if top[2] then
-    local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1))
-    redis.call('PEXPIRE', KEYS[4], ms)
-    redis.call('PEXPIRE', KEYS[5], ms)
-  end
-end
-
--- Takes the waiter out of the queue, leaving its tombstone.
-local function leave()
-  redis.call('ZREM', KEYS[4], ARGV[3])
-  redis.call('ZADD', KEYS[5], expiry, ARGV[3])
-  cover()
-end
-
--- Enter the waiter, or find its tombstone: not in KEYS[4] (ZADD NX added
--- it) but in KEYS[5] (ZADD NX did not); then undo the first ZADD.
-local queued = redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[3]) == 0
-local timed = redis.call('ZADD', KEYS[5], 'NX', expiry, ARGV[3]) == 0
-local left = timed and not queued
-if left then
-  redis.call('ZREM', KEYS[4], ARGV[3])
-else
-  if timed then
-    redis.call('ZADD', KEYS[5], expiry, ARGV[3])
-  end
-  cover()
-end
+local fair = ARGV[6] == 'fair'
 
 -- run is the server's run: its run_id and its replication ID. A master that
 -- is demoted, resynced from another and promoted again keeps its run_id,
@@ -108,49 +84,135 @@ local function run()
   return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
 end
 
-local fence = 0
-local s = redis.call('GET', KEYS[3])
-if s then
+-- The fencing counter as this run wrote it, 0 when absent or another
+-- run's; an error reply when the key holds no counter.
+local function counter()
+  local s = redis.call('GET', KEYS[3])
+  if not s then
+    return 0
+  end
   local n, stamp = string.match(s, '^(%d+):(%x+)$')
   local v = tonumber(n or s)
   if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
-    return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
+    return nil
   end
-  if ARGV[6] == 'anyrun' or (n and stamp == run()) then
-    fence = v
+  if ARGV[7] == 'anyrun' or (n and stamp == run()) then
+    return v
+  end
+  return 0
+end
+
+local now, expiry
+local function clock()
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  expiry = now + tonumber(ARGV[5])
+end
+
+-- Sets both queue keys to expire with the latest entry. Relative to now
+-- (PEXPIRE, at least 1 ms): PEXPIREAT of now + 1 ms deletes the key at once
+-- when the server's clock has passed that millisecond since TIME was read,
+-- which refused a TryLock's 1 ms entry on a free lock.
+local function cover()
+  local top = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+  if top[2] then
+    local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1))
+    redis.call('PEXPIRE', KEYS[4], ms)
+    redis.call('PEXPIRE', KEYS[5], ms)
   end
 end
+
+-- Takes the waiter out of the line: a fair waiter leaves its tombstone.
+local function leave()
+  redis.call('ZREM', KEYS[4], ARGV[3])
+  if fair then
+    redis.call('ZADD', KEYS[5], expiry, ARGV[3])
+  else
+    redis.call('ZREM', KEYS[5], ARGV[3])
+  end
+  cover()
+end
+
+local fence = counter()
+if not fence then
+  return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
+end
+
+-- Enters the waiter alone in the line.
+local function enter()
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
+  redis.call('ZADD', KEYS[5], expiry, ARGV[3])
+  cover()
+end
+
+-- A release of this value ran first: this acquire is a straggler, and
+-- changes nothing.
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return { -1, fence }
 end
-if left then
+
+-- Nobody in line, no tombstone: the waiter would be first and alone.
+if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    if fair then
+      clock()
+      leave()
+    end
+    return { 1, fence }
+  end
   if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return { 1, fence }
+  end
+  clock()
+  enter()
+  return { 0, fence }
+end
+
+clock()
+local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+for _, id in ipairs(dead) do
+  redis.call('ZREM', KEYS[4], id)
+end
+if #dead > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
+end
+
+-- Enter the waiter, or find its tombstone: not in KEYS[4] (ZADD NX added
+-- it) but in KEYS[5] (ZADD NX did not); then undo the first ZADD.
+local queued = redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[3]) == 0
+local timed = redis.call('ZADD', KEYS[5], 'NX', expiry, ARGV[3]) == 0
+local left = timed and not queued
+if left then
+  redis.call('ZREM', KEYS[4], ARGV[3])
+else
+  if timed then
+    redis.call('ZADD', KEYS[5], expiry, ARGV[3])
+  end
+  cover()
+end
+
+local held = redis.call('GET', KEYS[1])
+if left then
+  if held == ARGV[1] then
     return { 1, fence }
   end
   return { 0, fence }
 end
--- Sets the wake mark: a waiter is queued, or was refused.
-local function mark()
-  redis.call('SET', KEYS[6], '1', 'PX', ARGV[2])
-end
-
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if held == ARGV[1] then
   leave()
-  if redis.call('EXISTS', KEYS[4]) == 1 then
-    mark()
-  end
   return { 1, fence }
 end
-if redis.call('ZRANGE', KEYS[4], 0, 0)[1] ~= ARGV[3] then
-  mark()
+if held then
   return { 0, fence }
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local turn
+if fair then
+  turn = redis.call('ZRANGE', KEYS[4], 0, 0)[1] == ARGV[3]
+else
+  turn = queued or redis.call('ZCARD', KEYS[4]) == 1
+end
+if turn and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   leave()
-  if redis.call('EXISTS', KEYS[4]) == 1 then
-    mark()
-  end
   return { 1, fence }
 end
-mark()
 return { 0, fence }

@@ -3,53 +3,48 @@
 -- release guard so that an acquire for this value that is still in flight
 -- (sent earlier, on another connection, to a node that was slow or paused)
 -- is refused by acquire.lua when it finally executes. After a delete, only
--- when the lock's wake mark exists (someone waits: an acquire was refused,
--- or a fair waiter took the key with others queued, within the lock's TTL)
--- it tells the lock's watchers: it publishes the first live waiter of the
--- lock's fair queue (acquire_queued.lua), or '' when there is none, on the
--- channel ARGV[3]. So a lock nobody waits for costs a GET, a DEL and an
--- EXISTS. The mark is left to expire: a release wakes one waiting call per
--- client, and the others wait for the next release. PUBLISH
--- runs under redis.pcall: an ACL user without channel permissions (Redis
--- 7's default) still releases.
+-- when the lock's waiting line exists (acquire_queued.lua) it names the
+-- line's first live waiter to the lock's watchers: it publishes that
+-- waiter's ID on the channel ARGV[3], so that one waiting call, in
+-- whichever client, makes the next attempt. A lock nobody waits for costs
+-- a GET, a DEL and an EXISTS. PUBLISH runs under redis.pcall: an ACL user
+-- without channel permissions (Redis 7's default) still releases.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value; it must hash to the same
 --          Redis Cluster slot as KEYS[1]
--- KEYS[3]  the lock's fair queue (sorted set: waiter ID -> arrival in ms;
+-- KEYS[3]  the lock's waiting line (sorted set: waiter ID -> arrival in ms;
 --          same hash slot)
--- KEYS[4]  the queue's expiries (sorted set: waiter ID -> expiry in server
+-- KEYS[4]  the line's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot)
--- KEYS[5]  the lock's wake mark (same hash slot; acquire.lua)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  guard TTL in milliseconds; 0 leaves no guard
 -- ARGV[3]  the lock's release channel (a pub/sub channel, not a key)
 --
--- Commands used: GET, DEL, EXISTS, SET; after a wake mark also PUBLISH, and
--- when the queue exists TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE.
+-- Commands used: GET, DEL, EXISTS, SET; when the line exists also TIME,
+-- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE and PUBLISH.
 --
 -- Returns:
 --   1   the key held our value and was deleted
 --   0   the key did not hold our value (absent, expired or someone else's)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if redis.call('EXISTS', KEYS[5]) == 0 then
+  if redis.call('EXISTS', KEYS[3]) == 0 then
     return 1 -- nobody waits
   end
-  local head = ''
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
-    for _, id in ipairs(dead) do
-      redis.call('ZREM', KEYS[3], id)
-    end
-    if #dead > 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
-    end
-    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1] or ''
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
+  for _, id in ipairs(dead) do
+    redis.call('ZREM', KEYS[3], id)
   end
-  redis.pcall('PUBLISH', ARGV[3], head)
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
+  end
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if head then
+    redis.pcall('PUBLISH', ARGV[3], head)
+  end
   return 1
 end
 local guard = tonumber(ARGV[2])
