@@ -1,23 +1,32 @@
 # quorumlock: make test installs what the tests need (when root) and runs the
-# tests of every module: the library (root), faultinject/, bench/, the
-# observer adapters (observe/redlockprometheus, observe/redlockotel), the
-# fence guard's PostgreSQL tests (fence/fencetest), and a
-# small bounded model check of the protocol (test-model; make model checks
-# every configuration, docs/verification.md).
+# tests of every module: the library (root), the operator's command
+# (cmd/quorumlock), faultinject/, bench/, the observer adapters
+# (observe/redlockprometheus, observe/redlockotel), the fence guard's
+# PostgreSQL tests (fence/fencetest), and a small bounded model check of
+# the protocol (test-model; make model checks every configuration,
+# docs/verification.md).
 # Each module is built, vetted and tested on its own (GOWORK=off: go.work is
 # the development workspace, not something a module needs to build).
 SHELL := /bin/bash
 GO ?= go
 ADAPTERS := observe/redlockprometheus observe/redlockotel
-MODULES := . faultinject bench fence/fencetest $(ADAPTERS)
+MODULES := . cmd/quorumlock faultinject bench fence/fencetest $(ADAPTERS)
 export GOWORK := off
 
-.PHONY: test test-lib test-faultinject test-bench test-adapters test-fence test-model model-harness model deps vet staticcheck fmt-check bench chaos simulate
+.PHONY: test test-lib test-cmd test-faultinject test-bench test-adapters test-fence test-model model-harness model deps vet staticcheck fmt-check bench chaos simulate
 
-test: deps fmt-check vet staticcheck test-model test-lib test-fence test-faultinject test-bench test-adapters
+test: deps fmt-check vet staticcheck test-model test-lib test-cmd test-fence test-faultinject test-bench test-adapters
 
 test-lib:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# cmd/quorumlock is a module of its own, so that the operator's binary links
+# neither the chaos harness (containers, proxies, in-memory masters) nor the
+# benchmark's peers: its tests run run, status and doctor on redis-server
+# processes. (Its behaviour under the harness's own faults, a clock stepped
+# at boot and a full disk, is tested in faultinject/operatortest.)
+test-cmd:
+	cd cmd/quorumlock && $(GO) test -race -count=1 -timeout 20m ./...
 
 # faultinject's packages run one at a time (-p 1): chaos and faultinject both
 # start containers and restart masters, and on two cores running them side by
@@ -113,7 +122,7 @@ bench:
 # backend; BACKEND=process|docker|memory picks one.
 BACKEND ?= auto
 chaos:
-	cd faultinject && $(GO) run ./cmd/quorumlock chaos --nodes 3,5 --backend $(BACKEND)
+	cd faultinject && $(GO) run ./cmd/chaos --nodes 3,5 --backend $(BACKEND)
 
 # simulate runs the deterministic simulator on SCHEDULES schedules from SEED
 # (docs/simulation.md); a failing seed is printed with its replay command.

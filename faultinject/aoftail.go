@@ -45,7 +45,8 @@ func (f AOFTailLoss) Undo(context.Context, *Cluster) error {
 	return nil
 }
 
-// Needs: the process backend, redis-check-aof, AOFEverySec masters.
+// Needs says what the fault needs: the process backend, redis-check-aof,
+// AOFEverySec masters.
 func (f AOFTailLoss) Needs() Needs {
 	return Needs{Process: true, Tools: []string{"redis-check-aof"}, Persistence: []Persistence{AOFEverySec}}
 }

@@ -36,7 +36,8 @@ func (f ClockStepAfterRestart) Name() string {
 func (f ClockStepAfterRestart) String() string        { return f.Name() }
 func (f ClockStepAfterRestart) On(nodes ...int) Fault { f.Nodes = nodes; return f }
 
-// Needs: libfaketime (on the process and docker backends).
+// Needs says what the fault needs: libfaketime (on the process and docker
+// backends).
 func (f ClockStepAfterRestart) Needs() Needs { return Needs{Libfaketime: true} }
 
 func (f ClockStepAfterRestart) Inject(ctx context.Context, c *Cluster) error {

@@ -33,7 +33,8 @@ func (f DiskFull) Name() string          { return name("disk-full", f.Nodes, "",
 func (f DiskFull) String() string        { return f.Name() }
 func (f DiskFull) On(nodes ...int) Fault { f.Nodes = nodes; return f }
 
-// Needs: root, the process backend, Config.Tmpfs, an append-only file.
+// Needs says what the fault needs: root, the process backend, Config.Tmpfs,
+// an append-only file.
 func (f DiskFull) Needs() Needs {
 	return Needs{Root: true, Process: true, Tmpfs: true, Persistence: []Persistence{AOFEverySec, AOFAlways}}
 }

@@ -126,10 +126,12 @@ func (f Hang) String() string      { return f.Name() }
 func (f Partition) String() string { return f.Name() }
 func (f Failover) String() string  { return f.Name() }
 
-// Needs: libfaketime (on the process and docker backends).
+// Needs says what the fault needs: libfaketime (on the process and docker
+// backends).
 func (f ClockJump) Needs() Needs { return Needs{Libfaketime: true} }
 
-// Needs: libfaketime (on the process and docker backends).
+// Needs says what the fault needs: libfaketime (on the process and docker
+// backends).
 func (f ClockRate) Needs() Needs { return Needs{Libfaketime: true} }
 
 func (f Kill) On(nodes ...int) Fault      { f.Nodes = nodes; return f }

@@ -68,11 +68,9 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/quorumlock/quorumlock v0.0.0
 	github.com/quorumlock/quorumlock/fence/fencetest v0.0.0
-	github.com/quorumlock/quorumlock/observe/redlockprometheus v0.0.0
 )
 
 replace (
 	github.com/quorumlock/quorumlock v0.0.0 => ../
 	github.com/quorumlock/quorumlock/fence/fencetest v0.0.0 => ../fence/fencetest
-	github.com/quorumlock/quorumlock/observe/redlockprometheus v0.0.0 => ../observe/redlockprometheus
 )

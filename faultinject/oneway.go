@@ -33,7 +33,8 @@ func (f OneWayPartition) Name() string {
 func (f OneWayPartition) String() string        { return f.Name() }
 func (f OneWayPartition) On(nodes ...int) Fault { f.Nodes = nodes; return f }
 
-// Needs: root, the process backend, Config.Netns, ip and nft.
+// Needs says what the fault needs: root, the process backend, Config.Netns,
+// ip and nft.
 func (f OneWayPartition) Needs() Needs {
 	return Needs{Root: true, Process: true, Netns: true, Tools: netnsTools}
 }

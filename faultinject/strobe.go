@@ -32,7 +32,8 @@ func (f ClockStrobe) Name() string {
 func (f ClockStrobe) String() string        { return f.Name() }
 func (f ClockStrobe) On(nodes ...int) Fault { f.Nodes = nodes; return f }
 
-// Needs: libfaketime (on the process and docker backends).
+// Needs says what the fault needs: libfaketime (on the process and docker
+// backends).
 func (f ClockStrobe) Needs() Needs { return Needs{Libfaketime: true} }
 
 func (f ClockStrobe) Inject(ctx context.Context, c *Cluster) error {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// ErrPrecondition: an ObjectStore refused a conditional write because the
-// object's version was no longer the one given (S3 and GCS answer 412
-// Precondition Failed). PutObject retries on it.
+// ErrPrecondition means that an ObjectStore refused a conditional write
+// because the object's version was no longer the one given (S3 and GCS
+// answer 412 Precondition Failed). PutObject retries on it.
 var ErrPrecondition = errors.New("fence: precondition failed: the object changed")
 
 // ObjectStore is an object store that writes conditionally: what PutObject

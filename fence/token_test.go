@@ -59,7 +59,7 @@ func TestTokenIsASQLParameter(t *testing.T) {
 }
 
 // TestFromEnv: the token as quorumlock run --fencing sets it
-// (strconv.FormatInt of the lease's token, faultinject/cmd/quorumlock/run.go);
+// (strconv.FormatInt of the lease's token, cmd/quorumlock/run.go);
 // unset is ErrNoToken, a bad value ErrInvalid naming the variable.
 func TestFromEnv(t *testing.T) {
 	t.Setenv(fence.EnvVar, strconv.FormatInt(1795598639662539, 10))

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/faultinject"
-	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/lockkey"
 )
 
 func TestMain(m *testing.M) {

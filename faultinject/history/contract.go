@@ -2,8 +2,9 @@ package history
 
 import "fmt"
 
-// HoldsBound: Lease.Holds counts the lease's group on the masters that
-// granted it, which each admit at most the shape's limit (docs/shapes.md).
+// HoldsBound checks that Lease.Holds counts the lease's group on the masters
+// that granted it, which each admit at most the shape's limit
+// (docs/shapes.md).
 var HoldsBound = Invariant{
 	Name:  "holds-bound",
 	About: "Lease.Holds reports at least 1, at most K for a semaphore place, exactly 1 for an exclusive lease",
@@ -11,8 +12,8 @@ var HoldsBound = Invariant{
 	judge: judgeHolds,
 }
 
-// DoReleases: Mutex.Do releases its lease on every exit, a panic of its
-// function included.
+// DoReleases checks that Mutex.Do releases its lease on every exit, a panic
+// of its function included.
 var DoReleases = Invariant{
 	Name:  "do-releases",
 	About: "a lease whose Mutex.Do has returned is not valid (held and renewed by nobody's code otherwise)",

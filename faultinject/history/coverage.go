@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// QuorumCoverage: a lease's validity never exceeds the real remaining time
-// on a quorum: while it is valid, a quorum of masters holds it.
+// QuorumCoverage checks that a lease's validity never exceeds the real
+// remaining time on a quorum: while it is valid, a quorum of masters holds
+// it.
 var QuorumCoverage = Invariant{
 	Name:  "quorum-coverage",
 	About: "while a lease is valid, a quorum of masters holds it (its validity never exceeds the real remaining time on a quorum); not judged once a master lost its keys, which the restart quarantine covers",

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// MutualExclusion: no lease is granted while a conflicting lease of the
-// same lock is believed valid (two holders of a mutex, a writer with
+// MutualExclusion checks that no lease is granted while a conflicting lease
+// of the same lock is believed valid (two holders of a mutex, a writer with
 // anyone, two owners of a reentrant mutex).
 var MutualExclusion = Invariant{
 	Name:  "mutual-exclusion",

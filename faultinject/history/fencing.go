@@ -6,8 +6,8 @@ import (
 	"slices"
 )
 
-// TokenOrder: fencing tokens strictly rise in the order leases of a lock
-// are granted.
+// TokenOrder checks that fencing tokens strictly rise in the order leases of
+// a lock are granted.
 var TokenOrder = Invariant{
 	Name:  "token-order",
 	About: "each lease of a lock gets a fencing token above the previous lease's (in the order they were granted)",
@@ -15,8 +15,8 @@ var TokenOrder = Invariant{
 	judge: judgeTokenOrder,
 }
 
-// FencedWriteOrder: a fenced resource never accepts an older lease's write
-// after a newer lease's.
+// FencedWriteOrder checks that a fenced resource never accepts an older
+// lease's write after a newer lease's.
 var FencedWriteOrder = Invariant{
 	Name:  "fenced-write-order",
 	About: "a fenced resource never accepts the write of a lease granted earlier after the write of one granted later",
@@ -24,8 +24,8 @@ var FencedWriteOrder = Invariant{
 	judge: judgeFencedWriteOrder,
 }
 
-// NewerWriteAccepted: a fenced resource never refuses the write of the
-// newest lease that wrote: its token would be below an older one's.
+// NewerWriteAccepted checks that a fenced resource never refuses the write
+// of the newest lease that wrote: its token would be below an older one's.
 var NewerWriteAccepted = Invariant{
 	Name:  "newer-write-accepted",
 	About: "a fenced resource never refuses the write of a lease newer than every lease whose write it accepted (the tokens went backwards)",

@@ -2,9 +2,9 @@ package history
 
 import "fmt"
 
-// ReleaseGuard: no acquire applies on a master after the same value's
-// release reached it, within the release guard (the orphan in the making
-// the guard exists to refuse).
+// ReleaseGuard checks that no acquire applies on a master after the same
+// value's release reached it, within the release guard (the orphan in the
+// making the guard exists to refuse).
 var ReleaseGuard = Invariant{
 	Name:  "release-guard",
 	About: "no acquire applies on a master within the release guard after the same value's release reached it (it would leave an orphan key)",

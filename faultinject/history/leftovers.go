@@ -2,8 +2,8 @@ package history
 
 import "fmt"
 
-// NoOrphans: after every client closed, no key (or shape hold) is left on
-// a master, except where the coordinator documents it: a release the
+// NoOrphans checks that after every client closed, no key (or shape hold) is
+// left on a master, except where the coordinator documents it: a release the
 // master refused without applying it (ReleaseRefused), or a straggling
 // acquire applied after its release's guard expired (Overtaken beyond the
 // guard). Either expires with its TTL.
@@ -14,7 +14,8 @@ var NoOrphans = Invariant{
 	judge: judgeOrphans,
 }
 
-// KeysExpire: one TTL after every client closed, nothing is left at all.
+// KeysExpire checks that one TTL after every client closed, nothing is left
+// at all.
 var KeysExpire = Invariant{
 	Name:  "keys-expire",
 	About: "one TTL after every client closed, no key or hold is left on any master",

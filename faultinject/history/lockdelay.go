@@ -5,16 +5,16 @@ import (
 	"time"
 )
 
-// LockDelay: what WithLockDelay promises. Once a lease's validity has ended
-// without Unlock (it expired, was lost, or its holder died), no conflicting
-// lease of the lock is granted until the lock delay (the Acquired event's
-// Delay) has passed after that validity deadline, so that writes still in
-// flight from the old holder land before a new holder starts. An Unlock
-// cuts the delay short from the moment it begins. A lease's deadline is the
-// latest its events recorded (an extension the history does not record
-// makes the judge miss a violation, never report a false one). A grant
-// while the older lease is still believed valid is MutualExclusion's, not
-// this one's.
+// LockDelay checks what WithLockDelay promises. Once a lease's validity has
+// ended without Unlock (it expired, was lost, or its holder died), no
+// conflicting lease of the lock is granted until the lock delay (the
+// Acquired event's Delay) has passed after that validity deadline, so that
+// writes still in flight from the old holder land before a new holder
+// starts. An Unlock cuts the delay short from the moment it begins. A
+// lease's deadline is the latest its events recorded (an extension the
+// history does not record makes the judge miss a violation, never report a
+// false one). A grant while the older lease is still believed valid is
+// MutualExclusion's, not this one's.
 var LockDelay = Invariant{
 	Name:  "lock-delay",
 	About: "no lease is granted while a conflicting lease of the lock, whose validity ended without Unlock, is within the lock delay of that end",

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// SemaphoreBound: at no instant are more than K leases of a semaphore
-// believed valid.
+// SemaphoreBound checks that at no instant are more than K leases of a
+// semaphore believed valid.
 var SemaphoreBound = Invariant{
 	Name:  "semaphore-bound",
 	About: "at no instant are more than K leases of a semaphore believed valid ([Start, End), a hand-over at one instant is no excess)",

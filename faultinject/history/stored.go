@@ -6,10 +6,10 @@ import (
 	"slices"
 )
 
-// StoredWriteOrder: what a fenced resource kept, read back from it in its
-// own order (Stored events, by Seq), never has an older lease's write after
-// a newer lease's, and holds only writes of leases. It judges the
-// resource's own record, where FencedWriteOrder judges the harness's
+// StoredWriteOrder checks that what a fenced resource kept, read back from
+// it in its own order (Stored events, by Seq), never has an older lease's
+// write after a newer lease's, and holds only writes of leases. It judges
+// the resource's own record, where FencedWriteOrder judges the harness's
 // timestamps of the resource's decisions: a resource that accepted a write
 // the harness saw refused, or committed writes in another order than it
 // decided them, breaks this one.

@@ -5,8 +5,8 @@ import (
 	"sort"
 )
 
-// FreshWrites: without fencing, a write is accepted only while its lease
-// is valid and before any conflicting lease of the lock began.
+// FreshWrites checks that without fencing, a write is accepted only while
+// its lease is valid and before any conflicting lease of the lock began.
 var FreshWrites = Invariant{
 	Name:  "fresh-writes",
 	About: "without fencing, no write is accepted after its lease's validity ended or after a conflicting lease of the lock began",
@@ -14,7 +14,7 @@ var FreshWrites = Invariant{
 	judge: judgeFreshWrites,
 }
 
-// LeasedWrites: every accepted write comes from a lease.
+// LeasedWrites checks that every accepted write comes from a lease.
 var LeasedWrites = Invariant{
 	Name:  "leased-writes",
 	About: "no write is accepted from a token that never held the lock",

@@ -23,8 +23,8 @@ var setLua string
 
 var setScript = redis.NewScript(setLua)
 
-// ErrKey: a key that contains '}' but no hash tag (a non-empty {...}),
-// whose mark could not share its Redis Cluster hash slot.
+// ErrKey is the error for a key that contains '}' but no hash tag (a
+// non-empty {...}), whose mark could not share its Redis Cluster hash slot.
 var ErrKey = errors.New("redisguard: key cannot share a hash slot with its mark")
 
 // markSuffix ends the name of a key's high-water mark.

@@ -35,7 +35,7 @@ import (
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
-// ErrNoBinary: PostgreSQL's server binaries are not installed.
+// ErrNoBinary means that PostgreSQL's server binaries are not installed.
 var ErrNoBinary = errors.New("pgserver: PostgreSQL not found in /usr/lib/postgresql/*/bin or PATH (install it: apt-get install -y postgresql)")
 
 // Server is one running (or stopped) PostgreSQL server. Its methods are

@@ -117,7 +117,7 @@ func TestRecipeIsTheDocs(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
 		lines = append(lines, strings.TrimPrefix(l, "\t"))
 	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "operations.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/faultinject"
-	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -105,15 +104,16 @@ func TestRunKillsChildWhenMajorityDies(t *testing.T) {
 		{"sigkill", `trap 'echo "A term-ignored" >> "$LOG"' TERM`, "A term-ignored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := faultinject.StartT(t, faultinject.Config{N: 3, Backend: faultinject.Process, Persistence: []faultinject.Persistence{faultinject.AOFAlways}})
-			link, err := c.NewLink("a")
-			if err != nil {
-				t.Fatal(err)
-			}
+			// Appendfsync always: the keys survive the kill. A reaches the
+			// masters through links of its own, B directly.
+			var srvs []*redisproc.Server
+			var links []*link
 			var aAddrs, bAddrs []string
-			for i := range 3 {
-				aAddrs = append(aAddrs, link.Addr(i))
-				bAddrs = append(bAddrs, c.Addr(i))
+			for range 3 {
+				srv := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
+				l := newLink(t, srv.Addr())
+				srvs, links = append(srvs, srv), append(links, l)
+				aAddrs, bAddrs = append(aAddrs, l.Addr()), append(bAddrs, srv.Addr())
 			}
 			dir := t.TempDir()
 			log := filepath.Join(dir, "log")
@@ -126,17 +126,19 @@ while :; do echo "A tick" >> "$LOG"; sleep 0.02; done
 			b := startProc(t, "B", []string{nodesEnv(bAddrs), "LOG=" + log}, "run", "--wait", "-1", "--ttl", "2s", "jobs:majority", "--",
 				script(t, dir, "b.sh", `echo "B start" >> "$LOG"; echo "B end" >> "$LOG"`))
 
-			ctx := context.Background()
-			kill := faultinject.Kill{Nodes: []int{0, 1}}
-			if err := kill.Inject(ctx, c); err != nil {
-				t.Fatal(err)
+			for _, srv := range srvs[:2] {
+				if err := srv.Kill(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// A must not reach the masters again; B may, once they are back.
-			if err := (faultinject.Partition{Nodes: []int{0, 1}, Link: "a"}).Inject(ctx, c); err != nil {
-				t.Fatal(err)
+			for _, l := range links[:2] {
+				l.Cut()
 			}
-			if err := kill.Undo(ctx, c); err != nil {
-				t.Fatal(err)
+			for _, srv := range srvs[:2] {
+				if err := srv.Restart(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if code := a.wait(procLimit); code != runLost {
 				t.Errorf("A: exit %d, want %d (lock lost); stderr:\n%s", code, runLost, a.stderr.String())

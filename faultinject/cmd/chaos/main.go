@@ -1,48 +1,29 @@
-// Command quorumlock runs commands under a distributed lock, inspects locks
-// and their masters, and runs quorumlock's chaos suite.
+// Command chaos runs quorumlock's chaos suite (package faultinject/chaos)
+// and checks the lock's safety on the masters of package faultinject.
 //
-// Usage:
+// Usage, from the faultinject directory of a clone:
 //
-//	quorumlock run [--nodes URL,...] [--ttl 10s] [--wait 0|D|-1] [--grace D] [--fencing]
-//	               [--quarantine D] [--min-hold D] [--cooldown D] [--shared | --exclusive | --semaphore K]
-//	               [--conflict-exit-code N] [--label L] [--log-level L | --verbose] [--metrics-addr ADDR] NAME [--] COMMAND [ARGS...]
-//	quorumlock status [--nodes URL,...] [--json] [--watch D] [--quarantine D] NAME|PATTERN
-//	quorumlock doctor [--nodes URL,...] [--json]
-//	quorumlock chaos [--quick] [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
-//	                 [--nodes N[,N...]] [--duration D] [--short] [--json FILE] [--list]
+//	go run ./cmd/chaos [--quick] [--scenario NAME[,NAME...]] [--backend auto|docker|process|memory]
+//	                   [--nodes N[,N...]] [--duration D] [--short] [--json FILE] [--list]
 //
-// The masters of run, status and doctor are host:port addresses or
-// redis:// and rediss:// URLs (users, passwords, TLS; node/redisnode.Dial's
-// forms), from --nodes, --nodes-file, $QUORUMLOCK_NODES or
-// $QUORUMLOCK_NODES_FILE; no output shows a password.
+// It runs every scenario (or the named ones), shows progress on stderr,
+// and prints a table on stdout: scenario, expected, acquisitions, faults
+// injected, violations, stale writes accepted, leaked keys, verdict. The
+// verdict is "safe" for a safe scenario that showed no violation, "caught"
+// for an unsafe scenario whose forced violation the checker found (RedLock
+// alone cannot prevent it; the scenario's protected twins show which
+// mitigation does), and "FAIL" otherwise, with a line below the table
+// saying why. The JSON file's "verdict" field has the same three values.
+// The exit status is 1 when any verdict is FAIL, 64 on a usage error.
 //
-// run is a flock(1) across hosts: it takes the lock, renews it, runs the
-// command in its own process group, forwards SIGINT, SIGTERM, SIGHUP and
-// SIGQUIT, and when the lock cannot be kept sends SIGTERM and then SIGKILL
-// so that both come before the lease's validity ends. Its exit status is
-// the command's, or 75 (not obtained, --conflict-exit-code), 124 (lock
-// lost, command terminated), 64 (usage), 69 (masters unavailable or access
-// denied), 126 or 127 (command not executable or not found). status shows
-// holders, TTLs, fencing counters and the masters' state; doctor checks the
-// masters' settings (eviction, persistence, role, version). See
-// docs/operations.md.
-//
-// chaos runs every scenario (or the named ones) of package
-// faultinject/chaos, shows progress on stderr, and prints a table on stdout:
-// scenario, expected, acquisitions, faults injected, violations, stale writes
-// accepted, leaked keys, verdict. The verdict is "safe" for a safe scenario
-// that showed no violation, "caught" for an unsafe scenario whose forced
-// violation the checker found (RedLock alone cannot prevent it; the
-// scenario's protected twins show which mitigation does), and "FAIL"
-// otherwise, with a line below the table saying why. The JSON file's
-// "verdict" field has the same three values. The exit status is 1 when any
-// verdict is FAIL, 64 on a usage error (as for every command).
-//
-// chaos --quick gives the whole table in about two minutes on two cores:
-// every scenario once, at its own number of masters, for the short
-// duration (3 s), on the fastest real backend: redis-server processes when
+// --quick gives the whole table in about two minutes on two cores: every
+// scenario once, at its own number of masters, for the short duration
+// (3 s), on the fastest real backend: redis-server processes when
 // redis-server is installed (containers restart far slower), else the
 // in-memory one. --backend, --nodes and --duration still override.
+//
+// The operator's command (run, status, doctor) is cmd/quorumlock at the
+// repository's root, a module without this harness's dependencies.
 package main
 
 import (
@@ -60,12 +41,12 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject"
 	"github.com/quorumlock/quorumlock/faultinject/chaos"
-	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
-// Exit statuses. A usage error is 64 (EX_USAGE) for every command, run's
-// runUsage among them.
+// Exit statuses: 64 (EX_USAGE) for a usage error, as the operator's
+// quorumlock command gives.
 const (
 	exitOK    = 0
 	exitFail  = 1
@@ -73,75 +54,14 @@ const (
 )
 
 func main() {
-	sigs := make(chan os.Signal, 8)
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
-	ctx, cancel := context.WithCancel(context.Background())
-	if len(os.Args) > 1 && os.Args[1] == "run" {
-		// run forwards these to its command; they never end run itself.
-		signal.Notify(sigs, forwarded...)
-		e.signals = sigs
-	} else {
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		go func() { <-sigs; cancel() }()
-	}
-	code := dispatch(ctx, os.Args[1:], e)
-	cancel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
 	os.Exit(code)
 }
 
-// env is what a command takes from its process: the standard streams, the
-// environment, and (run only) the signals to forward.
-type env struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	signals        <-chan os.Signal
-}
-
-const usage = `usage: quorumlock <command> [flags]
-
-commands:
-  run     run a command while holding a lock on a quorum of masters (quorumlock run -h)
-  status  show who holds a lock, its TTL and fencing counter, per master (quorumlock status -h)
-  doctor  check the masters' settings the lock relies on (quorumlock doctor -h)
-  chaos   run the chaos suite and check the lock's safety (quorumlock chaos -h)
-  bench   measure quorumlock side by side with redsync, redislock and rueidislock (quorumlock bench -h)
-`
-
-// run is main without the process: it parses args, writes to stdout and
-// stderr, and returns the exit status. The environment is the process's;
-// no signal reaches a command it runs (ctx ending counts as SIGTERM).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatch(ctx, args, &env{stdout: stdout, stderr: stderr, getenv: os.Getenv})
-}
-
-func dispatch(ctx context.Context, args []string, e *env) int {
-	stdout, stderr := e.stdout, e.stderr
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "run":
-		return runCmd(ctx, args[1:], e)
-	case "status":
-		return statusCmd(ctx, args[1:], e)
-	case "doctor":
-		return doctorCmd(ctx, args[1:], e)
-	case "chaos":
-		return chaosCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return runBench(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, chaos, bench)\n%s", args[0], usage)
-	return exitUsage
-}
-
-func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("quorumlock chaos", flag.ContinueOnError)
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scenario := fs.String("scenario", "", "run only these scenarios (comma-separated names; default: all)")
 	backend := fs.String("backend", "auto", "where the masters run: auto, docker, process or memory")
@@ -153,7 +73,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	verbose := fs.Bool("verbose", false, "also show go-redis's log (failed dials while masters are down)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: quorumlock chaos [flags]\n\nScenarios: %s\n\nFlags:\n", strings.Join(chaos.Names(), ", "))
+		fmt.Fprintf(stderr, "usage: chaos [flags]\n\nScenarios: %s\n\nFlags:\n", strings.Join(chaos.Names(), ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -163,14 +83,14 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "quorumlock chaos: unexpected arguments %q\n", fs.Args())
+		fmt.Fprintf(stderr, "chaos: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
 	scs := chaos.Scenarios()
 	if *scenario != "" {
 		var err error
 		if scs, err = chaos.Lookup(strings.Split(*scenario, ",")...); err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: --scenario: %v\n", err)
+			fmt.Fprintf(stderr, "chaos: --scenario: %v\n", err)
 			return exitUsage
 		}
 	}
@@ -189,7 +109,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch kind {
 	case faultinject.Auto, faultinject.Docker, faultinject.Process, faultinject.Memory:
 	default:
-		fmt.Fprintf(stderr, "quorumlock chaos: --backend %q: want auto, docker, process or memory\n", *backend)
+		fmt.Fprintf(stderr, "chaos: --backend %q: want auto, docker, process or memory\n", *backend)
 		return exitUsage
 	}
 	sizes := []int{0} // 0: the scenario's own
@@ -198,14 +118,14 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		for _, f := range strings.Split(*nodesFlag, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
-				fmt.Fprintf(stderr, "quorumlock chaos: --nodes %q: %q is not a positive number of masters\n", *nodesFlag, f)
+				fmt.Fprintf(stderr, "chaos: --nodes %q: %q is not a positive number of masters\n", *nodesFlag, f)
 				return exitUsage
 			}
 			sizes = append(sizes, n)
 		}
 	}
 	if *duration < 0 {
-		fmt.Fprintf(stderr, "quorumlock chaos: --duration %v must not be negative\n", *duration)
+		fmt.Fprintf(stderr, "chaos: --duration %v must not be negative\n", *duration)
 		return exitUsage
 	}
 	type job struct {
@@ -220,7 +140,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				s.Nodes = n
 			}
 			if err := s.Validate(); err != nil {
-				fmt.Fprintf(stderr, "quorumlock chaos: --nodes %d: %v\n", n, err)
+				fmt.Fprintf(stderr, "chaos: --nodes %d: %v\n", n, err)
 				return exitUsage
 			}
 			jobs = append(jobs, job{sc, n})
@@ -230,7 +150,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// is reported once, and every row runs on the same backend.
 	kind, why, err := resolveBackend(ctx, kind, *quick)
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock chaos: --backend %s is not available here: %v\n", kind, err)
+		fmt.Fprintf(stderr, "chaos: --backend %s is not available here: %v\n", kind, err)
 		return exitFail
 	}
 	if why != "" {
@@ -253,7 +173,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		pg, err := chaos.StartPostgres(pctx)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
+			fmt.Fprintf(stderr, "chaos: %v\n", err)
 			return exitFail
 		}
 		defer pg.Close()
@@ -273,7 +193,7 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		rep, err := chaos.Run(ctx, sc, opt)
 		if err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
+			fmt.Fprintf(stderr, "chaos: %v\n", err)
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "chaos: [%d/%d] %s (N=%d) on %s: %s in %.1fs (%d acquisitions, %d faults, %d violations, %d locks lost)\n",
@@ -289,12 +209,12 @@ func chaosCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "chaos: that was the quick run; without --quick each scenario runs for 30s on the auto backend")
 	}
 	if err := chaos.WriteTable(stdout, reps); err != nil {
-		fmt.Fprintf(stderr, "quorumlock chaos: %v\n", err)
+		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return exitFail
 	}
 	if *jsonFile != "" {
 		if err := writeJSON(*jsonFile, reps); err != nil {
-			fmt.Fprintf(stderr, "quorumlock chaos: --json: %v\n", err)
+			fmt.Fprintf(stderr, "chaos: --json: %v\n", err)
 			return exitFail
 		}
 	}
@@ -335,18 +255,4 @@ func writeJSON(name string, reps []chaos.Report) error {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return f.Close()
-}
-
-// parseFlags parses a command's args with fs. On -h or --help it prints
-// usageText and fs's flags on stdout and reports help; otherwise it returns
-// fs.Parse's error.
-func parseFlags(fs *flag.FlagSet, args []string, usageText string, stdout io.Writer) (help bool, err error) {
-	err = fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usageText)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return true, nil
-	}
-	return false, err
 }

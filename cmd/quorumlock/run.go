@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
+	"github.com/quorumlock/quorumlock/internal/lockkey"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -324,6 +324,12 @@ func signalStatus(sig os.Signal) int {
 	return 128 + int(syscall.SIGTERM)
 }
 
+// runCmd is quorumlock run, in its phases: parse the command line, find
+// the command, connect (the metrics endpoint, the masters, the lock's
+// client), take the lock, start the command, supervise it while the lease
+// lasts, and once it exited on its own keep the lock for --min-hold or
+// --cooldown or release it. Each phase that ends run returns its exit
+// status; the connections are closed when run returns.
 func runCmd(ctx context.Context, args []string, e *env) int {
 	rc, code, err := parseRun(args, e)
 	if err != nil {
@@ -332,6 +338,62 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		}
 		return code
 	}
+	r := newRunner(rc, e)
+	path, err := exec.LookPath(rc.argv[0])
+	if err != nil {
+		r.say("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return runNotFound
+		}
+		return runCannotExec
+	}
+	client, disconnect, code := r.connect()
+	if client == nil {
+		return code
+	}
+	defer disconnect()
+	acquire, err := rc.acquirer(client)
+	if err != nil {
+		r.say("%v", err)
+		return runUsage
+	}
+	sup, waitCtx, stopSignals := r.watchSignals(ctx)
+	defer stopSignals()
+	lease, code := r.acquire(waitCtx, sup, acquire)
+	if lease == nil {
+		return code
+	}
+	acquired := time.Now()
+	r.met.hold(lease)
+	exited, code := r.start(path, lease, sup)
+	if exited == nil {
+		return code
+	}
+	status, terminated := r.supervise(lease, sup, exited)
+	if terminated {
+		sup.kill(syscall.SIGKILL) // what is left of the group
+		r.release(lease)
+		r.say("lock %q lost while the command ran: it was terminated (its status was %d)", rc.name, status)
+		return runLost
+	}
+	r.verbose("the command exited with status %d", status)
+	r.afterCommand(lease, sup, acquired, status)
+	return status
+}
+
+// runner is one quorumlock run past its command line: the configuration,
+// the process's streams, the logger, and the metrics endpoint (nil without
+// --metrics-addr).
+type runner struct {
+	rc  *runConfig
+	e   *env
+	log *slog.Logger
+	met *runMetrics
+}
+
+// newRunner builds run's logger: one for run's own lines, the library's
+// records and go-redis's.
+func newRunner(rc *runConfig, e *env) *runner {
 	if _, ok := e.stderr.(*os.File); !ok {
 		// A writer that is not a file (a test's buffer) is shared by run's
 		// log lines and the child's stderr, which os/exec copies from a
@@ -340,84 +402,97 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		se.stderr = &syncWriter{w: e.stderr}
 		e = &se
 	}
-	// One logger for run's own lines, the library's records and go-redis's.
-	log := slog.New(newLineHandler(e.stderr, "quorumlock run: ", rc.logLevel()))
-	logf := func(level slog.Level, format string, args ...any) {
-		log.Log(context.Background(), level, fmt.Sprintf(format, args...))
-	}
-	say := func(format string, args ...any) { logf(slog.LevelError, format, args...) }
-	verbose := func(format string, args ...any) { logf(slog.LevelInfo, format, args...) }
-	path, err := exec.LookPath(rc.argv[0])
-	if err != nil {
-		say("%v", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return runNotFound
+	return &runner{rc: rc, e: e, log: slog.New(newLineHandler(e.stderr, "quorumlock run: ", rc.logLevel()))}
+}
+
+func (r *runner) logf(level slog.Level, format string, args ...any) {
+	r.log.Log(context.Background(), level, fmt.Sprintf(format, args...))
+}
+
+// say logs at error level: what run reports by default.
+func (r *runner) say(format string, args ...any) { r.logf(slog.LevelError, format, args...) }
+
+// verbose logs at info level (--verbose).
+func (r *runner) verbose(format string, args ...any) { r.logf(slog.LevelInfo, format, args...) }
+
+// connect listens for metrics (before the masters are dialled: a port in
+// use fails the run before it takes the lock), dials the masters and
+// builds the lock's client, with the library's own account going to run's
+// logger: failed renewals with every master's answer (warn), the lease's
+// end, quarantines, new fencing epochs (info). go-redis's own log (a line
+// per failed dial) goes there too, at debug. disconnect undoes it all in
+// reverse order: the client's Close, the masters, go-redis's log back to
+// discarded, and the metrics endpoint last, so that a scrape meanwhile sees
+// the release. On failure client is nil, what was set up is undone, and
+// code is run's exit status.
+func (r *runner) connect() (client *redlock.Client, disconnect func(), code int) {
+	rc := r.rc
+	var undo []func()
+	disconnect = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
 		}
-		return runCannotExec
 	}
-	// The library's own account: failed renewals with every master's
-	// answer (warn), the lease's end, quarantines, new fencing epochs (info).
+	fail := func(code int) (*redlock.Client, func(), int) {
+		disconnect()
+		return nil, nil, code
+	}
 	label := rc.label
 	if rc.cooldown > 0 {
 		// status reads the mark to tell a lock kept by the cooldown.
 		label = cooldownLabel(label, rc.cooldown, rc.ttl)
 	}
-	copts := []redlock.ClientOption{redlock.WithOwnerLabel(label), redlock.WithLogger(log)}
-	var met *runMetrics
+	copts := []redlock.ClientOption{redlock.WithOwnerLabel(label), redlock.WithLogger(r.log)}
 	if rc.metrics != "" {
-		// Listen before the masters are dialled: a port in use fails the
-		// run before it takes the lock. Stopped after the client's Close,
-		// so that a scrape meanwhile sees the release.
-		if met, err = listenMetrics(rc.metrics, rc.name); err != nil {
-			say("%v (quorumlock run -h for help)", err)
-			return runUsage
+		met, err := listenMetrics(rc.metrics, rc.name)
+		if err != nil {
+			r.say("%v (quorumlock run -h for help)", err)
+			return fail(runUsage)
 		}
-		defer met.close()
+		r.met = met
+		undo = append(undo, met.close)
 		copts = append(copts, redlock.WithObserver(met.obs))
-		verbose("serving metrics on %s", met.url())
+		r.verbose("serving metrics on %s", met.url())
 	}
-	// go-redis's own log (a line per failed dial) goes to the logger at
-	// debug; the process-wide setting is back to discarding when run
-	// returns (after the nodes are closed).
-	redis.SetLogger(goRedisLog{log})
-	defer lockkey.DiscardClientLog()
+	redis.SetLogger(goRedisLog{r.log})
+	undo = append(undo, lockkey.DiscardClientLog)
 	nodes, err := rc.nodes.dial()
 	if err != nil {
-		say("%v (quorumlock run -h for help)", err)
-		return runUsage
+		r.say("%v (quorumlock run -h for help)", err)
+		return fail(runUsage)
 	}
-	defer nodes.Close()
+	undo = append(undo, func() { _ = nodes.Close() })
 	if rc.quar > 0 {
 		copts = append(copts, redlock.WithRestartQuarantine(rc.quar))
 	}
-	client, err := redlock.New(nodes.Redlock(), copts...)
+	client, err = redlock.New(nodes.Redlock(), copts...)
 	if err != nil {
-		say("%v", err)
-		return runUsage
+		r.say("%v", err)
+		return fail(runUsage)
 	}
-	defer func() {
+	undo = append(undo, func() {
 		// Without a deadline Close waits at most about 500ms for releases
 		// still queued (a master that timed out); their keys expire with
 		// their TTL.
 		if err := client.Close(context.Background()); err != nil {
-			verbose("%v", err)
+			r.verbose("%v", err)
 		}
-	}()
-	acquire, err := rc.acquirer(client)
-	if err != nil {
-		say("%v", err)
-		return runUsage
-	}
+	})
+	return client, disconnect, exitOK
+}
 
+// watchSignals hands the signals run receives, and ctx's end (as SIGTERM),
+// to a supervisor, which forwards them to the command once it runs; the
+// first one also ends waitCtx, the wait for the lock. stop ends the
+// watching and waitCtx.
+func (r *runner) watchSignals(ctx context.Context) (sup *supervisor, waitCtx context.Context, stop func()) {
 	waitCtx, cancelWait := context.WithCancel(ctx)
-	defer cancelWait()
-	sup := &supervisor{stopCh: make(chan struct{}), cancel: cancelWait}
+	sup = &supervisor{stopCh: make(chan struct{}), cancel: cancelWait}
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		for {
 			select {
-			case sig := <-e.signals:
+			case sig := <-r.e.signals:
 				sup.signal(sig)
 			case <-ctx.Done():
 				sup.signal(syscall.SIGTERM)
@@ -427,72 +502,98 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 			}
 		}
 	}()
+	return sup, waitCtx, func() {
+		close(done)
+		cancelWait()
+	}
+}
 
+// acquire takes the lock with take, waiting as --wait says until ctx ends
+// (a signal). Without a lease it returns run's exit status: 128+N after
+// signal N, --conflict-exit-code when the lock is held elsewhere (silent
+// below --log-level info), 69 when the masters could not decide.
+func (r *runner) acquire(ctx context.Context, sup *supervisor, take func(context.Context) (*redlock.Lease, error)) (*redlock.Lease, int) {
+	rc := r.rc
 	switch {
 	case rc.wait.forever:
-		verbose("waiting for lock %q (--wait -1: until it is free)", rc.name)
+		r.verbose("waiting for lock %q (--wait -1: until it is free)", rc.name)
 	case rc.wait.d > 0:
-		verbose("waiting for lock %q (--wait %v)", rc.name, rc.wait.d)
+		r.verbose("waiting for lock %q (--wait %v)", rc.name, rc.wait.d)
 	}
-	lease, err := acquire(waitCtx)
-	if err != nil {
-		if sig := sup.shutdown(); sig != nil {
-			logf(slog.LevelWarn, "%v while waiting for lock %q: the command was not started", sig, rc.name)
-			return signalStatus(sig)
-		}
-		code := rc.notObtainedStatus(err)
-		if code == rc.conflict {
-			// Held elsewhere is routine (cron on every host): silent, as
-			// flock -n is, below --log-level info.
-			verbose("%v", err)
-		} else {
-			say("%v", err)
-		}
-		return code
+	lease, err := take(ctx)
+	if err == nil {
+		fence, _ := lease.Fence()
+		r.verbose("acquired lock %q (token %s%s), valid until %s", rc.name, lease.Token(), fenceNote(rc.fencing, fence), wallUntil(lease))
+		return lease, exitOK
 	}
-	acquired := time.Now()
-	met.hold(lease)
-	release := func() {
-		uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := lease.Unlock(uctx); err != nil && !errors.Is(err, redlock.ErrReleased) {
-			verbose("release: %v", err)
-		} else {
-			verbose("released lock %q", rc.name)
-		}
+	if sig := sup.shutdown(); sig != nil {
+		r.logf(slog.LevelWarn, "%v while waiting for lock %q: the command was not started", sig, rc.name)
+		return nil, signalStatus(sig)
 	}
-	fence, _ := lease.Fence()
-	verbose("acquired lock %q (token %s%s), valid until %s", rc.name, lease.Token(), fenceNote(rc.fencing, fence), wallUntil(lease))
+	code := rc.notObtainedStatus(err)
+	if code == rc.conflict {
+		// Held elsewhere is routine (cron on every host): silent, as
+		// flock -n is, below --log-level info.
+		r.verbose("%v", err)
+	} else {
+		r.say("%v", err)
+	}
+	return nil, code
+}
 
-	// Start the command unless a shutdown began while the lock was taken.
+// release releases the lease, within 2 seconds.
+func (r *runner) release(lease *redlock.Lease) {
+	uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := lease.Unlock(uctx); err != nil && !errors.Is(err, redlock.ErrReleased) {
+		r.verbose("release: %v", err)
+	} else {
+		r.verbose("released lock %q", r.rc.name)
+	}
+}
+
+// start starts the command at path, in its own process group, with
+// QUORUMLOCK_NAME, QUORUMLOCK_UNTIL and (--fencing) QUORUMLOCK_FENCE in
+// its environment, unless a shutdown began while the lock was taken. It
+// returns the channel that receives the command's end; when the command
+// did not start, the lock is released and code is run's exit status.
+func (r *runner) start(path string, lease *redlock.Lease, sup *supervisor) (exited <-chan error, code int) {
+	rc := r.rc
 	cmd := exec.Command(path, rc.argv[1:]...)
 	cmd.Args[0] = rc.argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.e.stdin, r.e.stdout, r.e.stderr
 	cmd.Env = append(os.Environ(), "QUORUMLOCK_NAME="+rc.name, "QUORUMLOCK_UNTIL="+wallUntil(lease))
 	if rc.fencing {
+		fence, _ := lease.Fence()
 		cmd.Env = append(cmd.Env, "QUORUMLOCK_FENCE="+strconv.FormatInt(fence, 10))
 	}
 	// Its own process group, so that run signals the whole job; and SIGKILL
 	// if run itself dies (a kill -9 of run), so that the command does not
 	// outlive the lock by more than its TTL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	exited, startErr := sup.start(cmd)
-	if startErr != nil {
-		release()
-		if errors.Is(startErr, errShutdown) {
-			sig := sup.shutdown()
-			logf(slog.LevelWarn, "%v after lock %q was taken: the command was not started", sig, rc.name)
-			return signalStatus(sig)
-		}
-		say("%v", startErr)
-		return runCannotExec
+	exited, err := sup.start(cmd)
+	if err == nil {
+		return exited, exitOK
 	}
+	r.release(lease)
+	if errors.Is(err, errShutdown) {
+		sig := sup.shutdown()
+		r.logf(slog.LevelWarn, "%v after lock %q was taken: the command was not started", sig, rc.name)
+		return nil, signalStatus(sig)
+	}
+	r.say("%v", err)
+	return nil, runCannotExec
+}
 
-	// Supervise: SIGTERM at the validity deadline less killMargin less
-	// grace (a renewal moves it), SIGKILL killMargin before the deadline or
-	// grace after the SIGTERM, whichever is first; SIGKILL at once when the
-	// lease ends early (the masters say the lock is gone) or when run wakes
-	// up past the SIGKILL time (it was stopped).
+// supervise waits for the command to exit while the lease lasts: SIGTERM
+// at the validity deadline less killMargin less --grace (a renewal moves
+// it), SIGKILL killMargin before the deadline or --grace after the
+// SIGTERM, whichever is first; SIGKILL at once when the lease ends early
+// (the masters say the lock is gone) or when run wakes up past the SIGKILL
+// time (it was stopped). It returns the command's exit status, and whether
+// run terminated it (the lock could not be kept).
+func (r *runner) supervise(lease *redlock.Lease, sup *supervisor, exited <-chan error) (status int, terminated bool) {
+	rc := r.rc
 	var (
 		termSent, killSent bool
 		killBy             time.Time
@@ -502,7 +603,6 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 	)
 	defer timer.Stop()
 	margin := killMargin(rc.ttl)
-supervise:
 	for {
 		now := time.Now()
 		until := lease.Until()
@@ -514,9 +614,9 @@ supervise:
 			sup.kill(syscall.SIGKILL)
 			killSent = true
 			if !termSent {
-				say("lock %q lost (%v): sent SIGKILL to the command at once", rc.name, leaseErr(lease, until))
+				r.say("lock %q lost (%v): sent SIGKILL to the command at once", rc.name, leaseErr(lease, until))
 			} else {
-				say("lock %q: the command outlived --grace: sent SIGKILL", rc.name)
+				r.say("lock %q: the command outlived --grace: sent SIGKILL", rc.name)
 			}
 		case !termSent && !now.Before(until.Add(-margin-rc.grace)):
 			sup.kill(syscall.SIGTERM)
@@ -525,7 +625,7 @@ supervise:
 			if g := now.Add(rc.grace); g.Before(killBy) {
 				killBy = g
 			}
-			say("lock %q cannot be kept (renewal failed; %v of validity left): sent SIGTERM to the command, SIGKILL in %v", rc.name, until.Sub(now).Round(time.Millisecond), killBy.Sub(now).Round(time.Millisecond))
+			r.say("lock %q cannot be kept (renewal failed; %v of validity left): sent SIGTERM to the command, SIGKILL in %v", rc.name, until.Sub(now).Round(time.Millisecond), killBy.Sub(now).Round(time.Millisecond))
 		}
 		var next time.Time
 		switch {
@@ -539,44 +639,42 @@ supervise:
 		timer.Reset(time.Until(next))
 		select {
 		case waitErr = <-exited:
-			break supervise
+			return exitStatus(waitErr), termSent || killSent
 		case <-timer.C:
 		case <-leaseDone:
 			leaseDone = nil // ended: handled at the top of the loop
 		}
 	}
-	status := exitStatus(waitErr)
-	if termSent || killSent {
-		sup.kill(syscall.SIGKILL) // what is left of the group
-		release()
-		say("lock %q lost while the command ran: it was terminated (its status was %d)", rc.name, status)
-		return runLost
-	}
-	verbose("the command exited with status %d", status)
+}
 
-	// --min-hold: keep (and renew) the lock until it has been held that
-	// long, unless a shutdown begins or the lease ends.
+// afterCommand follows a command that exited on its own (with status):
+// --min-hold keeps (and renews) the lock until it has been held that long
+// since acquired, unless a shutdown begins (the keys are then left to
+// expire rather than let another host in now) or the lease ends; after
+// status 0, --cooldown leaves the lock held, to expire with its TTL plus
+// the cooldown. Otherwise the lock is released.
+func (r *runner) afterCommand(lease *redlock.Lease, sup *supervisor, acquired time.Time, status int) {
+	rc := r.rc
 	keep := false
 	if left := rc.minHold - time.Since(acquired); left > 0 && lease.Err() == nil {
-		verbose("holding lock %q until --min-hold %v has passed (%v more)", rc.name, rc.minHold, left.Round(time.Millisecond))
+		r.verbose("holding lock %q until --min-hold %v has passed (%v more)", rc.name, rc.minHold, left.Round(time.Millisecond))
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
 		case <-lease.Done():
 		case <-sup.stopCh:
-			keep = true // leave the keys to expire rather than let another host in now
-			verbose("%v during --min-hold: leaving lock %q to expire with its TTL", sup.shutdown(), rc.name)
+			keep = true
+			r.verbose("%v during --min-hold: leaving lock %q to expire with its TTL", sup.shutdown(), rc.name)
 		}
 		t.Stop()
 	}
 	if rc.cooldown > 0 && status == 0 && lease.Err() == nil {
 		keep = true
-		verbose("--cooldown %v: leaving lock %q held; it expires %v after its last renewal", rc.cooldown, rc.name, rc.ttl+rc.cooldown)
+		r.verbose("--cooldown %v: leaving lock %q held; it expires %v after its last renewal", rc.cooldown, rc.name, rc.ttl+rc.cooldown)
 	}
 	if !keep {
-		release()
+		r.release(lease)
 	}
-	return status
 }
 
 // errShutdown: the command was not started because a shutdown had begun.

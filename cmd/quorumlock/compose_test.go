@@ -15,7 +15,7 @@ import (
 )
 
 // composeFile is docker/compose.yaml, seen from this package's directory.
-var composeFile = filepath.Join("..", "..", "..", "docker", "compose.yaml")
+var composeFile = filepath.Join("..", "..", "docker", "compose.yaml")
 
 // composeAddrs are the five masters compose.yaml publishes.
 var composeAddrs = []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"}

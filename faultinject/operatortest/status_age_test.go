@@ -1,4 +1,4 @@
-package main
+package operatortest
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ func TestStatusQuarantineAfterAClockStepAtBoot(t *testing.T) {
 	if err := clock.Set(120*time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := runMain(t, "status", "--nodes", srv.Addr(), "--quarantine", "1m", "--json", "locks:x")
+	code, out, stderr := quorumlock(t, "status", "--nodes", srv.Addr(), "--quarantine", "1m", "--json", "locks:x")
 	if code != exitOK {
 		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
 	}

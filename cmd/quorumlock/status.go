@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/faultinject/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/nodecheck"
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
 )
@@ -547,17 +547,17 @@ func (s *statusSnap) print(w io.Writer) {
 	}
 }
 
-func (n nodeStatus) describe() string {
-	if n.Error != "" {
-		return "error: " + n.Error
+func (ns nodeStatus) describe() string {
+	if ns.Error != "" {
+		return "error: " + ns.Error
 	}
-	up := time.Duration(n.UptimeS * float64(time.Second))
-	s := fmt.Sprintf("%s, %s, up %v, run %s", n.Role, n.Version, up, short(n.RunID))
-	if n.Promoted {
+	up := time.Duration(ns.UptimeS * float64(time.Second))
+	s := fmt.Sprintf("%s, %s, up %v, run %s", ns.Role, ns.Version, up, short(ns.RunID))
+	if ns.Promoted {
 		s += ", promoted from a replica"
 	}
-	if n.QuarantineS > 0 {
-		s += fmt.Sprintf(", in restart quarantine for %v more", time.Duration(n.QuarantineS*float64(time.Second)).Round(time.Second))
+	if ns.QuarantineS > 0 {
+		s += fmt.Sprintf(", in restart quarantine for %v more", time.Duration(ns.QuarantineS*float64(time.Second)).Round(time.Second))
 	}
 	return s
 }
@@ -605,26 +605,26 @@ func (ln lockOnNode) describe() string {
 	return s
 }
 
-func (l lockStatus) printSummary(w io.Writer, now time.Time) {
+func (ls lockStatus) printSummary(w io.Writer, now time.Time) {
 	answered := 0
-	for _, ln := range l.Nodes {
+	for _, ln := range ls.Nodes {
 		if ln.Error == "" {
 			answered++
 		}
 	}
-	n := len(l.Nodes)
+	n := len(ls.Nodes)
 	switch {
-	case l.State == "unknown":
-		fmt.Fprintf(w, "lock %q: unknown (%d of %d masters did not answer)\n", l.Name, n-answered, n)
-	case l.Kind == "mutex" && l.State == "held":
-		h := l.Holders[0]
-		fmt.Fprintf(w, "lock %q: held by %s on a quorum (%d of %d)%s%s\n", l.Name, h.Token, h.On, n, sinceNote(h, now), seenNote(h))
+	case ls.State == "unknown":
+		fmt.Fprintf(w, "lock %q: unknown (%d of %d masters did not answer)\n", ls.Name, n-answered, n)
+	case ls.Kind == "mutex" && ls.State == "held":
+		h := ls.Holders[0]
+		fmt.Fprintf(w, "lock %q: held by %s on a quorum (%d of %d)%s%s\n", ls.Name, h.Token, h.On, n, sinceNote(h, now), seenNote(h))
 		if h.Cooldown != nil {
 			fmt.Fprintf(w, "  %s\n", h.cooldownNote())
 		}
-	case l.State == "held":
+	case ls.State == "held":
 		k := 0
-		for _, h := range l.Holders {
+		for _, h := range ls.Holders {
 			if h.Quorum {
 				k++
 			}
@@ -633,12 +633,12 @@ func (l lockStatus) printSummary(w io.Writer, now time.Time) {
 		if k == 1 {
 			each = ""
 		}
-		fmt.Fprintf(w, "lock %q: %s%s on a quorum (at least %d of %d masters)\n", l.Name, plural(k, "holder"), each, l.Quorum, n)
+		fmt.Fprintf(w, "lock %q: %s%s on a quorum (at least %d of %d masters)\n", ls.Name, plural(k, "holder"), each, ls.Quorum, n)
 	default:
-		fmt.Fprintf(w, "lock %q: not held by any quorum\n", l.Name)
+		fmt.Fprintf(w, "lock %q: not held by any quorum\n", ls.Name)
 	}
-	for _, h := range l.Holders {
-		if l.Kind == "mutex" && l.State == "held" && h.Quorum {
+	for _, h := range ls.Holders {
+		if ls.Kind == "mutex" && ls.State == "held" && h.Quorum {
 			continue // said above
 		}
 		q := ""

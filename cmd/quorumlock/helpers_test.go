@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,4 +271,79 @@ func requirePass(t *testing.T, addr, pw string) {
 	if err := admin(t, &redis.Options{Addr: addr}).ConfigSet(context.Background(), "requirepass", pw).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// link is a TCP forwarder to one master, for a host whose path to the
+// master a test cuts while other hosts still reach it directly.
+type link struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+// newLink starts a forwarder to target on a free loopback port; it is cut
+// when the test ends.
+func newLink(t *testing.T, target string) *link {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{ln: ln, target: target}
+	l.wg.Add(1)
+	go l.accept()
+	t.Cleanup(l.Cut)
+	return l
+}
+
+// Addr is the address that reaches the master through the link.
+func (l *link) Addr() string { return l.ln.Addr().String() }
+
+func (l *link) accept() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return // closed by Cut
+		}
+		up, err := net.Dial("tcp", l.target)
+		if err != nil {
+			_ = c.Close() // the master is down: so is the path
+			continue
+		}
+		l.mu.Lock()
+		if l.cut {
+			l.mu.Unlock()
+			_, _ = c.Close(), up.Close()
+			continue
+		}
+		l.conns = append(l.conns, c, up)
+		l.wg.Add(2)
+		l.mu.Unlock()
+		go l.pipe(c, up)
+		go l.pipe(up, c)
+	}
+}
+
+// pipe copies src to dst until either ends, then closes both.
+func (l *link) pipe(dst, src net.Conn) {
+	defer l.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_, _ = dst.Close(), src.Close()
+}
+
+// Cut closes the link's connections and stops listening: the host's
+// connections through it end, and new ones are refused.
+func (l *link) Cut() {
+	l.mu.Lock()
+	l.cut = true
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	_ = l.ln.Close()
+	l.wg.Wait()
 }
