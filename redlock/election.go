@@ -30,8 +30,8 @@ type Election struct {
 	m *Mutex
 }
 
-// ErrNoLeader: Election.Leader found no candidate holding the election on a
-// quorum of nodes.
+// ErrNoLeader is returned when Election.Leader found no candidate holding
+// the election on a quorum of nodes.
 var ErrNoLeader = errors.New("redlock: no leader")
 
 // NewElection returns the election called name, which is the lock name on

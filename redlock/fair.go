@@ -189,15 +189,15 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 		node:    NodeLeave,
 		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
-			if mb.queue == nil {
-				return true, nil
-			}
 			return true, mb.queue.LeaveQueue(ctx, m.name, q)
 		},
+		skip: func(i int) bool { return m.c.members[i].queue == nil }, // it keeps no line
 	}
 	if acq != nil {
 		o.before = [2][]*call{acq.calls}
-		o.skip = func(i int) bool { return acq.calls[i].err == nil || acq.calls[i].held }
+		o.skip = func(i int) bool {
+			return m.c.members[i].queue == nil || acq.calls[i].err == nil || acq.calls[i].held
+		}
 	}
 	return m.c.fanout(context.WithoutCancel(ctx), o)
 }

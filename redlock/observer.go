@@ -38,7 +38,8 @@ type Observer interface {
 	Attempt(ctx context.Context, e AttemptEvent)
 	// NodeCall is called when a call on one node ends: each node's vote in
 	// an acquire or extend, a release, a fencing write-back, a queued
-	// release's retry. A node that needed no call is not reported.
+	// release's retry, a waiter leaving a node's line, Election.Leader's
+	// read (NodeOp lists them). A node that needed no call is not reported.
 	NodeCall(ctx context.Context, e NodeEvent)
 	// LeaseEnd is called once per lease, when it ends: released, its
 	// validity over, or found lost.
@@ -194,7 +195,7 @@ const (
 	NodeRollback NodeOp = "rollback" // the release of a failed attempt
 	NodeRetry    NodeOp = "retry"    // a queued release, retried
 	NodePeek     NodeOp = "peek"     // Election.Leader's read of one node
-	NodeLeave    NodeOp = "leave"    // a fair waiter leaving a node's queue
+	NodeLeave    NodeOp = "leave"    // a waiter leaving a node's line
 )
 
 // Vote is one node's answer, or why there was none, one of a few values (a
