@@ -52,7 +52,10 @@ func TestFairTryLockProgress(t *testing.T) {
 func TestFairQueue(t *testing.T) {
 	n := uint64(fairSchedules)
 	if testing.Short() || raceEnabled {
-		n /= 10
+		// A third: a release's notification goes to the named waiter's
+		// client only, so a tenth of the schedules delivered too few for
+		// the weather to lose one (230 delivered, 0 lost in 10).
+		n /= 3
 	}
 	next := seq(1, n)
 	var s Summary
