@@ -10,13 +10,16 @@
 # For each configuration it prints the result, the states stored and
 # matched, the depth reached, the verifier's memory (MB) and its seconds.
 #
-# Each configuration is a model (redlock.pml or shapes.pml), its -D flags, and
+# Each configuration is a model (redlock.pml, shapes.pml or queue.pml), its -D flags, and
 # what it must give: "pass" (every property holds in every reachable state:
 # 0 errors, search completed) or "violate PROPERTY" (a counterexample that
 # breaks that property: the mechanism switched off, or the documented
 # unsafe condition, is shown able to fail). A configuration that gives
 # anything else fails the run. Counterexamples are searched breadth-first
-# (the shortest trail).
+# (the shortest trail). A liveness configuration (search "ltl NAME",
+# queue.pml's LTL property NAME) is searched depth-first for an acceptance
+# cycle (a run in which the property fails, forever); its counterexample
+# is "violate NAME".
 #
 # Needs spin (Debian: apt-get install spin) and gcc. MEMLIM (MB, default
 # 4000) bounds each verifier's memory; only one verifier runs at a time.
@@ -39,7 +42,8 @@ update=0
 
 # name | model | flags | expect | quick | search (counterexamples: bfs, the
 # default, or bitstate: a depth-first bitstate search, for a counterexample
-# too deep for breadth-first search in memory)
+# too deep for breadth-first search in memory; "ltl NAME": the liveness
+# property NAME, passes and counterexamples alike)
 configs=(
 # ---- the protected protocol: every property holds ----
 "safe-network|redlock|-DDELAY -DSPLIT -DEXTENDS=1 -DWRITES|pass|"
@@ -79,6 +83,23 @@ configs=(
 "NoExtendCheck|redlock|-DEXTENDS=1 -DNO_EXTEND_CHECK|violate extend-after-end|quick"
 "NoRunStamp|redlock|-DFENCING -DPRIOR -DQUAR -DRESTARTS=1 -DRESTART_STALE -DLATE -DNO_RUN_STAMP|violate token-order|quick"
 "WallUptime|redlock|-DQUAR -DRESTARTS=1 -DRESTART_EMPTY -DBOOT_STEP -DLATE -DWALL_UPTIME|violate mutual-exclusion|quick"
+# ---- the waiting line and its wake-ups (queue.pml; docs/verification.md,
+# "The waiting line") ----
+"queue-safe|queue|-DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1|pass|quick"
+"queue-plain|queue|-DPLAIN -DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1|pass|quick"
+"queue-3|queue|-DC=3 -DNO_BACKOFF|pass|"
+"queue-live|queue|-DLIVE -DC=2 -DNO_BACKOFF -DGIVEUPS=1|pass|quick|ltl granted"
+"queue-live-plain|queue|-DLIVE -DPLAIN -DC=2 -DNO_BACKOFF -DGIVEUPS=1|pass|quick|ltl granted"
+"queue-live-faults|queue|-DLIVE -DC=2 -DLOSSN -DDIES=1|pass|quick|ltl granted"
+"queue-live-late|queue|-DLIVE -DC=2 -DSPLIT -DDELAY -DLATES=1|pass||ltl granted"
+# each rule switched off: a counterexample each
+"NoLeaveTombstone|queue|-DC=3 -DDELAY -DLATES=1 -DGIVEUPS=1 -DNO_TOMBSTONE|violate kept-out|quick"
+"NoFairRequeue|queue|-DC=2 -DSPLIT -DNO_REQUEUE|violate kept-out|quick"
+"NoFreshLook|queue|-DLIVE -DC=2 -DNO_BACKOFF -DNO_FRESH|violate granted|quick|ltl granted"
+# limits the model found (docs/verification.md, "The waiting line")
+"queue-tombstone-ttl|queue|-DC=2 -DDELAY -DSTRAG=3|violate kept-out|quick"
+"queue-late-reply|queue|-DLIVE -DC=2 -DNO_BACKOFF -DSPLIT -DLATES=1|violate granted|quick|ltl granted"
+"queue-split-livelock|queue|-DLIVE -DC=2 -DLOSSN -DSPLIT -DLATES=1|violate granted||ltl granted"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"
@@ -144,7 +165,15 @@ for c in "${configs[@]}"; do
 	[ "$quick" = quick ] && opt=-O0
 	cc=("$opt" -w -DSAFETY "-DMEMLIM=$memlim")
 	panflags=(-E -m100000)
-	if [ "$expect" != pass ] && [ "${search:-bfs}" = bfs ]; then
+	# queue.pml's rounds can follow one another without end: its
+	# depth-first searches go deep
+	[ "$model" = queue ] && panflags=(-E -m1000000)
+	ltl=""
+	case ${search:-} in "ltl "*) ltl=${search#ltl } ;; esac
+	if [ -n "$ltl" ]; then
+		cc=("$opt" -w "-DMEMLIM=$memlim")
+		panflags+=(-a)
+	elif [ "$expect" != pass ] && [ "${search:-bfs}" = bfs ]; then
 		cc+=(-DBFS)
 	elif [ "$expect" != pass ]; then
 		cc+=(-DBITSTATE)
@@ -168,13 +197,16 @@ for c in "${configs[@]}"; do
 		# shellcheck disable=SC2086
 		spin -t -p $flags "$model.pml" >trail.txt 2>&1 || true
 		got=$(sed -n 's/^ *EV violate \([a-z-]*\).*/\1/p' trail.txt | head -1)
+		if [ -n "$ltl" ] && grep -q "acceptance cycle" pan.out; then
+			got=$ltl
+		fi
 		result="violate $got"
 		if [ "$update" = 1 ]; then
 			dst="$root/faultinject/sim/testdata/model/$name.trail"
 			mkdir -p "$(dirname "$dst")"
 			{
 				echo "# model/check.sh $name: spin -t -p $flags $model.pml"
-				grep -E '^ *EV ' trail.txt | sed 's/^ *//'
+				grep -E '^ *EV |START OF CYCLE' trail.txt | sed 's/^ *//; s/^<<<<<START OF CYCLE>>>>>$/EV cycle/'
 			} >"$dst"
 		fi
 	elif [ "${errors:-x}" = 0 ] && [ "$incomplete" = 0 ]; then

@@ -1,0 +1,630 @@
+/*
+ * quorumlock's waiting line and release wake-ups (docs/algorithm.md,
+ * "Waiting" and "Fair queue") for SPIN: three masters, quorum two, two or
+ * three clients, one Lock call each, retried until it is granted or gives
+ * up; time in ticks. docs/verification.md, "The waiting line", says what
+ * is modelled and what is not.
+ *
+ * As in redlock.pml one process runs the world: every step is a guarded
+ * d_step chosen nondeterministically and prints one "EV" line.
+ *
+ * Per master m: the lock key kv[m] (0 free, else client+1), and the line:
+ * for each waiter ID (client c, generation g: a requeue gives the call a
+ * new ID, generations alternate) a live entry en (ticks left, 0 none) or a
+ * tombstone tb (ticks left, 0 none); the entry's arrival is its call's
+ * (ar[c], the order in which the Lock calls began). The acquire
+ * (acquire_queued.lua), the release (release.lua) and LeaveQueue
+ * (leave_queue.lua) are one atomic step each, as the scripts are.
+ *
+ * Clients (redlock/mutex.go retry, redlock/wait.go): an attempt sends an
+ * acquire to every master; the round is decided when every call answered
+ * or at its deadline (a quorum of yes: granted; else rolled back: a
+ * release where the call said yes or did not answer). After the first
+ * failed attempt the client starts its watch (a step of its own: releases
+ * before it go unheard) and, with the fresh look, attempts once more at
+ * once. A waiting call wakes when the masters that refused its last
+ * attempt (or did not answer) and have named it since, with those that
+ * said yes, make a quorum; else by its backoff (BACKOFF ticks; NO_BACKOFF:
+ * never, so that liveness rests on the wake-ups alone). A fair call whose
+ * attempt a master may have granted goes on under a new ID (requeue),
+ * after its old ID left every line.
+ *
+ * Options (-D): C=n clients (2 or 3), PLAIN (non-binding acquires: the
+ * polite newcomer; default binding, WithFairQueue), SPLIT (an acquire's
+ * reply may come later than its effect, or not before the deadline),
+ * DELAY (a call the deadline left unanswered may apply later, a late copy,
+ * within STRAG ticks of the deadline, or never), LOSSN (notifications may
+ * be lost), GIVEUPS=n (waiting calls that give up: LeaveQueue on every
+ * master), DIES=n (waiting calls whose process dies: nothing more is
+ * sent), LATES=n (deadlines that leave calls unanswered, in all: SPLIT
+ * and DELAY act at most n times), NO_BACKOFF, ETTL=n (entry TTL in
+ * ticks), STRAG=n, BACKOFF=n,
+ * LIVE (the LTL property `granted`, for the liveness search).
+ * Rules switched off: NO_TOMBSTONE (LeaveQueue leaves no tombstone),
+ * NO_REQUEUE (knob NoFairRequeue), NO_FRESH (no fresh look after the
+ * watch starts), NO_POLITE (plain acquires barge in: a newcomer takes a
+ * free key whoever waits).
+ */
+
+#ifndef C
+#define C 3		/* clients, one Lock call each */
+#endif
+#define N 3		/* masters */
+#define Q 2		/* quorum */
+#ifndef ETTL
+#define ETTL 2		/* entry TTL (and a tombstone's), ticks */
+#endif
+#ifndef STRAG
+#define STRAG 1		/* a late copy applies within STRAG ticks of its round's deadline, or never */
+#endif
+#ifndef BACKOFF
+#define BACKOFF 1	/* a waiting call retries within BACKOFF ticks */
+#endif
+#ifndef HT
+#define HT 1		/* a holder unlocks within HT ticks (before its key's TTL) */
+#endif
+#ifndef LATES
+#define LATES 255	/* deadlines with calls unanswered, in all */
+#endif
+#ifndef GIVEUPS
+#define GIVEUPS 0
+#endif
+#ifndef DIES
+#define DIES 0
+#endif
+
+#define IE(m,c,g) (((m)*C + (c))*2 + (g))
+#define CM(c,m) ((c)*N + (m))
+#define MC(m,c) ((m)*C + (c))
+
+/* client states */
+#define IDLE 0		/* no Lock call yet */
+#define ATT 1		/* an attempt's round is open */
+#define WSTART 2	/* first attempt failed: the watch is starting */
+#define WAIT 3		/* waiting (settled) for a wake-up or the backoff */
+#define HOLD 4
+#define DONE 5		/* unlocked */
+#define GONE 6		/* gave up or died */
+#define CALLING(c) (st[c] == ATT || st[c] == WSTART || st[c] == WAIT)
+
+/* a call (aq) */
+#define FLY 1		/* sent, not applied */
+#define PENDY 2		/* applied, said yes (the key is ours), reply not back */
+/* its outcome (ao) */
+#define O_YES 1
+#define O_NO 2
+#define O_UNK 3		/* no reply by the deadline */
+
+/* a notification (nt): names (c, g) as g+1, or "" */
+#define N_ANY 3
+
+#ifdef PLAIN
+#define FAIR 0
+#else
+#define FAIR 1
+#endif
+
+#define PROP(msg, cond) \
+	if :: !(cond) -> printf(msg); assert(cond) \
+	   :: else -> skip fi
+
+/* masters */
+byte kv[N];
+byte en[N*C*2];		/* live entry: ticks left, 0 not in the line */
+byte tb[N*C*2];		/* tombstone: ticks left */
+#ifdef DELAY
+bit lf[N*C*2];		/* the ID left this master's line (property kept-out:
+			 * only a late copy can bring it back) */
+#define LEFT(x) lf[x] = 1;
+#define LF0(x) lf[x] = 0;
+#define LFX(x) lf[x]
+#else
+#define LEFT(x)
+#define LF0(x)
+#define LFX(x) 0
+#endif
+/* clients */
+byte st[C];
+bit gen[C];		/* the call's current ID */
+bit rq[C];		/* its last attempt may have been granted somewhere */
+byte aq[C*N];
+byte ao[C*N];
+byte lq[C*N];		/* a late copy of the acquire of ID g: g+1 */
+byte lt[C*N];		/* ticks it may still apply in */
+bit wst[C];		/* watching */
+bit tk[C*N];		/* settled: refused or unanswered */
+byte fr[C];		/* settled: said yes */
+bit sn[C*N];		/* named by m since the attempt began */
+bit wk[C];		/* woken: its next attempt is due */
+#ifdef LOSSN
+byte nt[N*C];		/* notification on its way from m to c */
+#endif
+byte bt[C];		/* backoff ticks left */
+byte hl[C];		/* hold ticks left */
+byte ngu, ndie, nlate;
+#ifdef LIVE
+bit tka;		/* flips at every tick (the liveness property's fairness) */
+#define TKA tka = 1 - tka
+#else
+#define TKA skip
+#endif
+
+/* the scratch variables xi, xj, xk, xt, hc, hg, yes, news are world's:
+ * always 0 between steps */
+
+/* The first live entry of m's line: hc = client+1 (0 none), hg its ID.
+ * Ties (two IDs of one call, its old and its new, the same arrival) go to
+ * the old ID. */
+inline head(m) {
+	hc = 0; hg = 0;
+	for (xi : 0 .. C-1) {
+		for (xj : 0 .. 1) {
+			if
+			:: en[IE(m,xi,xj)] > 0 && (hc == 0 || xi < hc-1 ||
+				(xi == hc-1 && xj != gen[xi])) -> hc = xi+1; hg = xj
+			:: else -> skip
+			fi
+		}
+	}
+	xi = 0; xj = 0
+}
+
+/* someone other than (c,g) in m's line */
+inline others(m, c, g) {
+	xt = 0;
+	for (xi : 0 .. C*2 - 1) {
+		if :: en[(m)*C*2 + xi] > 0 && xi != (c)*2 + (g) -> xt = 1 :: else -> skip fi
+	}
+	xi = 0
+}
+
+/* the line or a tombstone exists on m (the fast path is taken without) */
+inline lineexists(m) {
+	xt = 0;
+	for (xi : 0 .. C*2 - 1) {
+		if :: en[(m)*C*2 + xi] > 0 || tb[(m)*C*2 + xi] > 0 -> xt = 1 :: else -> skip fi
+	}
+	xi = 0
+}
+
+/* the wake-up rule (watch.check): its next attempt is due */
+inline check(c) {
+	news = 0;
+	for (xj : 0 .. N-1) {
+		if :: sn[CM(c,xj)] && tk[CM(c,xj)] -> news++ :: else -> skip fi
+	}
+	xj = 0;
+	if
+	:: news > 0 && news + fr[c] >= Q && !wk[c] -> printf("EV wake c=%d\n", c); wk[c] = 1
+	:: else -> skip
+	fi;
+	news = 0
+}
+
+/* a notification from m naming v reaches c's watch: it names c's current
+ * ID, or "" (the client's oldest waiter: its only one) */
+inline hear(m, c, v) {
+	if
+	:: wst[c] && (st[c] == ATT || st[c] == WAIT) && (v == N_ANY || v == gen[c]+1) ->
+		sn[CM(c,m)] = 1; printf("EV note m=%d c=%d\n", m, c);
+		if :: st[c] == WAIT -> check(c) :: else -> skip fi
+	:: else -> skip
+	fi
+}
+
+/* PUBLISH on m's channel: to every client's watch */
+inline publish(m, v) {
+	for (xk : 0 .. C-1) {
+#ifdef LOSSN
+		nt[MC(m,xk)] = v
+#else
+		hear(m, xk, v)
+#endif
+	}
+	xk = 0
+}
+
+/* release.lua, the key being c's: delete; if someone is in line, name its
+ * first waiter */
+inline release(c, m) {
+	if
+	:: kv[m] == c+1 ->
+		kv[m] = 0;
+		head(m);
+		if
+		:: hc > 0 -> printf("EV release c=%d m=%d next=%d g=%d\n", c, m, hc-1, hg);
+			publish(m, hg+1)
+			/* a notification names hc-1's ID: only that client's watch uses it */
+		:: else -> printf("EV release c=%d m=%d next=none\n", c, m)
+		fi;
+		hc = 0; hg = 0
+	:: else -> skip	/* not ours: a guard (late copies never take the key) */
+	fi
+}
+
+/* leave_queue.lua of (c,g) on m: out of the line, a tombstone; the line's
+ * first waiter leaving a free key names the next one ("" when none) */
+inline leaveq(c, g, m) {
+	head(m);
+	xt = (hc == c+1 && hg == g && kv[m] == 0);
+	hc = 0; hg = 0;
+	if :: en[IE(m,c,g)] == 0 -> xt = 0 :: else -> skip fi;
+	en[IE(m,c,g)] = 0;
+#ifndef NO_TOMBSTONE
+	tb[IE(m,c,g)] = ETTL;
+#endif
+	LEFT(IE(m,c,g))
+	printf("EV leave c=%d m=%d g=%d\n", c, m, g);
+	if
+	:: xt -> head(m);
+		if
+		:: hc > 0 -> printf("EV publish m=%d next=%d g=%d\n", m, hc-1, hg); publish(m, hg+1)
+		:: else -> printf("EV publish m=%d next=none\n", m); publish(m, N_ANY)
+		fi;
+		hc = 0; hg = 0
+	:: else -> skip
+	fi;
+	xt = 0
+}
+
+/* acquire_queued.lua of (c,g) on m; late: a late copy (the release guard
+ * its round's rollback left refuses it the key). Sets xt: 1 yes, 0 no. */
+inline acquire(c, g, m, late) {
+	lineexists(m);
+	if
+	:: !xt ->	/* the fast path: nobody in line, no tombstone */
+		if
+		:: kv[m] == 0 && !late -> kv[m] = c+1; xt = 1;
+			if :: FAIR -> tb[IE(m,c,g)] = ETTL; LEFT(IE(m,c,g)) :: else -> skip fi
+		:: kv[m] == 0 -> xt = 0
+		:: kv[m] == c+1 -> xt = 1
+		:: else -> en[IE(m,c,g)] = ETTL; xt = 0
+		fi
+	:: else ->
+		if
+		:: tb[IE(m,c,g)] > 0 ->	/* left: enters nothing */
+			xt = (kv[m] == c+1 && !late);
+			/* a call of this ID refused a free key by its own tombstone */
+			PROP("EV violate kept-out\n", late || kv[m] != 0)
+		:: else ->
+			hc = (en[IE(m,c,g)] > 0);	/* in line before this call */
+			en[IE(m,c,g)] = ETTL;
+			if
+			:: late -> xt = 0
+			:: kv[m] == c+1 -> xt = 1
+			:: kv[m] != 0 -> xt = 0
+			:: else ->
+#if FAIR
+				head(m);
+				xt = (hc == c+1 && hg == g);
+#elif defined(NO_POLITE)
+				xt = 1;
+#else
+				if :: hc -> xt = 1
+				   :: else -> others(m, c, g); xt = !xt fi;
+#endif
+				if
+				:: xt -> kv[m] = c+1
+				:: else -> /* refused by the line although the key is free:
+					    * never for a waiter that left this line */
+#ifdef DELAY
+					head(m);
+					PROP("EV violate kept-out\n", !(hc > 0 && lf[IE(m,hc-1,hg)]))
+#else
+					skip
+#endif
+				fi
+			fi;
+			if	/* granted: out of the line (a fair waiter stays out) */
+			:: xt -> en[IE(m,c,g)] = 0;
+				if :: FAIR -> tb[IE(m,c,g)] = ETTL; LEFT(IE(m,c,g)) :: else -> skip fi
+			:: else -> skip
+			fi;
+			hc = 0; hg = 0
+		fi
+	fi
+}
+
+/* What can no longer matter is forgotten, so that it does not multiply
+ * states: the tombstone (and the left mark) of an ID that will send
+ * nothing more (its call ended, or it was requeued away) and has no late
+ * copy on the way to that master (a tombstone only ever stops its own ID);
+ * the rounds' leftovers of a call that ended. */
+inline norm() {
+	for (xi : 0 .. N*C*2 - 1) {
+		if
+		:: (tb[xi] > 0 || LFX(xi)) && en[xi] == 0 &&
+		   !(CALLING((xi/2)%C) && (xi%2) == gen[(xi/2)%C]) &&
+		   lq[CM((xi/2)%C, xi/(2*C))] != (xi%2)+1 -> tb[xi] = 0; LF0(xi)
+		:: else -> skip
+		fi
+	}
+	for (xi : 0 .. C-1) {
+		if
+		:: !CALLING(xi) && st[xi] != HOLD ->
+			for (xj : 0 .. N-1) {
+				ao[CM(xi,xj)] = 0; tk[CM(xi,xj)] = 0; sn[CM(xi,xj)] = 0
+			}
+			fr[xi] = 0; bt[xi] = 0; hl[xi] = 0; rq[xi] = 0; wk[xi] = 0
+		:: else -> skip
+		fi
+	}
+	xi = 0; xj = 0
+}
+
+/* a reused generation is a new random ID: what the old one left is not its */
+inline wipe(c, g) {
+	for (xj : 0 .. N-1) {
+		en[IE(xj,c,g)] = 0; tb[IE(xj,c,g)] = 0; LF0(IE(xj,c,g))
+		if :: lq[CM(c,xj)] == g+1 -> lq[CM(c,xj)] = 0; lt[CM(c,xj)] = 0 :: else -> skip fi;
+#ifdef LOSSN
+		if :: nt[MC(xj,c)] == g+1 -> nt[MC(xj,c)] = 0 :: else -> skip fi
+#endif
+	}
+	xj = 0
+}
+
+/* an attempt begins: requeue first (a fair call whose last attempt a
+ * master may have granted: its old ID leaves every line, the call goes on
+ * under a new one with the same arrival) */
+inline attempt(c) {
+#if FAIR && !defined(NO_REQUEUE)
+	if
+	:: rq[c] ->
+		leaveq(c, gen[c], 0); leaveq(c, gen[c], 1); leaveq(c, gen[c], 2);
+		gen[c] = 1 - gen[c]; wipe(c, gen[c])
+	:: else -> skip
+	fi;
+#endif
+	rq[c] = 0;
+	printf("EV attempt c=%d g=%d\n", c, gen[c]);
+	for (xj : 0 .. N-1) {
+		sn[CM(c,xj)] = 0; tk[CM(c,xj)] = 0; ao[CM(c,xj)] = 0; aq[CM(c,xj)] = FLY
+	}
+	xj = 0; fr[c] = 0; bt[c] = 0; wk[c] = 0;
+	st[c] = ATT;
+	norm()
+}
+
+inline settle(c) {
+	for (xj : 0 .. N-1) {
+		tk[CM(c,xj)] = (ao[CM(c,xj)] == O_NO || ao[CM(c,xj)] == O_UNK);
+		if :: ao[CM(c,xj)] == O_YES -> fr[c]++ :: else -> skip fi
+	}
+	xj = 0;
+	st[c] = WAIT; bt[c] = BACKOFF;
+	check(c)
+}
+
+/* the round ends: every call answered, or its deadline */
+inline close(c) {
+	yes = 0;
+	for (xj : 0 .. N-1) {
+		if
+		:: aq[CM(c,xj)] == PENDY -> ao[CM(c,xj)] = O_UNK
+		:: aq[CM(c,xj)] == FLY -> ao[CM(c,xj)] = O_UNK;
+#ifdef DELAY
+			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG :: else -> skip fi
+#endif
+		:: else -> skip
+		fi;
+		aq[CM(c,xj)] = 0;
+		if :: ao[CM(c,xj)] == O_YES -> yes++ :: else -> skip fi
+	}
+	xj = 0;
+	if
+	:: yes >= Q ->
+		yes = 0;
+		PROP("EV violate mutual-exclusion\n", !(0
+			|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
+#if C > 2
+			|| (c != 2 && st[2] == HOLD)
+#endif
+		));
+		printf("EV grant c=%d g=%d\n", c, gen[c]);
+		st[c] = HOLD; hl[c] = HT; wst[c] = 0;
+		/* out of the line where it did not acquire */
+		if :: ao[CM(c,0)] != O_YES -> leaveq(c, gen[c], 0) :: else -> skip fi;
+		if :: ao[CM(c,1)] != O_YES -> leaveq(c, gen[c], 1) :: else -> skip fi;
+		if :: ao[CM(c,2)] != O_YES -> leaveq(c, gen[c], 2) :: else -> skip fi
+	:: else ->
+		yes = 0;
+		printf("EV fail c=%d g=%d\n", c, gen[c]);
+		/* rollback: a release where it said yes or did not answer */
+		for (xt : 0 .. N-1) {
+			if
+			:: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK -> rq[c] = 1; release(c, xt)
+			:: else -> skip
+			fi
+		}
+		xt = 0;
+		if
+		:: !wst[c] -> st[c] = WSTART
+		:: else -> settle(c)
+		fi
+	fi;
+	norm()
+}
+
+#define LOCK(c) \
+	:: d_step { st[c] == IDLE -> printf("EV lock c=%d\n", c); attempt(c) }
+
+/* the master applies the acquire, its reply comes at once */
+#define AAPPLY(c,m) \
+	:: d_step { aq[CM(c,m)] == FLY -> \
+		acquire(c, gen[c], m, 0); printf("EV aapply c=%d m=%d g=%d r=%d\n", c, m, gen[c], xt); \
+		ao[CM(c,m)] = (xt -> O_YES : O_NO); aq[CM(c,m)] = 0; xt = 0; \
+		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
+/* SPLIT: applied, said yes, its reply later (or not before the deadline) */
+#define AAPPLY_P(c,m) \
+	:: d_step { aq[CM(c,m)] == FLY -> \
+		acquire(c, gen[c], m, 0); \
+		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
+		   :: else -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV aapply c=%d m=%d g=%d r=0\n", c, m, gen[c]) fi; \
+		xt = 0; \
+		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
+#define AREPLY(c,m) \
+	:: d_step { aq[CM(c,m)] == PENDY -> ao[CM(c,m)] = O_YES; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d\n", c, m); \
+		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
+#if LATES < 255
+#define LATE_SPEND nlate++;
+#else
+#define LATE_SPEND
+#endif
+/* the round's deadline, calls unanswered */
+#define DEADLINE(c) \
+	:: d_step { st[c] == ATT && nlate < LATES && (aq[CM(c,0)] != 0 || aq[CM(c,1)] != 0 || aq[CM(c,2)] != 0) -> \
+		LATE_SPEND printf("EV deadline c=%d\n", c); close(c) }
+/* a late copy applies */
+#define LAPPLY(c,m) \
+	:: d_step { lq[CM(c,m)] != 0 -> \
+		acquire(c, lq[CM(c,m)]-1, m, 1); printf("EV lapply c=%d m=%d g=%d\n", c, m, lq[CM(c,m)]-1); \
+		lq[CM(c,m)] = 0; lt[CM(c,m)] = 0; xt = 0; norm() }
+
+/* the watch starts (waitFor); with the fresh look, one more attempt at once */
+#ifdef NO_FRESH
+#define WATCH(c) \
+	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d\n", c); settle(c) }
+#else
+#define WATCH(c) \
+	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d fresh=1\n", c); attempt(c) }
+#endif
+
+#ifdef LOSSN
+/* a notification arrives, or is lost */
+#define NOTE(m,c) \
+	:: d_step { nt[MC(m,c)] != 0 -> xt = nt[MC(m,c)]; nt[MC(m,c)] = 0; hear(m, c, xt); xt = 0 }
+#define NLOST(m,c) \
+	:: d_step { nt[MC(m,c)] != 0 -> nt[MC(m,c)] = 0; printf("EV nlost m=%d c=%d\n", m, c) }
+#endif
+#define WAKE(c) \
+	:: d_step { st[c] == WAIT && wk[c] -> attempt(c) }
+
+#define BACKOFF_WAKE(c) \
+	:: d_step { st[c] == WAIT && bt[c] == 0 -> printf("EV backoff c=%d\n", c); attempt(c) }
+
+#define UNLOCK(c) \
+	:: d_step { st[c] == HOLD -> printf("EV unlock c=%d\n", c); \
+		for (xt : 0 .. N-1) { \
+			if :: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK -> release(c, xt) :: else -> skip fi \
+		} xt = 0; st[c] = DONE; norm() }
+
+/* a waiting call gives up (ctx ended, WithMaxWait): LeaveQueue everywhere */
+#define GIVEUP(c) \
+	:: d_step { st[c] == WAIT && ngu < GIVEUPS -> ngu++; printf("EV giveup c=%d\n", c); \
+		leaveq(c, gen[c], 0); leaveq(c, gen[c], 1); leaveq(c, gen[c], 2); st[c] = GONE; wst[c] = 0; norm() }
+/* a waiting call's process dies: nothing more is sent (its late copies
+ * are on the network already) */
+#define DIE(c) \
+	:: d_step { st[c] == WAIT && ndie < DIES -> ndie++; printf("EV die c=%d\n", c); st[c] = GONE; wst[c] = 0; norm() }
+
+/* ---- the clock ---- */
+
+/* what must happen before the clock ticks: rounds end within their tick,
+ * the watch starts, notifications arrive (or are lost), a backoff that
+ * ran out retries, a holder unlocks */
+#define DUE(c) || (st[c] == WAIT && wk[c]) || st[c] == ATT || st[c] == WSTART || (st[c] == WAIT && bt[c] == 0 && HAS_BACKOFF) || (st[c] == HOLD && hl[c] == 0)
+#ifdef NO_BACKOFF
+#define HAS_BACKOFF 0
+#else
+#define HAS_BACKOFF 1
+#endif
+#if C == 2
+#define FOR_C(X) X(0) X(1)
+#else
+#define FOR_C(X) X(0) X(1) X(2)
+#endif
+#define FOR_M(X,c) X(0,c) X(1,c) X(2,c)
+#define FOR_CM(X) FOR_M(X,0) FOR_M(X,1) FOR_M(X,2)
+#if C == 2
+#undef FOR_CM
+#define FOR_CM(X) FOR_M(X,0) FOR_M(X,1)
+#endif
+#define AAPPLY_MC(m,c) AAPPLY(c,m)
+#define AAPPLY_P_MC(m,c) AAPPLY_P(c,m)
+#define AREPLY_MC(m,c) AREPLY(c,m)
+#define LAPPLY_MC(m,c) LAPPLY(c,m)
+
+inline tick() {
+	for (xi : 0 .. N*C*2 - 1) {
+		/* a live waiter's current entry does not expire: its backoff
+		 * refreshes it well within the entry TTL */
+		if
+		:: en[xi] > 0 && !(CALLING((xi/2)%C) && (xi%2) == gen[(xi/2)%C]) -> en[xi]--
+		:: else -> skip
+		fi;
+		if :: tb[xi] > 0 -> tb[xi]-- :: else -> skip fi
+	}
+	for (xi : 0 .. C*N - 1) {
+		if :: lq[xi] != 0 -> lt[xi]--; if :: lt[xi] == 0 -> lq[xi] = 0 :: else -> skip fi :: else -> skip fi
+	}
+	for (xi : 0 .. C-1) {
+		if :: st[xi] == WAIT && bt[xi] > 0 -> bt[xi]-- :: else -> skip fi;
+		if :: st[xi] == HOLD && hl[xi] > 0 -> hl[xi]-- :: else -> skip fi
+	}
+	xi = 0;
+	TKA;
+	norm()
+}
+
+#ifdef LOSSN
+#define NOTE_PENDING(m,c) || nt[MC(m,c)] != 0
+#else
+#define NOTE_PENDING(m,c)
+#endif
+
+proctype world()
+{
+	byte xi, xj, xk, xt, hc, hg, yes, news;
+	do
+	:: d_step { !(0 FOR_C(DUE) FOR_CM(NOTE_PENDING)) -> tick(); printf("EV tick\n") }
+	FOR_C(LOCK)
+#ifdef SPLIT
+	FOR_CM(AAPPLY_P_MC)
+	FOR_CM(AREPLY_MC)
+#else
+	FOR_CM(AAPPLY_MC)
+#endif
+#if defined(SPLIT) || defined(DELAY)
+	FOR_C(DEADLINE)
+#endif
+#ifdef DELAY
+	FOR_CM(LAPPLY_MC)
+#endif
+	FOR_C(WATCH)
+	FOR_C(WAKE)
+#ifdef LOSSN
+	FOR_CM(NOTE)
+	FOR_CM(NLOST)
+#endif
+#ifndef NO_BACKOFF
+	FOR_C(BACKOFF_WAKE)
+#endif
+	FOR_C(UNLOCK)
+#if GIVEUPS > 0
+	FOR_C(GIVEUP)
+#endif
+#if DIES > 0
+	FOR_C(DIE)
+#endif
+	od
+}
+
+#ifdef LIVE
+/* every Lock call ends (granted, or given up / dead), provided the clock
+ * keeps ticking: what must happen within a tick happens before the next
+ * one (DUE), so a run with infinitely many ticks is a fair one */
+#define w0 (st[0] == ATT || st[0] == WSTART || st[0] == WAIT)
+#define w1 (st[1] == ATT || st[1] == WSTART || st[1] == WAIT)
+#define w2 (st[2] == ATT || st[2] == WSTART || st[2] == WAIT)
+#if C == 2
+ltl granted { ([]<> tka && []<> !tka) -> ([] (w0 -> <> !w0) && [] (w1 -> <> !w1)) }
+#else
+ltl granted { ([]<> tka && []<> !tka) -> ([] (w0 -> <> !w0) && [] (w1 -> <> !w1) && [] (w2 -> <> !w2)) }
+#endif
+#endif
+
+init {
+	printf("EV start N=%d C=%d ETTL=%d STRAG=%d BACKOFF=%d FAIR=%d\n", N, C, ETTL, STRAG, BACKOFF, FAIR);
+	run world()
+}
