@@ -159,20 +159,14 @@ func (p *place) requeue(ctx context.Context) {
 	p.after = p.m.leaveQueue(ctx, old, nil).calls
 }
 
-// acquired takes p out of the line on the nodes where its acquisition acq
-// did not take the key (those that granted it took p out themselves), when
-// it may have entered there (a fair waiter always: its entry must not hold
-// the line up).
-func (p *place) acquired(ctx context.Context, acq *round) {
+// leave takes p out of the line when it may have entered it (a fair waiter
+// always: its entry must not hold the line up; a TryLock's 1ms entry
+// never): after the acquisition acq on the nodes that did not grant it
+// (those that did took p out themselves), or on every node when acq is nil
+// (a Lock call that gave up).
+func (p *place) leave(ctx context.Context, acq *round) {
 	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond {
 		p.m.leaveQueue(ctx, p.w, acq)
-	}
-}
-
-// gaveUp takes p out of the line on every node (a Lock call that failed).
-func (p *place) gaveUp(ctx context.Context) {
-	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond {
-		p.m.leaveQueue(ctx, p.w, nil)
 	}
 }
 

@@ -102,7 +102,7 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 			return lease, k + 1, nil
 		}
 		if err = wg.after(ctx, k, err); err != nil {
-			p.gaveUp(ctx)
+			p.leave(ctx, nil)
 			return nil, k + 1, err
 		}
 	}
@@ -219,7 +219,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 			lease := newLease(m, token, value, r, d, renew, fence)
 			lease.holds = m.holdCount(r, d, grants)
 			q.tried(r)
-			q.acquired(ctx, r)
+			q.leave(ctx, r)
 			return lease, d, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
