@@ -94,7 +94,7 @@ configs=(
 "queue-live-late|queue|-DLIVE -DC=2 -DSPLIT -DDELAY -DLATES=1|pass||ltl granted"
 # each rule switched off: a counterexample each
 "NoLeaveTombstone|queue|-DC=3 -DDELAY -DLATES=1 -DGIVEUPS=1 -DNO_TOMBSTONE|violate kept-out|quick"
-"NoFairRequeue|queue|-DC=2 -DSPLIT -DNO_REQUEUE|violate kept-out|quick"
+"NoFairRequeue|queue|-DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1 -DNO_REQUEUE|violate kept-out|quick"
 "NoFreshLook|queue|-DLIVE -DC=2 -DNO_BACKOFF -DNO_FRESH|violate granted|quick|ltl granted"
 # limits the model found (docs/verification.md, "The waiting line")
 "queue-tombstone-ttl|queue|-DC=2 -DDELAY -DSTRAG=3|violate kept-out|quick"

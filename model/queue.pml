@@ -112,6 +112,19 @@
 byte kv[N];
 byte en[N*C*2];		/* live entry: ticks left, 0 not in the line */
 byte tb[N*C*2];		/* tombstone: ticks left */
+/* A grant leaves no tombstone, and a call requeues (goes on under a new
+ * ID) only when a call of its last attempt went unanswered: the requeue
+ * retires every ID that may still have a copy on the way, so no later
+ * acquire of a granted ID can come. GRANT_TOMB: as before, a grant leaves
+ * a tombstone and a yes requeues too (a granted waiter is kept out of the
+ * master's line until the tombstone expires). */
+#ifdef GRANT_TOMB
+#define GRANTTOMB(x) tb[x] = ETTL;
+#define RQYES(c) rq[c] = 1;
+#else
+#define GRANTTOMB(x) skip;
+#define RQYES(c)
+#endif
 #ifdef DELAY
 bit lf[N*C*2];		/* the ID left this master's line (property kept-out:
 			 * only a late copy can bring it back) */
@@ -275,10 +288,11 @@ inline acquire(c, g, m, late) {
 	:: !xt ->	/* the fast path: nobody in line, no tombstone */
 		if
 		:: kv[m] == 0 && !late -> kv[m] = c+1; xt = 1;
-			if :: FAIR -> tb[IE(m,c,g)] = ETTL; LEFT(IE(m,c,g)) :: else -> skip fi
+			if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 		:: kv[m] == 0 -> xt = 0
 		:: kv[m] == c+1 -> xt = 1
-		:: else -> en[IE(m,c,g)] = ETTL; xt = 0
+		:: else -> en[IE(m,c,g)] = ETTL; xt = 0;
+			if :: !late -> LF0(IE(m,c,g)) :: else -> skip fi
 		fi
 	:: else ->
 		if
@@ -289,6 +303,8 @@ inline acquire(c, g, m, late) {
 		:: else ->
 			hc = (en[IE(m,c,g)] > 0);	/* in line before this call */
 			en[IE(m,c,g)] = ETTL;
+			/* the call itself (not a late copy) is a live waiter again */
+			if :: !late -> LF0(IE(m,c,g)) :: else -> skip fi;
 			if
 			:: late -> xt = 0
 			:: kv[m] == c+1 -> xt = 1
@@ -317,7 +333,7 @@ inline acquire(c, g, m, late) {
 			fi;
 			if	/* granted: out of the line (a fair waiter stays out) */
 			:: xt -> en[IE(m,c,g)] = 0;
-				if :: FAIR -> tb[IE(m,c,g)] = ETTL; LEFT(IE(m,c,g)) :: else -> skip fi
+				if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 			:: else -> skip
 			fi;
 			hc = 0; hg = 0
@@ -433,7 +449,8 @@ inline close(c) {
 		/* rollback: a release where it said yes or did not answer */
 		for (xt : 0 .. N-1) {
 			if
-			:: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK -> rq[c] = 1; release(c, xt)
+			:: ao[CM(c,xt)] == O_YES -> RQYES(c) release(c, xt)
+			:: ao[CM(c,xt)] == O_UNK -> rq[c] = 1; release(c, xt)
 			:: else -> skip
 			fi
 		}

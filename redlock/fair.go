@@ -17,9 +17,8 @@ import (
 // succeeds only when no live waiter is ahead of it (its own entry lives
 // 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
 // maximum + node timeout)) after each of its attempts, and a waiter that
-// left (it acquired or gave up) stays out of the queue as long: a waiter
-// that dies, or whose removal is lost, holds the queue up at most that
-// long. Order is by each client's clock at the call's start (ties broken at random), so it is as fair as the
+// gave up stays out of the queue as long: a waiter that dies, or whose
+// removal is lost, holds the queue up at most that long. Order is by each client's clock at the call's start (ties broken at random), so it is as fair as the
 // clients' clocks agree. Every client of a lock name should use it: a
 // client without it takes the lock whenever it is free, ahead of the queue.
 // The queue only makes nodes refuse acquires they would otherwise grant, so
@@ -118,40 +117,37 @@ func (p *place) tried(r *round) {
 	}
 	p.last = r
 	for _, cl := range r.calls {
-		if cl.finished() && (errors.Is(cl.err, ErrNodeTaken) || (cl.sent && !cl.replied && !errors.Is(cl.err, ErrNotSent))) {
+		if cl.finished() && (errors.Is(cl.err, ErrNodeTaken) || cl.unanswered()) {
 			p.entered = true
 			return
 		}
 	}
 }
 
-// requeue readies a fair p for its next attempt. A node that granted an
-// attempt took the waiter out of its queue and keeps it out for the entry
-// TTL (a tombstone, so that a late copy cannot re-enter it); when the
-// attempt then failed (no quorum, rolled back), the waiter is missing from
-// those nodes' queues while it is first on the others, and once it is
-// missing from more than N - quorum of them it cannot win until the
-// tombstones expire, while the waiters behind it go first (the bench
-// measured waits of 1.3 s, 900 hold-and-handoff periods, in 8 fair clients
-// on one lock). So after an attempt that any node may have granted (it said
-// yes, or has not answered), the call goes on under a new ID with the same
-// arrival, which no node has a tombstone of, and its old ID leaves every
-// queue first: the next attempt's call to each node waits for the removal
-// there (TestFairWaiterGrantedThenRolledBack). A waiter of a plain lock
-// leaves no tombstone when it acquires: it keeps its ID.
+// requeue readies a fair p for its next attempt. A node that grants a
+// waiter takes it out of its line and keeps no trace of it (no tombstone),
+// so that when the attempt then fails (no quorum, rolled back) the next
+// attempt enters it again at its first arrival, in its place. That is
+// safe only while no earlier copy of the waiter's acquire can still reach
+// a node: a late copy would enter a waiter that is gone (or holds the
+// lock), and sit ahead of every later waiter until its entry expired. So
+// after an attempt with a call still running, or sent and not answered,
+// the call goes on under a new ID with the same arrival, and its old ID
+// leaves every line first, leaving the tombstone that stops such a copy:
+// the next attempt's call to each node waits for the removal there
+// (TestFairWaiterGrantedThenRolledBack; model/queue.pml, NoFairRequeue).
+// A waiter of a plain lock binds nobody: it keeps its ID.
 func (p *place) requeue(ctx context.Context) {
 	if p == nil || !p.w.Fair || p.last == nil || p.m.c.cfg.knobs.NoFairRequeue {
 		return
 	}
 	r := p.last
 	p.last = nil
-	granted := false
+	late := false
 	for _, cl := range r.calls {
-		// Not finished, or a node that may hold the key (it said yes, or
-		// the call was sent and timed out: the server may grant it late).
-		granted = granted || !cl.finished() || mayHold(cl)
+		late = late || !cl.finished() || cl.unanswered()
 	}
-	if !granted {
+	if !late {
 		return
 	}
 	old := p.w

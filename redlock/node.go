@@ -179,13 +179,15 @@ type QueueNode interface {
 	// first waiter; without, when w was in line before this call or nobody
 	// else is (a newcomer joins the line behind those who wait). It also
 	// reads the lock's fencing counter as AcquireFenced does (0 when
-	// absent). When key holds value afterwards, w leaves the line; a fair
-	// waiter then stays out (see LeaveQueue).
+	// absent). When key holds value afterwards, w leaves the line and
+	// leaves no trace (no tombstone, fair or not): a later AcquireQueued
+	// of w enters it again at its arrival (the client sends none whose
+	// copy may still be late: it goes on under a new ID).
 	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
 	// LeaveQueue removes w from key's line (a waiter that gave up); the
 	// line's next waiter, if any, is then reported to watchers as after a
-	// release. A waiter that left (here, or a fair one by acquiring) stays
-	// out for w.TTL: an AcquireQueued of w that the node executes later (a
+	// release. A waiter that left this way stays out for w.TTL (a
+	// tombstone): an AcquireQueued of w that the node executes later (a
 	// copy that was still on the network) does not enter it again; it
 	// reports true only when key already holds value (a retried copy) and
 	// false otherwise, changing nothing (release guards still come first).

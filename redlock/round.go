@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/pprof"
 	"sync"
@@ -362,6 +363,13 @@ func (cl *call) finished() bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	return cl.fin
+}
+
+// unanswered reports whether a finished call was sent and its server did
+// not answer: its request may still be on the network, and take effect
+// later (a late copy).
+func (cl *call) unanswered() bool {
+	return cl.sent && !cl.replied && !errors.Is(cl.err, ErrNotSent)
 }
 
 // wait returns once the call has finished.

@@ -18,8 +18,7 @@ import (
 // both keys expire with the latest entry (PEXPIREAT), as on Redis, where a
 // key expires once the time is past its expiry. The first waiter is the
 // one with the lowest arrival, ties broken by ID in byte order (sorted-set
-// order). A waiter that left (LeaveQueue, or acquiring in AcquireQueued)
-// leaves a tombstone: it is removed from "{key}:queue" but stays in
+// order). A waiter that gave up (LeaveQueue) leaves a tombstone: it is removed from "{key}:queue" but stays in
 // "{key}:queue:ttl" with an expiry w.TTL from its leaving, so that a late
 // copy of its AcquireQueued does not enter it again; a tombstone is
 // dropped like an expired entry.
@@ -160,16 +159,15 @@ func (n *Node) dropLocked(qk, tk, id string, now time.Time) {
 // that holds no number fails before anything changes), and a release guard
 // of key and value refuses before anything changes. When nobody is in key's
 // line (neither queue key exists) it acquires as Acquire does, enters w
-// alone when another value holds key, and leaves a fair w's tombstone when
-// it takes the key. Otherwise it drops the expired entries, enters w when
+// alone when another value holds key. Otherwise it drops the expired entries, enters w when
 // absent (at w.Arrival in whole milliseconds; an entry keeps its first
 // arrival), sets w's entry to expire w.TTL (whole milliseconds) from now on
 // the node clock; then a key that holds value already is a retried copy
 // (true); a free key is taken in w's turn:
 // with w.Fair when w is the line's first waiter, without when w was in
 // line before this call or is alone in it. When key holds value afterwards,
-// w leaves the line (a fair w leaves its tombstone, expiring w.TTL from
-// now). A waiter that left (its tombstone lives) is not entered again and
+// w leaves the line, with no tombstone (fair or not: acquire_queued.lua
+// says why). A waiter that left (its tombstone lives) is not entered again and
 // takes nothing: it reports true only when key holds value (a late copy of the call that acquired). A key or queue of
 // the wrong type fails as on Redis (WRONGTYPE). ttl and w.TTL must be at
 // least a millisecond and w.ID non-empty without a newline, or it fails
@@ -217,13 +215,10 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 	}
 	if n.lookupLocked(qk, now) == nil && n.lookupLocked(tk, now) == nil {
 		// Nobody in line, no tombstone.
-		free := n.lookupLocked(key, now) == nil
 		ok, err := n.acquireLocked(key, value, guard, ttl, now)
 		switch {
 		case err != nil:
 			return false, err
-		case ok && free && w.Fair:
-			n.leaveLocked(qk, tk, w.ID, exp, now)
 		case !ok:
 			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
 		}
@@ -257,11 +252,7 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 		}
 		n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
 	}
-	if w.Fair {
-		n.leaveLocked(qk, tk, w.ID, exp, now)
-	} else {
-		n.dropLocked(qk, tk, w.ID, now)
-	}
+	n.dropLocked(qk, tk, w.ID, now)
 	return true, nil
 }
 

@@ -75,7 +75,7 @@ func groups() []group {
 			{"LeavesOnSuccess", queueLeavesOnSuccess},
 			{"LateCopyAfterLeave", queueLateCopyAfterLeave},
 			{"LeaveBeforeEntry", queueLeaveBeforeEntry},
-			{"LateCopyAfterAcquire", queueLateCopyAfterAcquire},
+			{"RejoinsAfterGrant", queueRejoinsAfterGrant},
 			{"RejoinsAfterTTL", queueRejoinsAfterTTL},
 			{"LineNewcomer", lineNewcomer},
 			{"LineAlone", lineAlone},

@@ -60,28 +60,29 @@ func TestSoundNodePasses(t *testing.T) {
 // broken is memnode with one behaviour changed by the fields that are set.
 type broken struct {
 	*memnode.Node
-	mu       sync.Mutex
-	acquired map[string]bool // retriedCopyRefused: keys+values acquired once
-	refuse   bool            // Acquire of a key its value holds says false
-	creates  bool            // Extend of a free key takes it
-	noGuard  bool            // Release leaves no guard
-	ttlTimes time.Duration   // Acquire multiplies its TTL by this (0: no change)
-	fence0   bool            // AcquireFenced reads 0 always
-	keepOnce bool            // RaiseFenceKeep sets the time to live only when it raises the counter
-	peekNone bool            // Peek reads nothing
-	noLimit  bool            // AcquireHold ignores Limit
-	noYield  bool            // AcquireHold ignores Yield
-	liar     bool            // a call with an ended context runs and wraps ErrNotSent
-	newRunID bool            // Info makes up a RunID per call
-	noOrder  bool            // AcquireQueued ignores the queue (AcquireFenced)
-	keepIn   bool            // AcquireQueued leaves the waiter in the queue when it acquires
-	noTomb   bool            // a waiter that left is forgotten at once: its late AcquireQueued enters it again
-	longOut  bool            // LeaveQueue keeps the waiter out 1000 times its TTL
-	silent   bool            // Watch never calls fn
-	noStop   bool            // Watch's stop does nothing
-	noopNote bool            // Release notifies watches also when it deleted nothing
-	watches  map[string][]func(string)
-	left     map[string]int // noTomb: departures by key and waiter ID
+	mu        sync.Mutex
+	acquired  map[string]bool // retriedCopyRefused: keys+values acquired once
+	refuse    bool            // Acquire of a key its value holds says false
+	creates   bool            // Extend of a free key takes it
+	noGuard   bool            // Release leaves no guard
+	ttlTimes  time.Duration   // Acquire multiplies its TTL by this (0: no change)
+	fence0    bool            // AcquireFenced reads 0 always
+	keepOnce  bool            // RaiseFenceKeep sets the time to live only when it raises the counter
+	peekNone  bool            // Peek reads nothing
+	noLimit   bool            // AcquireHold ignores Limit
+	noYield   bool            // AcquireHold ignores Yield
+	liar      bool            // a call with an ended context runs and wraps ErrNotSent
+	newRunID  bool            // Info makes up a RunID per call
+	noOrder   bool            // AcquireQueued ignores the queue (AcquireFenced)
+	keepIn    bool            // AcquireQueued leaves the waiter in the queue when it acquires
+	noTomb    bool            // a waiter that left is forgotten at once: its late AcquireQueued enters it again
+	grantTomb bool            // a fair waiter that acquires leaves a tombstone (LeaveQueue)
+	longOut   bool            // LeaveQueue keeps the waiter out 1000 times its TTL
+	silent    bool            // Watch never calls fn
+	noStop    bool            // Watch's stop does nothing
+	noopNote  bool            // Release notifies watches also when it deleted nothing
+	watches   map[string][]func(string)
+	left      map[string]int // noTomb: departures by key and waiter ID
 }
 
 func (b *broken) inner() *memnode.Node { return b.Node }
@@ -147,6 +148,9 @@ func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.
 	ok, fence, err := b.Node.AcquireQueued(ctx, key, value, ttl, w)
 	if b.noTomb && ok && err == nil {
 		b.forget(key, w.ID)
+	}
+	if b.grantTomb && w.Fair && ok && err == nil {
+		_ = b.Node.LeaveQueue(ctx, key, w)
 	}
 	if b.keepIn && ok && err == nil {
 		// Another value's refused AcquireQueued enters a stand-in for w
@@ -302,8 +306,8 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Queue/LateCopyAfterLeave", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1 left the queue`},
 		{"no tombstones: LeaveQueue first", func() *broken { return &broken{noTomb: true} }, nil,
 			"Queue/LeaveBeforeEntry", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1's LeaveQueue came before`},
-		{"no tombstones: late copy after acquiring", func() *broken { return &broken{noTomb: true} }, nil,
-			"Queue/LateCopyAfterAcquire", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1 left the queue when it acquired`},
+		{"a grant leaves a tombstone", func() *broken { return &broken{grantTomb: true} }, nil,
+			"Queue/RejoinsAfterGrant", `AcquireQueued("lock", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone`},
 		{"no tombstones: rejoins at once", func() *broken { return &broken{noTomb: true} }, nil,
 			"Queue/RejoinsAfterTTL", `= (true, 0), want (false, 0): w1 left the queue of "rejoining#0" (TTL 250ms): it stays out`},
 		{"no tombstones: watched", func() *broken { return &broken{noTomb: true} }, nil,

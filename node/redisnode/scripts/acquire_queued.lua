@@ -16,24 +16,25 @@
 --
 -- In one atomic step: a release guard of this value refuses before
 -- anything changes (the acquire is a straggler: its attempt is over); when
--- nobody is in line (neither queue key exists) a free key is taken at once
--- (fair: leaving the waiter's tombstone, below), and a refused waiter
--- enters the line alone; otherwise it drops the entries that expired, enters the waiter when
+-- nobody is in line (neither queue key exists) a free key is taken at once,
+-- and a refused waiter enters the line alone; otherwise it drops the entries that expired, enters the waiter when
 -- absent, sets its entry to expire ARGV[5] ms from now, and acquires as
 -- acquire.lua does when its mode allows. It
 -- always reads the lock's fencing counter. When the key holds our value
 -- afterwards the waiter leaves the line.
 --
--- A fair waiter that left (here, or by leave_queue.lua) stays out until
--- its entry expires: it is a tombstone, an entry of KEYS[5] without one in
--- KEYS[4]. A later call for it (a copy that was still on the network)
--- enters nothing and changes nothing: it returns 1 when the key already
--- holds ARGV[1] (a retried copy), else 0.
--- A line waiter that acquires leaves no tombstone (it binds nobody, so a
--- late copy that enters it again only costs a wake-up until it expires);
--- one that gave up (leave_queue.lua) does. Both queue keys expire with
--- their last entry (tombstones included), so nothing is left behind when
--- every waiter dies.
+-- A waiter that gave up (leave_queue.lua) stays out until its entry
+-- expires: it is a tombstone, an entry of KEYS[5] without one in KEYS[4].
+-- A later call for it (a copy that was still on the network) enters
+-- nothing and changes nothing: it returns 1 when the key already holds
+-- ARGV[1] (a retried copy), else 0.
+-- A waiter that acquires leaves no tombstone, fair or not: no later call of
+-- its ID can come, since the client sends a waiter's next attempt under a
+-- new ID whenever a call of its last one went unanswered (a copy may still
+-- be on the network; redlock's fair.go, requeue), and a granted waiter's
+-- call ends or rolls back and tries again in its old place. Both queue
+-- keys expire with their last entry (tombstones included), so nothing is
+-- left behind when every waiter dies.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release-guard key for this value (same Redis Cluster hash
@@ -56,7 +57,7 @@
 --          (knobs.NoRunStamp)
 --
 -- Commands used: EXISTS, GET, INFO (server, replication), SET; when the key
--- is held, a line exists or a fair waiter acquires also TIME,
+-- is held or a line exists also TIME,
 -- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE, ZCARD, PEXPIRE.
 -- (Membership is read from ZADD NX's reply, not ZSCORE, so that the ACL of
 -- docs/nodes.md still suffices.)
@@ -122,14 +123,10 @@ local function cover()
   end
 end
 
--- Takes the waiter out of the line: a fair waiter leaves its tombstone.
+-- Takes the waiter out of the line; it leaves no tombstone (above).
 local function leave()
   redis.call('ZREM', KEYS[4], ARGV[3])
-  if fair then
-    redis.call('ZADD', KEYS[5], expiry, ARGV[3])
-  else
-    redis.call('ZREM', KEYS[5], ARGV[3])
-  end
+  redis.call('ZREM', KEYS[5], ARGV[3])
   cover()
 end
 
@@ -154,10 +151,6 @@ end
 -- Nobody in line, no tombstone: the waiter would be first and alone.
 if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    if fair then
-      clock()
-      leave()
-    end
     return { 1, fence }
   end
   if redis.call('GET', KEYS[1]) == ARGV[1] then
