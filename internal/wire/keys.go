@@ -126,24 +126,24 @@ func (k Kind) Mark() string {
 }
 
 // Parse reports which derived key key is, and the lock it belongs to. A
-// key with a valid hash tag that ends in ":fence", ":waiting", ":queue" or
-// ":queue:ttl", or that contains ":release-guard:" (whatever follows), is
-// one of a lock's derived keys (redlock refuses such a lock name); a key
-// that ends in ":term:" and 32 lowercase hexadecimal digits is a term
-// record; any other key is a LockKey, the lock being key itself. The lock
+// key with a valid hash tag that contains ":release-guard:" (whatever
+// follows) is a release guard; else a key that ends in ":term:" and 32
+// lowercase hexadecimal digits is a term record; else a key with a valid
+// hash tag that ends in ":fence", ":waiting", ":queue" or ":queue:ttl" is
+// that derived key (redlock refuses a lock name of any of these kinds but
+// a term record); any other key is a LockKey, the lock being key itself. The lock
 // of a derived key is its Base unwrapped when the Base is "{name}" with no
 // other '}' (so "{x}:fence" gives "x": "x" and "{x}" share it), else the
 // Base itself.
 func Parse(key string) (lock string, k Kind) {
-	if i := strings.LastIndex(key, termMark); i >= 0 && IsToken(key[i+len(termMark):]) {
-		return key[:i], Term
-	}
-	if !HasTag(key) {
-		return key, LockKey
-	}
+	tag := HasTag(key)
 	base := ""
-	if i := strings.Index(key, guardMark); i >= 0 {
+	if i := strings.Index(key, guardMark); tag && i >= 0 {
 		base, k = key[:i], Guard
+	} else if i := strings.LastIndex(key, termMark); i >= 0 && IsToken(key[i+len(termMark):]) {
+		return key[:i], Term
+	} else if !tag {
+		return key, LockKey
 	} else {
 		for _, kind := range []Kind{Fence, Waiting, Queue, QueueTTL} {
 			if strings.HasSuffix(key, kind.Mark()) {

@@ -69,6 +69,9 @@ func TestParse(t *testing.T) {
 		{"locks:term:0123", "locks:term:0123", LockKey},
 		{"locks:term:" + strings.ToUpper(tok), "locks:term:" + strings.ToUpper(tok), LockKey},
 		{"{k}:fence:x", "{k}:fence:x", LockKey},
+		{"a:release-guard:0123", "a:release-guard:0123", LockKey}, // no hash tag
+		{"{x}:release-guard:" + tok + ":term:" + tok, "x", Guard}, // a guard first
+		{"{x}:fence:term:" + tok, "{x}:fence", Term},
 	} {
 		lock, kind := Parse(c.key)
 		if lock != c.lock || kind != c.kind {

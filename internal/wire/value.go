@@ -11,7 +11,8 @@ import (
 
 // A mutex's lock key holds its value: the acquisition's token, then its
 // owner's metadata as a URL query, "<token>?host=...&label=...&pid=...&at=..."
-// (at: when the acquisition's attempt began, in Unix milliseconds). A
+// (at: when the acquisition's attempt began, in Unix milliseconds), and for
+// an election's candidate "&candidate=..." (CandidateSuffix). A
 // shared lock's hold has the same value as its id. Release, extend and the
 // release guard compare the whole value; people read the metadata
 // (quorumlock status).
@@ -50,6 +51,23 @@ type Owner struct {
 	// Since is when the acquisition that stored the value began (its
 	// attempt), zero when the value does not say.
 	Since time.Time
+	// Candidate is an election candidate's value, "" when the value is
+	// not a candidate's.
+	Candidate string
+}
+
+// ValueToken returns the token of a stored value, the part before its
+// '?'; ok is false for a value without one (not a value quorumlock
+// wrote).
+func ValueToken(value string) (token string, ok bool) {
+	token, _, ok = strings.Cut(value, "?")
+	return token, ok
+}
+
+// CandidateSuffix is what an election's candidate appends to its values:
+// "&candidate=" and value, URL-encoded (Owner.Candidate).
+func CandidateSuffix(value string) string {
+	return "&candidate=" + url.QueryEscape(value)
 }
 
 // OwnerSuffix is the part of the values of a client that does not change:
@@ -92,7 +110,7 @@ func ParseOwner(value string) Owner {
 	if err != nil {
 		return Owner{Token: value}
 	}
-	o := Owner{Token: tok, Host: q.Get("host"), Label: q.Get("label")}
+	o := Owner{Token: tok, Host: q.Get("host"), Label: q.Get("label"), Candidate: q.Get("candidate")}
 	o.PID, _ = strconv.Atoi(q.Get("pid"))
 	if ms, err := strconv.ParseInt(q.Get("at"), 10, 64); err == nil && ms > 0 {
 		o.Since = time.UnixMilli(ms)

@@ -47,6 +47,16 @@ func TestValueRoundTrip(t *testing.T) {
 	if got := ParseOwner(v); got != want {
 		t.Errorf("ParseOwner(Value) = %+v, want %+v", got, want)
 	}
+	cv := v + CandidateSuffix("node a&b")
+	if o := ParseOwner(cv); o.Candidate != "node a&b" || o.Token != tok || o.Label != "svc a&b" {
+		t.Errorf("ParseOwner(a candidate's value) = %+v", o)
+	}
+	if tk, ok := ValueToken(cv); !ok || tk != tok {
+		t.Errorf("ValueToken = %q, %v; want %q", tk, ok, tok)
+	}
+	if _, ok := ValueToken(tok); ok {
+		t.Error("ValueToken of a value without '?': not quorumlock's")
+	}
 	if got := OwnerSuffix("", 7, ""); got != "?pid=7" {
 		t.Errorf("OwnerSuffix without host and label = %q, want ?pid=7", got)
 	}
