@@ -8,8 +8,8 @@
 //
 // node/redisnode sends these names as KEYS and ARGV to its Lua scripts
 // (node/redisnode/scripts), which take every name from Go and spell only
-// the encodings they read and write (a member, a counter): the scripts'
-// headers name the functions here. node/memnode, node/nodetest, the
+// the encodings they read and write (a hold's member, the fencing
+// counter's value, a waiter's group): redisnode's Scripts says which. node/memnode, node/nodetest, the
 // coordinator (package redlock), internal/lockkey (quorumlock status and
 // doctor), the fault-injection harness and the benchmark use this package,
 // and no other code spells a name or an encoding. It imports only the
