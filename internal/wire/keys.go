@@ -15,8 +15,10 @@ const (
 	termMark     = ":term:"
 )
 
-// derive is Base(key)+mark in one allocation.
-func derive(key, mark string) string {
+// Derive names a key beside lock key key, in its Redis Cluster slot when
+// key is Slottable: Base(key)+mark, in one allocation. The lock's own
+// derived keys are below; fence/redisguard names its marks with it.
+func Derive(key, mark string) string {
 	if HasTag(key) {
 		return key + mark
 	}
@@ -25,20 +27,20 @@ func derive(key, mark string) string {
 
 // FenceKey names the fencing counter of lock key (a string,
 // FormatFence): Base(key)+":fence".
-func FenceKey(key string) string { return derive(key, fenceMark) }
+func FenceKey(key string) string { return Derive(key, fenceMark) }
 
 // WaitingKey names the waiting marks of shared lock key (a sorted set:
 // waiting writer -> expiry in server milliseconds): Base(key)+":waiting".
-func WaitingKey(key string) string { return derive(key, waitingMark) }
+func WaitingKey(key string) string { return Derive(key, waitingMark) }
 
 // QueueKey names the waiting line of lock key (a sorted set: waiter ID ->
 // arrival in milliseconds): Base(key)+":queue".
-func QueueKey(key string) string { return derive(key, queueMark) }
+func QueueKey(key string) string { return Derive(key, queueMark) }
 
 // QueueTTLKey names the expiries of the entries of key's waiting line and
 // its tombstones (a sorted set: waiter ID -> expiry in server
 // milliseconds): Base(key)+":queue:ttl".
-func QueueTTLKey(key string) string { return derive(key, queueTTLMark) }
+func QueueTTLKey(key string) string { return Derive(key, queueTTLMark) }
 
 // GuardKey names the release guard of lock key for who (a mutex's value,
 // or a hold's Member): Base(key)+":release-guard:" and 24 hexadecimal
@@ -57,9 +59,9 @@ func GuardKey(key, who string) string {
 // have that group: WaiterGroup).
 func Channel(key, group string) string {
 	if group == "" {
-		return derive(key, channelMark)
+		return Derive(key, channelMark)
 	}
-	return derive(key, channelMark+":"+group)
+	return Derive(key, channelMark+":"+group)
 }
 
 // TermKey names the term record of an election called name for the

@@ -16,6 +16,8 @@ func TestKeyNames(t *testing.T) {
 	for _, c := range []struct {
 		got, want string
 	}{
+		{Derive("k", ":fence-mark"), "{k}:fence-mark"},
+		{Derive("a{t}b", ":fence-mark"), "a{t}b:fence-mark"},
 		{FenceKey("k"), "{k}:fence"},
 		{FenceKey("a{t}b"), "a{t}b:fence"},
 		{FenceKey("{k}"), "{k}:fence"},
