@@ -12,7 +12,7 @@ func TestWaiterID(t *testing.T) {
 	if g, rest, _ := strings.Cut(id, "."); g != "0a1b2c3d" || len(rest) != 24 || strings.Trim(rest, "0123456789abcdef") != "" {
 		t.Errorf("NewWaiterID = %q, want the group, \".\" and 24 hex digits", id)
 	}
-	if NewWaiterID("g") == NewWaiterID("g") {
+	if a, b := NewWaiterID("g"), NewWaiterID("g"); a == b {
 		t.Error("two waiter IDs are the same")
 	}
 	if !ValidWaiterID(id) || ValidWaiterID("") || ValidWaiterID("a\nb") {
