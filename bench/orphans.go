@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // keyPrefix is the start of every lock name of a run.
@@ -26,31 +28,28 @@ func entryID(contender string, n int, cond string) string {
 // leftover counts one entry's keys left on the masters.
 type leftover struct{ keys, guards, queue int }
 
-// guardMark is in the name of quorumlock's release guards.
-const guardMark = ":release-guard:"
-
 // leftovers scans every master for the run's keys and counts them per
-// entry ID. Fencing counters (keys ending in ":fence", kept without a TTL
-// by design) are not counted; release guards and the waiting bookkeeping
-// (the waiting lines' keys; they expire) are counted apart.
+// entry ID. Fencing counters (kept without a TTL by design) are not
+// counted; release guards and the waiting bookkeeping (the waiting lines'
+// keys; they expire) are counted apart. quorumlock's derived keys are
+// told and traced to their lock by internal/wire.
 func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftover, error) {
 	counts := map[string]leftover{}
 	err := scanRun(ctx, ms, run, func(_ *redis.Client, k string) error {
-		if strings.HasSuffix(k, ":fence") {
+		lock, kind := wire.Parse(k)
+		if kind == wire.Fence {
 			return nil
 		}
-		_, rest, _ := strings.Cut(k, keyPrefix(run))
+		_, rest, _ := strings.Cut(lock, keyPrefix(run))
 		id := rest
 		if parts := strings.SplitN(rest, ":", 4); len(parts) >= 3 {
-			// quorumlock's derived keys are "{name}:...".
-			parts[2] = strings.TrimSuffix(parts[2], "}")
-			id = strings.Join(parts[:3], ":")
+			id = strings.Join(parts[:3], ":") // a peer's own suffixes cut
 		}
 		c := counts[id]
-		switch {
-		case strings.Contains(k, guardMark):
+		switch kind {
+		case wire.Guard:
 			c.guards++
-		case strings.HasSuffix(k, ":queue"), strings.HasSuffix(k, ":queue:ttl"):
+		case wire.Queue, wire.QueueTTL:
 			c.queue++
 		default:
 			c.keys++

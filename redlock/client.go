@@ -1,19 +1,15 @@
 package redlock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Client coordinates locks over a fixed set of nodes. Create it with New and
@@ -150,15 +146,8 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		}
 		c.members[j].durable = true
 	}
-	q := url.Values{}
-	if host, err := os.Hostname(); err == nil {
-		q.Set("host", host)
-	}
-	q.Set("pid", strconv.Itoa(os.Getpid()))
-	if cfg.ownerLabel != "" {
-		q.Set("label", cfg.ownerLabel)
-	}
-	c.owner = "?" + q.Encode()
+	host, _ := os.Hostname()
+	c.owner = wire.OwnerSuffix(host, os.Getpid(), cfg.ownerLabel)
 	return c, nil
 }
 
@@ -280,17 +269,8 @@ func (c *Client) usable() error {
 // the value stored on the nodes: the token followed by the owner metadata
 // and the attempt's start ("?host=...&pid=...&at=<Unix ms>").
 func (c *Client) newValue() (token, value string) {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
-	token = hex.EncodeToString(b[:])
+	token = wire.NewToken()
 	// at: when this attempt began, in Unix milliseconds (quorumlock status
 	// shows it as "since"); the wall clock, for people, never for expiry.
-	var v strings.Builder // one allocation
-	v.Grow(len(token) + len(c.owner) + len("&at=") + 20)
-	v.WriteString(token)
-	v.WriteString(c.owner)
-	v.WriteString("&at=")
-	var num [20]byte
-	v.Write(strconv.AppendInt(num[:0], time.Now().UnixMilli(), 10))
-	return token, v.String()
+	return token, wire.Value(token, c.owner, time.Now())
 }

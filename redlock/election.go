@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Election elects one leader at a time among the candidates that campaign
@@ -73,7 +73,7 @@ func (e *Election) Name() string { return e.m.name }
 // ended.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	m := *e.m // the candidate's own copy, storing its value with the token
-	m.suffix = "&" + candidateParam + "=" + url.QueryEscape(value)
+	m.suffix = wire.CandidateSuffix(value)
 	lease, err := m.lock(ctx, m.cfg.renew)
 	if err != nil {
 		return nil, err
@@ -117,13 +117,9 @@ type termRecord struct {
 	value string
 }
 
-// termInfix separates the election's name from a token in the name of a
-// term record.
-const termInfix = ":term:"
-
 // record returns the term record of the leadership holding lease.
 func (e *Election) record(lease *Lease) termRecord {
-	return termRecord{m: e.m, key: e.m.name + termInfix + lease.token, value: strconv.FormatInt(lease.fence, 10)}
+	return termRecord{m: e.m, key: wire.TermKey(e.m.name, lease.token), value: strconv.FormatInt(lease.fence, 10)}
 }
 
 // ttl is the record's time to live: three key TTLs, refreshed every key TTL
@@ -180,10 +176,6 @@ func (t termRecord) remove(ctx context.Context) {
 		cl.wait()
 	}
 }
-
-// candidateParam is the query parameter of the stored value that carries a
-// candidate's value.
-const candidateParam = "candidate"
 
 // Leadership is one term of one leader. It is safe for concurrent use.
 type Leadership struct {
@@ -394,11 +386,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 			if err != nil || v == "" {
 				return v != "", err
 			}
-			token, _, ok := strings.Cut(v, "?")
+			token, ok := wire.ValueToken(v)
 			if !ok {
 				return true, nil // not a value Campaign wrote: no record
 			}
-			rec, _, err := mb.peek.Peek(ctx, m.name+termInfix+token)
+			rec, _, err := mb.peek.Peek(ctx, wire.TermKey(m.name, token))
 			if term, perr := strconv.ParseInt(rec, 10, 64); err == nil && perr == nil && term > 0 {
 				terms[i] = term
 			}
@@ -456,14 +448,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 
 // candidateOf returns the candidate value stored in a lock value ("" for a
 // value Campaign did not write).
-func candidateOf(stored string) string {
-	_, query, ok := strings.Cut(stored, "?")
-	if !ok {
-		return ""
-	}
-	q, _ := url.ParseQuery(query)
-	return q.Get(candidateParam)
-}
+func candidateOf(stored string) string { return wire.ParseOwner(stored).Candidate }
 
 // Observe reports the election's leader on the returned channel: the
 // current one first, then each change (a new value or term), reading the

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // WithFairQueue makes the lock go to waiting Lock calls in the order they
@@ -73,11 +75,7 @@ func (m *Mutex) place(once bool) *place {
 // waiterID returns a new random waiter ID in the client's group: the
 // group, ".", 24 hexadecimal digits. A release's notification naming it
 // reaches this client's watch only (WatchNode).
-func (c *Client) waiterID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails: Go 1.24+ crashes the program instead
-	return c.group + "." + hex.EncodeToString(b[:])
-}
+func (c *Client) waiterID() string { return wire.NewWaiterID(c.group) }
 
 // newGroup returns a client's random group: 8 hexadecimal digits.
 func newGroup() string {

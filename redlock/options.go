@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // driftConstant is added to TTL*DriftFactor to form the drift allowance,
@@ -393,22 +394,14 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 // lock, and far from overflowing a time.Duration or Redis's milliseconds.
 const maxKeyTTL = 100 * 365 * 24 * time.Hour
 
-// Suffixes of the keys a lock keeps beside its own on each node (Redis
-// nodes write "{name}" + suffix, or name + suffix when name has a hash tag):
-// a lock name must never be one of them, or it would read, extend or
-// delete another lock's fencing counter, waiting marks, waiting line or
-// release guards.
-var reservedSuffixes = []string{":fence", ":waiting", ":queue", ":queue:ttl"}
-
-const reservedInfix = ":release-guard:"
-
 // checkName rejects lock names that cannot keep every key of one lock in one
 // Redis Cluster hash slot (a name containing '{' or '}' must carry a valid
 // hash tag, a non-empty {...}, which then picks the slot), and names that
-// are another lock's derived keys: a name with a hash tag that ends in
-// ":fence", ":waiting", ":queue", ":queue:ttl" or contains
-// ":release-guard:". The name is quoted
-// in the error, cut to 64 bytes.
+// are another lock's derived keys (internal/wire): a name with a hash tag
+// that ends in ":fence", ":waiting", ":queue", ":queue:ttl" or contains
+// ":release-guard:", for it would read, extend or delete another lock's
+// fencing counter, waiting marks, waiting line or release guards. The name
+// is quoted in the error, cut to 64 bytes.
 func checkName(name string) error {
 	if name == "" {
 		return configError("empty lock name")
@@ -416,17 +409,15 @@ func checkName(name string) error {
 	if !strings.ContainsAny(name, "{}") {
 		return nil
 	}
-	open := strings.IndexByte(name, '{')
-	if open < 0 || strings.IndexByte(name[open+1:], '}') <= 0 {
+	if !wire.HasTag(name) {
 		return configError("lock name %s has '{' or '}' but no valid hash tag (a non-empty {...}); Redis Cluster could not keep its keys in one slot", shownName(name))
 	}
-	for _, suf := range reservedSuffixes {
-		if strings.HasSuffix(name, suf) {
-			return configError("lock name %s ends in %q with a hash tag: that is the key where a lock keeps its %s, reserved", shownName(name), suf, strings.TrimPrefix(suf, ":"))
-		}
-	}
-	if strings.Contains(name, reservedInfix) {
-		return configError("lock name %s contains %q with a hash tag: that is the form of a lock's release guards, reserved", shownName(name), reservedInfix)
+	switch _, k := wire.Parse(name); k {
+	case wire.LockKey, wire.Term: // a term record is a lock key of its own
+	case wire.Guard:
+		return configError("lock name %s contains %q with a hash tag: that is the form of a lock's release guards, reserved", shownName(name), k.Mark())
+	default:
+		return configError("lock name %s ends in %q with a hash tag: that is the key where a lock keeps its %s, reserved", shownName(name), k.Mark(), k)
 	}
 	return nil
 }

@@ -2,7 +2,8 @@ package redlock
 
 import (
 	"context"
-	"strconv"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // The lock shapes (docs/shapes.md) are Mutexes whose acquisitions are holds
@@ -15,8 +16,8 @@ import (
 // semaphores with different K do too (a client with a wrong K cannot exceed
 // the others' bound).
 const (
-	readerGroup = "r"
-	writerGroup = "w"
+	readerGroup = wire.ReaderGroup
+	writerGroup = wire.WriterGroup
 )
 
 // NewReentrant returns a reentrant mutex for the lock called name, held by
@@ -38,7 +39,7 @@ func (c *Client) NewReentrant(name, owner string, opts ...LockOption) (*Mutex, e
 	if owner == "" {
 		return nil, configError("NewReentrant: empty owner")
 	}
-	return c.newMutex("NewReentrant", name, &Hold{Group: "o:" + owner}, opts)
+	return c.newMutex("NewReentrant", name, &Hold{Group: wire.OwnerGroup(owner)}, opts)
 }
 
 // RWMutex is a read-write lock over the client's nodes: any number of
@@ -147,7 +148,7 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphor
 	if k < 1 {
 		return nil, configError("NewSemaphore: k %d must be at least 1", k)
 	}
-	m, err := c.newMutex("NewSemaphore", name, &Hold{Group: "s:" + strconv.Itoa(k), Limit: k}, opts)
+	m, err := c.newMutex("NewSemaphore", name, &Hold{Group: wire.SemaphoreGroup(k), Limit: k}, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/quorumlock/quorumlock/internal/lockkey"
 	"github.com/quorumlock/quorumlock/internal/nodecheck"
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 const statusUsageText = `usage: quorumlock status [flags] NAME|PATTERN
@@ -386,7 +387,7 @@ func (ls *lockStatus) judge() {
 		key := kind + "\n" + id
 		c, ok := counts[key]
 		if !ok {
-			o := lockkey.ParseOwner(id)
+			o := wire.ParseOwner(id)
 			c = &count{h: holderStat{Kind: kind, Token: o.Token, Host: o.Host, PID: o.PID, Label: o.Label, id: id}}
 			if !o.Since.IsZero() {
 				c.h.Since = &o.Since
@@ -537,7 +538,7 @@ func (s *statusSnap) print(w io.Writer) {
 		for _, ln := range l.Nodes {
 			fmt.Fprintf(w, "  %-*s  %s\n", width, ln.Addr, ln.describe())
 			for _, h := range ln.Holds {
-				fmt.Fprintf(w, "  %-*s    %s %s, TTL %v\n", width, ln.Addr, h.Kind, owner(lockkey.ParseOwner(h.ID)), time.Duration(h.TTLms)*time.Millisecond)
+				fmt.Fprintf(w, "  %-*s    %s %s, TTL %v\n", width, ln.Addr, h.Kind, owner(wire.ParseOwner(h.ID)), time.Duration(h.TTLms)*time.Millisecond)
 			}
 		}
 		l.printSummary(w, s.Time)
@@ -569,7 +570,7 @@ func short(id string) string {
 	return id
 }
 
-func owner(o lockkey.Owner) string {
+func owner(o wire.Owner) string {
 	if label, cd, _, ok := parseCooldownLabel(o.Label); ok {
 		return fmt.Sprintf("%s (host %q, pid %d, label %q, --cooldown %v)", o.Token, o.Host, o.PID, label, cd)
 	}
@@ -588,7 +589,7 @@ func (ln lockOnNode) describe() string {
 		if ln.TTLms >= 0 {
 			ttl = "TTL " + (time.Duration(ln.TTLms) * time.Millisecond).String()
 		}
-		s = fmt.Sprintf("held by %s, %s", owner(lockkey.ParseOwner(ln.Value)), ttl)
+		s = fmt.Sprintf("held by %s, %s", owner(wire.ParseOwner(ln.Value)), ttl)
 	case ln.Type == "zset" && len(ln.Holds) == 0:
 		s = "free (no live hold)"
 	case ln.Type == "zset":
@@ -653,8 +654,8 @@ func (ls lockStatus) printSummary(w io.Writer, now time.Time) {
 }
 
 // owner is the holder's metadata as parsed.
-func (h holderStat) owner() lockkey.Owner {
-	return lockkey.Owner{Token: h.Token, Host: h.Host, PID: h.PID, Label: h.Label}
+func (h holderStat) owner() wire.Owner {
+	return wire.Owner{Token: h.Token, Host: h.Host, PID: h.PID, Label: h.Label}
 }
 
 // sinceNote is ", held since ... (... ago)" when the holder's value says

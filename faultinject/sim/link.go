@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/internal/notsent"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -400,9 +401,6 @@ func (l *link) Release(ctx context.Context, key, value string, guard time.Durati
 	return r.ok, r.err
 }
 
-// member is a hold's name on the master, as memnode and redisnode store it.
-func member(h redlock.Hold) string { return h.Group + "\n" + h.ID }
-
 // holds reports whether the master holds member m under key now.
 func (l *link) holds(key, m string) bool {
 	return slices.Contains(strings.Split(l.m.Keys()[key], " "), m)
@@ -412,7 +410,7 @@ func (l *link) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	sent := time.Now()
 	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
 		n, err := l.m.AcquireHold(ctx, key, h, ttl)
-		mem := member(h)
+		mem := wire.Member(h.Group, h.ID)
 		l.afterAcquireOf(key, mem, h.ID, func() bool { return l.holds(key, mem) }, sent, n > 0, err)
 		return reply{n: n, err: err}
 	})
@@ -434,8 +432,8 @@ func (l *link) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 		// overtaking its acquire.
 		if err == nil && !ok {
 			l.mu.Lock()
-			if _, ok := l.released[key+"\x00"+member(h)]; !ok {
-				l.released[key+"\x00"+member(h)] = time.Now()
+			if _, ok := l.released[key+"\x00"+wire.Member(h.Group, h.ID)]; !ok {
+				l.released[key+"\x00"+wire.Member(h.Group, h.ID)] = time.Now()
 			}
 			l.mu.Unlock()
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -108,7 +109,10 @@ func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 	for _, m := range w.masters {
 		v, ok := m.Keys()[h.name]
 		if ok && sh.Kind != MutexLock {
-			ok = strings.Contains(v, "\n"+lease.Token())
+			ok = slices.ContainsFunc(strings.Split(v, " "), func(mem string) bool {
+				_, id, _ := wire.ParseMember(mem)
+				return strings.HasPrefix(id, lease.Token())
+			})
 		} else if ok {
 			ok = strings.HasPrefix(v, lease.Token())
 		}
@@ -135,13 +139,15 @@ func (w *world) leftovers(k history.Kind) {
 		slices.Sort(names)
 		for _, name := range names {
 			v := keys[name]
+			_, kind := wire.Parse(name)
+			_, _, holds := wire.ParseMember(v) // v is a shared lock's members, not a mutex's value
 			switch {
-			case k == history.Leftover && w.plan.Shapes != nil && strings.HasSuffix(name, ":waiting"):
-			case w.plan.Shapes == nil || !strings.Contains(v, "\n"):
+			case k == history.Leftover && w.plan.Shapes != nil && kind == wire.Waiting:
+			case w.plan.Shapes == nil || !holds:
 				w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: v, Note: "key " + name})
 			default:
 				for _, mem := range strings.Split(v, " ") {
-					_, id, _ := strings.Cut(mem, "\n")
+					_, id, _ := wire.ParseMember(mem)
 					w.record(history.Event{Kind: k, At: at, Lock: name, Node: mi, Token: id, Note: fmt.Sprintf("hold %q of %s", mem, name)})
 				}
 			}

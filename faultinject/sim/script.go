@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -564,7 +565,7 @@ func (l *scriptLink) AcquireHold(ctx context.Context, key string, h redlock.Hold
 	sent := time.Now()
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, h.ID, true)), func(ctx context.Context) reply {
 		n, err := l.m.AcquireHold(ctx, key, h, ttl)
-		mem := member(h)
+		mem := wire.Member(h.Group, h.ID)
 		l.afterAcquireOf(key, mem, h.ID, func() bool { return l.holds(key, mem) }, sent, n > 0, err)
 		return reply{n: n, err: err}
 	})
@@ -583,7 +584,7 @@ func (l *scriptLink) ReleaseHold(ctx context.Context, key string, h redlock.Hold
 	r := l.call(ctx, l.steer(CallRelease, l.attempt(key, h.ID, false)), func(ctx context.Context) reply {
 		ok, err := l.m.ReleaseHold(ctx, key, h, guard)
 		if err == nil && !ok {
-			l.noteReleased(key + "\x00" + member(h))
+			l.noteReleased(key + "\x00" + wire.Member(h.Group, h.ID))
 		}
 		return reply{ok: ok, err: err}
 	})

@@ -12,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/quorumlock/quorumlock/fence"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,13 +34,10 @@ const markSuffix = ":fence-mark"
 // key has a hash tag (which then picks the slot), else "{key}" + suffix
 // ("{key}" hashes as key does).
 func markKey(key string) (string, error) {
-	if open := strings.IndexByte(key, '{'); open >= 0 && strings.IndexByte(key[open+1:], '}') > 0 {
-		return key + markSuffix, nil
-	}
-	if strings.Contains(key, "}") {
+	if !wire.Slottable(key) {
 		return "", fmt.Errorf("%w: %s has '}' but no hash tag; give it one ({...}) or drop the '}'", ErrKey, strconv.Quote(short(key)))
 	}
-	return "{" + key + "}" + markSuffix, nil
+	return wire.Derive(key, markSuffix), nil
 }
 
 func short(s string) string {

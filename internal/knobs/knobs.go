@@ -5,7 +5,7 @@
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
 // RawUptime, WallUptime and NoRunStamp are read by the nodes' code
-// (internal/notsent, internal/redisinfo, internal/fencecounter, memnode and
+// (internal/notsent, internal/redisinfo, memnode and
 // redisnode's scripts' arguments) on each call.
 package knobs
 
@@ -75,7 +75,7 @@ var (
 	// to 1s early.
 	RawUptime atomic.Bool
 	// NoRunStamp: an acquire reads a fencing counter whatever server run
-	// wrote it (internal/fencecounter), so a counter that a master brought
+	// wrote it (wire.ReadFence), so a counter that a master brought
 	// back old from its disk (the AOF's last second lost in a host crash)
 	// counts as present and a token repeats.
 	NoRunStamp atomic.Bool

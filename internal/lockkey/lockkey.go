@@ -8,9 +8,6 @@ package lockkey
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,41 +81,4 @@ func Inspect(ctx context.Context, c redis.Scripter, key string) (Holder, error) 
 		h.TTL = -1
 	}
 	return h, nil
-}
-
-// Owner is a lock value parsed: quorumlock stores
-// "<token>?host=...&label=...&pid=...&at=..." (the query part URL-encoded;
-// at is when the acquisition began, in Unix milliseconds).
-type Owner struct {
-	// Token is the acquisition's token (the whole value when the value is
-	// not quorumlock's).
-	Token string
-	// Host, PID and Label are the holder's metadata, empty or zero when
-	// absent.
-	Host  string
-	PID   int
-	Label string
-	// Since is when the acquisition that stored the value began (its
-	// attempt), zero when the value does not say.
-	Since time.Time
-}
-
-// ParseOwner decodes a stored lock value. A value without '?' or whose query
-// does not parse gives an Owner whose Token is the part before '?' or the
-// whole value, respectively.
-func ParseOwner(value string) Owner {
-	tok, meta, ok := strings.Cut(value, "?")
-	if !ok {
-		return Owner{Token: value}
-	}
-	q, err := url.ParseQuery(meta)
-	if err != nil {
-		return Owner{Token: value}
-	}
-	o := Owner{Token: tok, Host: q.Get("host"), Label: q.Get("label")}
-	o.PID, _ = strconv.Atoi(q.Get("pid"))
-	if ms, err := strconv.ParseInt(q.Get("at"), 10, 64); err == nil && ms > 0 {
-		o.Since = time.UnixMilli(ms)
-	}
-	return o
 }

@@ -10,28 +10,6 @@ import (
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 )
 
-func TestParseOwner(t *testing.T) {
-	cases := []struct {
-		in   string
-		want Owner
-	}{
-		{"0123abcd?host=h.example&label=svc+a&pid=42", Owner{Token: "0123abcd", Host: "h.example", PID: 42, Label: "svc a"}},
-		{"0123abcd?host=h", Owner{Token: "0123abcd", Host: "h"}},
-		{"tok?host=h&pid=7&at=1795000000123", Owner{Token: "tok", Host: "h", PID: 7, Since: time.UnixMilli(1795000000123)}},
-		{"tok?at=soon", Owner{Token: "tok"}},
-		{"tok?at=-5", Owner{Token: "tok"}},
-		{"0123abcd", Owner{Token: "0123abcd"}},
-		{"tok?label=me", Owner{Token: "tok", Label: "me"}},
-		{"tok?bad=%zz", Owner{Token: "tok?bad=%zz"}},
-		{"", Owner{}},
-	}
-	for _, c := range cases {
-		if got := ParseOwner(c.in); got != c.want {
-			t.Errorf("ParseOwner(%q) = %+v, want %+v", c.in, got, c.want)
-		}
-	}
-}
-
 // TestInspectOnARealServer reads a mutex's string key, a lock shape's
 // sorted set and an absent key on a real redis-server.
 func TestInspectOnARealServer(t *testing.T) {

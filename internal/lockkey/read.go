@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Lock is one master's view of one lock name: the lock key (a mutex's
@@ -35,30 +36,32 @@ type Lock struct {
 	Waiting int
 }
 
-// Hold is one live hold of a lock shape: the member "<group>\n<id>" of the
-// sorted set, whose score is its expiry in the server's milliseconds.
+// Hold is one live hold of a lock shape: a member of the sorted set
+// (wire.Member), whose score is its expiry in the server's milliseconds.
 type Hold struct {
 	// Group is "r" (a reader), "w" (a writer), "o:<owner>" (a reentrant
 	// owner) or "s:<k>" (a semaphore of k places).
 	Group string
-	// ID is the acquisition's token and owner metadata (ParseOwner).
+	// ID is the acquisition's token and owner metadata (wire.ParseOwner).
 	ID string
 	// TTL is the time until the hold expires, on the server's clock.
 	TTL time.Duration
 }
 
 // Kind names a hold's group for people: "reader", "writer",
-// "reentrant owner <owner>", "semaphore holder (k=<k>)".
+// "reentrant owner <owner>", "semaphore holder (k=<k>)" (wire's groups).
 func (h Hold) Kind() string {
-	switch {
-	case h.Group == "r":
+	if owner, ok := wire.GroupOwner(h.Group); ok {
+		return fmt.Sprintf("reentrant owner %q", owner)
+	}
+	if k, ok := wire.GroupPlaces(h.Group); ok {
+		return "semaphore holder (k=" + k + ")"
+	}
+	switch h.Group {
+	case wire.ReaderGroup:
 		return "reader"
-	case h.Group == "w":
+	case wire.WriterGroup:
 		return "writer"
-	case strings.HasPrefix(h.Group, "o:"):
-		return fmt.Sprintf("reentrant owner %q", h.Group[2:])
-	case strings.HasPrefix(h.Group, "s:"):
-		return "semaphore holder (k=" + h.Group[2:] + ")"
 	}
 	return fmt.Sprintf("holder of group %q", h.Group)
 }
@@ -89,13 +92,14 @@ return { typ, value, redis.call('PTTL', KEYS[1]), fence, holds, waiting, tostrin
 const ReadCommands = "+evalsha +eval +time +type +get +pttl +zrangebyscore +zcount"
 
 // Read reads the lock called name on the master behind c: the lock key,
-// its fencing counter (FenceKey) and its waiting writers (WaitingKey), in
+// its fencing counter (wire.FenceKey) and its waiting writers
+// (wire.WaitingKey), in
 // one atomic script. It returns by ctx's deadline when c applies context
 // deadlines to socket I/O (ClientOptions and Options do), with an error
 // wrapping ctx.Err() when the context ended; a Redis error reply (NOPERM,
 // for example) is returned as it is.
 func Read(ctx context.Context, c redis.Scripter, name string) (Lock, error) {
-	res, err := readScript.Run(ctx, c, []string{name, FenceKey(name), WaitingKey(name)}).Slice()
+	res, err := readScript.Run(ctx, c, []string{name, wire.FenceKey(name), wire.WaitingKey(name)}).Slice()
 	if err != nil {
 		return Lock{}, ctxerr.Wrap(ctx, err)
 	}
@@ -114,7 +118,7 @@ func Read(ctx context.Context, c redis.Scripter, name string) (Lock, error) {
 	}
 	if f, ok := res[3].(string); ok {
 		l.HasFence = true
-		_, _ = fmt.Sscan(f, &l.Fence)
+		l.Fence, _, _ = wire.ParseFence(f) // 0 for a key that holds no counter
 	}
 	w, _ := res[5].(int64)
 	l.Waiting = int(w)
@@ -129,63 +133,11 @@ func Read(ctx context.Context, c redis.Scripter, name string) (Lock, error) {
 		if s, ok := holds[i+1].(string); ok {
 			_, _ = fmt.Sscan(s, &score)
 		}
-		group, id, _ := strings.Cut(member, "\n")
+		group, id, _ := wire.ParseMember(member)
 		l.Holds = append(l.Holds, Hold{Group: group, ID: id, TTL: time.Duration(int64(score)-now) * time.Millisecond})
 	}
 	sort.SliceStable(l.Holds, func(i, j int) bool { return l.Holds[i].TTL < l.Holds[j].TTL })
 	return l, nil
-}
-
-// FenceKey is the key of name's fencing counter, as node/redisnode names it:
-// name+":fence" when name has a hash tag, else "{name}:fence" (same Redis
-// Cluster slot as name).
-func FenceKey(name string) string { return slotKey(name, ":fence") }
-
-// WaitingKey is the key of name's waiting writers, as node/redisnode names
-// it (see FenceKey).
-func WaitingKey(name string) string { return slotKey(name, ":waiting") }
-
-func slotKey(name, suffix string) string {
-	if hashTag(name) {
-		return name + suffix
-	}
-	return "{" + name + "}" + suffix
-}
-
-// hashTag reports whether name has a valid Redis Cluster hash tag (a
-// non-empty {...}).
-func hashTag(name string) bool {
-	i := strings.IndexByte(name, '{')
-	if i < 0 {
-		return false
-	}
-	return strings.IndexByte(name[i+1:], '}') > 0
-}
-
-// Derived reports whether key is one that the lock keeps next to a lock
-// key rather than a lock key itself: a fencing counter, a waiting-writers
-// set, a release guard (redlock refuses such names as lock names), or an
-// election's term record, the election's name + ":term:" + a lease's
-// token (32 hexadecimal digits).
-func Derived(key string) bool {
-	if strings.Contains(key, ":release-guard:") || termRecord(key) {
-		return true
-	}
-	return hashTag(key) && (strings.HasSuffix(key, ":fence") || strings.HasSuffix(key, ":waiting"))
-}
-
-// termRecord reports whether key ends in ":term:" and a lease's token.
-func termRecord(key string) bool {
-	i := strings.LastIndex(key, ":term:")
-	if i < 0 || len(key)-(i+len(":term:")) != 32 {
-		return false
-	}
-	for _, c := range key[i+len(":term:"):] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // Pattern reports whether s is a glob pattern (it has *, ? or [) rather
@@ -193,8 +145,8 @@ func termRecord(key string) bool {
 func Pattern(s string) bool { return strings.ContainsAny(s, "*?[") }
 
 // Scan returns up to limit lock names matching the glob pattern on the
-// master behind c (SCAN MATCH), without the keys that Derived reports, and
-// whether more matched. The order is Redis's.
+// master behind c (SCAN MATCH), without the keys a lock keeps beside its
+// own (those wire.Parse reports as derived), and whether more matched. The order is Redis's.
 func Scan(ctx context.Context, c redis.Cmdable, pattern string, limit int) ([]string, bool, error) {
 	var names []string
 	seen := map[string]bool{}
@@ -205,7 +157,7 @@ func Scan(ctx context.Context, c redis.Cmdable, pattern string, limit int) ([]st
 			return names, false, ctxerr.Wrap(ctx, err)
 		}
 		for _, k := range keys {
-			if Derived(k) || seen[k] {
+			if _, kind := wire.Parse(k); kind != wire.LockKey || seen[k] {
 				continue
 			}
 			if len(names) == limit {

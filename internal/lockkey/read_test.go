@@ -30,6 +30,10 @@ func TestReadOnARealServer(t *testing.T) {
 		{"SET", "{m}:fence", "42"},
 		{"ZADD", "rw", ms + 60000, "r\ntok1?pid=1", ms + 30000, "r\ntok2?pid=2", ms - 1000, "r\nexpired"},
 		{"ZADD", "{rw}:waiting", ms + 60000, "writer"},
+		{"ZADD", "{m}:queue", ms, "g.1"},
+		{"ZADD", "{m}:queue:ttl", ms + 60000, "g.1"},
+		{"SET", "{m}:release-guard:0123", "1"},
+		{"SET", "locks:leader:term:0123456789abcdef0123456789abcdef", "3"},
 		{"SET", "a{t}b", "x"},
 		{"SET", "a{t}b:fence", "9"},
 	} {
@@ -62,38 +66,11 @@ func TestReadOnARealServer(t *testing.T) {
 
 	names, more, err := Scan(ctx, c, "*", 100)
 	if err != nil || more || strings.Join(slices.Sorted(slices.Values(names)), " ") != "a{t}b m rw" {
-		t.Errorf("Scan(*) = %q, %v, %v; want the three locks without their derived keys", names, more, err)
+		t.Errorf("Scan(*) = %q, %v, %v; want the three locks without their derived keys (counters, waiting marks, line, guard, term record)", names, more, err)
 	}
 	names, more, err = Scan(ctx, c, "*", 2)
 	if err != nil || !more || len(names) != 2 {
 		t.Errorf("Scan(*, limit 2) = %q, %v, %v", names, more, err)
-	}
-}
-
-func TestDerivedKeys(t *testing.T) {
-	for _, c := range []struct {
-		name, fence, waiting string
-	}{
-		{"jobs:a", "{jobs:a}:fence", "{jobs:a}:waiting"},
-		{"a{t}b", "a{t}b:fence", "a{t}b:waiting"},
-		{"a{}b", "{a{}b}:fence", "{a{}b}:waiting"},
-	} {
-		if got := FenceKey(c.name); got != c.fence {
-			t.Errorf("FenceKey(%q) = %q, want %q", c.name, got, c.fence)
-		}
-		if got := WaitingKey(c.name); got != c.waiting {
-			t.Errorf("WaitingKey(%q) = %q, want %q", c.name, got, c.waiting)
-		}
-		if Derived(c.name) || !Derived(c.fence) || !Derived(c.waiting) {
-			t.Errorf("Derived: %q should be a lock, %q and %q derived", c.name, c.fence, c.waiting)
-		}
-	}
-	if !Derived("{jobs:a}:release-guard:0123") || Derived("jobs:fence") {
-		t.Error("Derived: a release guard is derived; a name ending in :fence without a hash tag is a lock")
-	}
-	// An election's term record: its name, ":term:" and a lease's token.
-	if !Derived("locks:leader:term:0123456789abcdef0123456789abcdef") || Derived("locks:leader:term:next") || Derived("locks:term:0123") {
-		t.Error("Derived: a term record (name:term:<32 hex digits>) is derived; other names with :term: are locks")
 	}
 }
 

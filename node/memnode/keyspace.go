@@ -1,21 +1,19 @@
 package memnode
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // The node keeps one keyspace, as a Redis master does, and runs on it the
 // steps of package redisnode's Lua scripts (node/redisnode/scripts), with
 // the same key names: a lock's key is its name, and the keys derived from
-// it are those redisnode derives (slotKey). So a lock whose name is another
+// it are those redisnode derives (package wire). So a lock whose name is another
 // lock's derived key meets that key, and one name used as two kinds of lock
 // meets a value of the wrong type, exactly as on Redis; package nodetest
 // checks both on memnode and on real servers.
@@ -171,54 +169,38 @@ func (n *Node) sweepLocked(now time.Time) {
 
 const minSweep = 4096
 
-// Key names, as package redisnode derives them (redisnode.go: hashTag,
-// guardKey, fenceKey, slotKey), so that they meet other names as they do
-// on Redis.
+// Key names: package wire derives them for redisnode and memnode alike, so
+// that they meet other names as they do on Redis.
 
-// hashTag reports whether key has a valid Redis Cluster hash tag: a '{'
-// followed later by a '}' with at least one byte between the first '{' and
-// the first '}' after it.
-func hashTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
+// checkKey refuses a key whose derived keys could not share its Redis
+// Cluster slot (wire.Slottable: a '}' but no valid hash tag), as redisnode
+// refuses it, with an error wrapping redlock.ErrNotSent.
+func (n *Node) checkKey(key string) error {
+	if wire.Slottable(key) {
+		return nil
 	}
-	j := strings.IndexByte(key[i+1:], '}')
-	return j > 0
+	return fmt.Errorf("memnode %s: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one Redis Cluster slot (redisnode refuses it too)", n.addr, redlock.ErrNotSent, quote(key))
 }
 
-// slotKey names a key derived from lock key key: key+suffix when key has a
-// hash tag, "{key}"+suffix otherwise. A key with '}' but no valid hash tag
-// is refused, as redisnode refuses it (its keys could not share one Redis
-// Cluster slot), with an error wrapping redlock.ErrNotSent.
-func (n *Node) slotKey(key, suffix string) (string, error) {
-	if hashTag(key) {
-		return key + suffix, nil
+// derived is name(key), a key derived from lock key key, or checkKey's
+// error.
+func (n *Node) derived(key string, name func(string) string) (string, error) {
+	if err := n.checkKey(key); err != nil {
+		return "", err
 	}
-	if strings.Contains(key, "}") {
-		return "", fmt.Errorf("memnode %s: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one Redis Cluster slot (redisnode refuses it too)", n.addr, redlock.ErrNotSent, quote(key))
-	}
-	return "{" + key + "}" + suffix, nil
+	return name(key), nil
 }
 
 // guardKey names the release guard of key for who (a value, or a hold's
-// member): ":release-guard:" and the first 12 bytes of who's SHA-256 in hex.
+// wire.Member).
 func (n *Node) guardKey(key, who string) (string, error) {
-	sum := sha256.Sum256([]byte(who))
-	return n.slotKey(key, ":release-guard:"+hex.EncodeToString(sum[:12]))
+	return n.derived(key, func(key string) string { return wire.GuardKey(key, who) })
 }
 
-// fenceKey names the fencing counter of key.
-func (n *Node) fenceKey(key string) (string, error) { return n.slotKey(key, ":fence") }
-
-// queueKey names the fair queue of key: its waiters' arrivals.
-func (n *Node) queueKey(key string) (string, error) { return n.slotKey(key, ":queue") }
-
-// queueTTLKey names the expiries of the entries of key's fair queue.
-func (n *Node) queueTTLKey(key string) (string, error) { return n.slotKey(key, ":queue:ttl") }
-
-// waitingKey names the waiting writers of shared lock key.
-func (n *Node) waitingKey(key string) (string, error) { return n.slotKey(key, ":waiting") }
+func (n *Node) fenceKey(key string) (string, error)    { return n.derived(key, wire.FenceKey) }
+func (n *Node) queueKey(key string) (string, error)    { return n.derived(key, wire.QueueKey) }
+func (n *Node) queueTTLKey(key string) (string, error) { return n.derived(key, wire.QueueTTLKey) }
+func (n *Node) waitingKey(key string) (string, error)  { return n.derived(key, wire.WaitingKey) }
 
 // quote quotes a key for an error, cut to 100 bytes followed by "..." and
 // its length.

@@ -3,7 +3,7 @@ package memnode
 import (
 	"context"
 	"fmt"
-	"github.com/quorumlock/quorumlock/internal/fencecounter"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Peek implements redlock.PeekNode as redisnode does, with a GET of key and
@@ -34,7 +34,7 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	case !found:
 		return held, 0, nil
 	}
-	f, _, err := fencecounter.Parse(counter)
+	f, _, err := wire.ParseFence(counter)
 	if err != nil {
 		return "", 0, fmt.Errorf("memnode %s: the fencing counter %s %w", n.addr, quote(fenceKey), err)
 	}

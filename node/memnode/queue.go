@@ -3,9 +3,9 @@ package memnode
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -315,7 +315,7 @@ func waiterTTL(w redlock.Waiter) time.Duration {
 }
 
 func (n *Node) checkWaiterID(id string) error {
-	if id == "" || strings.Contains(id, "\n") {
+	if !wire.ValidWaiterID(id) {
 		return fmt.Errorf("memnode %s: %w: waiter ID %s is empty or has a newline", n.addr, redlock.ErrNotSent, quote(id))
 	}
 	return nil

@@ -2,16 +2,13 @@ package memnode
 
 import (
 	"context"
-	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
 var _ redlock.ShapeNode = (*Node)(nil)
-
-// member is a hold's name in its lock's sorted set, as redisnode stores it.
-func member(h redlock.Hold) string { return h.Group + "\n" + h.ID }
 
 // AcquireHold implements redlock.ShapeNode as redisnode's acquire_hold.lua
 // does: key holds a sorted set of holds, and the lock's waiting writers are
@@ -25,7 +22,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if err != nil {
 		return 0, err
 	}
-	mine := member(h)
+	mine := wire.Member(h.Group, h.ID)
 	guard, err := n.guardKey(key, mine)
 	if err != nil {
 		return 0, err
@@ -46,10 +43,9 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 		}
 		// ours counts the live holds of h's group, -1 when another group
 		// holds one.
-		prefix := h.Group + "\n"
 		ours := 0
 		for m := range holds {
-			if !strings.HasPrefix(m, prefix) || strings.Contains(m[len(prefix):], "\n") {
+			if !wire.InGroup(m, h.Group) {
 				ours = -1
 				break
 			}
@@ -97,8 +93,8 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 			fail = err
 			return
 		}
-		if _, ok = holds[member(h)]; ok {
-			holds[member(h)] = now.Add(ttl.Truncate(time.Millisecond))
+		if _, ok = holds[wire.Member(h.Group, h.ID)]; ok {
+			holds[wire.Member(h.Group, h.ID)] = now.Add(ttl.Truncate(time.Millisecond))
 		}
 	})
 	if err != nil {
@@ -112,7 +108,7 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 
 // ReleaseHold implements redlock.ShapeNode as release_hold.lua does.
 func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guard time.Duration) (bool, error) {
-	mine := member(h)
+	mine := wire.Member(h.Group, h.ID)
 	guardKey, err := n.guardKey(key, mine)
 	if err != nil {
 		return false, err

@@ -3,10 +3,10 @@ package memnode
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -16,11 +16,13 @@ type watch struct {
 	stopped bool // n.mu
 }
 
-// channel names the release notifications of key as redisnode names its
-// pub/sub channel: "{key}:released", or key+":released" when key has a hash
-// tag. So "x" and "{x}" share their notifications, as on Redis; a name
-// with '}' but no valid hash tag is refused (slotKey).
-func (n *Node) channel(key string) (string, error) { return n.slotKey(key, ":released") }
+// channel names the release notifications of key for the watches of group
+// as redisnode names its pub/sub channel (wire.Channel). So "x" and "{x}"
+// share their notifications, as on Redis; a name with '}' but no valid
+// hash tag is refused (checkKey).
+func (n *Node) channel(key, group string) (string, error) {
+	return n.derived(key, func(key string) string { return wire.Channel(key, group) })
+}
 
 // note is a notification owed to a watch.
 type note struct {
@@ -66,12 +68,9 @@ func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string
 	if fn == nil {
 		return nil, fmt.Errorf("memnode %s: %w: Watch of %s with a nil fn", n.addr, redlock.ErrNotSent, quote(key))
 	}
-	ch, err := n.channel(key)
+	ch, err := n.channel(key, group)
 	if err != nil {
 		return nil, err
-	}
-	if group != "" {
-		ch += ":" + group
 	}
 	w := &watch{fn: fn}
 	n.mu.Lock()
@@ -100,13 +99,10 @@ func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string
 // notifyLocked owes key's watches a notification with the first live waiter
 // of key's queue; deliver sends it. n.mu must be held.
 func (n *Node) notifyLocked(key string, now time.Time) {
-	ch, err := n.channel(key)
+	next := n.firstLiveLocked(key, now)
+	ch, err := n.channel(key, wire.WaiterGroup(next)) // the waiter's group's watches only
 	if err != nil {
 		return
-	}
-	next := n.firstLiveLocked(key, now)
-	if g, _, ok := strings.Cut(next, "."); ok && g != "" {
-		ch += ":" + g // the waiter's group's watches only
 	}
 	ws := n.watches[ch]
 	if len(ws) == 0 {

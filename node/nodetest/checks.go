@@ -2,8 +2,6 @@ package nodetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -1086,7 +1085,7 @@ func holdThenMutex(c *checker) {
 
 func fenceCounterName(c *checker) {
 	c.needFencing()
-	const fk = "{k}:fence" // k's fencing counter
+	fk := wire.FenceKey("k") // k's fencing counter
 	c.want(c.acquireFenced("k", "v", long), fenced{true, 0}, "a free key is taken")
 	c.want(c.raiseFence("k", "v", 7), true, "the holder raises the counter")
 	c.want(c.acquire(fk, "x", long), false, "the name is the key of k's fencing counter, which holds \"7:<run>\"")
@@ -1098,7 +1097,7 @@ func fenceCounterName(c *checker) {
 
 func fenceCounterNameTakenFirst(c *checker) {
 	c.needFencing()
-	const fk = "{k}:fence" // k's fencing counter
+	fk := wire.FenceKey("k") // k's fencing counter
 	c.want(c.acquire(fk, "x", long), true, "a free key is taken")
 	_, err := c.tryAcquireFenced("k", "v", long)
 	c.wantErr(err, "k's counter key holds \"x\", no counter: the script fails before it takes anything")
@@ -1116,7 +1115,7 @@ func fenceCounterNameTakenFirst(c *checker) {
 		fence int64
 	}{{"12.7", 12}, {"-3.5", 3}, {" 0x10 ", 16}} {
 		k := fmt.Sprintf("n%d", i)
-		fk := "{" + k + "}:fence"
+		fk := wire.FenceKey(k)
 		c.want(c.acquire(fk, tc.value, long), true, "a free key is taken")
 		c.want(c.acquireFenced(k, "v", long), fenced{true, 0}, fmt.Sprintf("%s holds %q, a counter of no run: it reads as lost", fk, tc.value))
 		c.want(c.raiseFence(k, "v", 3), true, "the holder raises the counter")
@@ -1128,7 +1127,7 @@ func fenceCounterNameTakenFirst(c *checker) {
 	// counter: the scripts fail before they take or write anything.
 	for i, big := range []string{"99999999999999999999:ab", "9007199254740992"} {
 		k := fmt.Sprintf("b%d", i)
-		fk := "{" + k + "}:fence"
+		fk := wire.FenceKey(k)
 		c.want(c.acquire(fk, big, long), true, "a free key is taken")
 		_, err := c.tryAcquireFenced(k, "v", long)
 		c.wantErr(err, fmt.Sprintf("%s holds %q, past 2^53: no counter", fk, big))
@@ -1139,7 +1138,7 @@ func fenceCounterNameTakenFirst(c *checker) {
 		c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	}
 	if c.s != nil {
-		const hk = "{h}:fence" // h's fencing counter
+		hk := wire.FenceKey("h") // h's fencing counter
 		c.want(c.acquireHold(hk, reader("r1"), long), 1, "a free lock is taken")
 		_, err = c.tryAcquireFenced("h", "v", long)
 		c.wantErr(err, "h's counter key holds a shared lock: Redis answers WRONGTYPE")
@@ -1149,7 +1148,7 @@ func fenceCounterNameTakenFirst(c *checker) {
 
 func waitingMarkName(c *checker) {
 	c.needShapes()
-	const wk = "{w}:waiting" // w's waiting marks
+	wk := wire.WaitingKey("w") // w's waiting marks
 	c.want(c.acquire(wk, "x", long), true, "a free key is taken")
 	_, err := c.tryAcquireHold("w", reader("r1"), long)
 	c.wantErr(err, "the key of w's waiting marks holds a mutex: Redis's script prunes it and answers WRONGTYPE")
@@ -1164,7 +1163,7 @@ func waitingMarkName(c *checker) {
 	c.wantErr(err, "the name holds w's waiting marks: Redis answers WRONGTYPE")
 	_, err = c.tryRelease(wk, "x", 0)
 	c.wantErr(err, "the name holds w's waiting marks: Redis answers WRONGTYPE")
-	c.want(c.acquireHold("{v}:waiting", redlock.Hold{Group: "g", ID: "1"}, long), 1, "a free lock is taken")
+	c.want(c.acquireHold(wire.WaitingKey("v"), redlock.Hold{Group: "g", ID: "1"}, long), 1, "a free lock is taken")
 	c.want(c.acquireHold("v", yieldingReader("r1"), long), 0, "the holds of the shared lock named {v}:waiting are v's waiting marks")
 	c.want(c.acquireHold("v", reader("r2"), long), 1, "a reader that does not yield is not refused")
 }
@@ -1192,8 +1191,7 @@ func taggedName(c *checker) {
 
 func guardKeyName(c *checker) {
 	// The key of the release guard of key k and value v, as redisnode names it.
-	sum := sha256.Sum256([]byte("v"))
-	gk := "{k}:release-guard:" + hex.EncodeToString(sum[:12])
+	gk := wire.GuardKey("k", "v")
 	c.want(c.acquire(gk, "x", long), true, "a free key is taken")
 	c.want(c.acquire("k", "v", long), false, "the name is the key of the release guard of k and v: it refuses v as the guard would")
 	c.want(c.acquire("k", "w", long), true, "and no other value")

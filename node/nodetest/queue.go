@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -304,14 +305,14 @@ func lineLeavesNoTrace(c *checker) {
 	c.needQueue()
 	w1 := lineAt("w1", 1, long)
 	c.want(c.acquireQueued("a", "v1", long, w1), fenced{true, 0}, "nobody in line: w1 takes the free key")
-	for _, name := range []string{"{a}:queue", "{a}:queue:ttl"} {
+	for _, name := range []string{wire.QueueKey("a"), wire.QueueTTLKey("a")} {
 		c.want(c.acquire(name, "probe", long), true, "nobody waited: no line key was written (a plain SET NX of its name succeeds)")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
 	}
 	c.want(c.release("a", "v1", 0), true, "w1 holds the key")
 	w2 := waiterAt("f1", 1, long)
 	c.want(c.acquireQueued("b", "v2", long, w2), fenced{true, 0}, "nobody in line: the fair waiter takes the free key")
-	for _, name := range []string{"{b}:queue", "{b}:queue:ttl"} {
+	for _, name := range []string{wire.QueueKey("b"), wire.QueueTTLKey("b")} {
 		c.want(c.acquire(name, "probe", long), true, "a fair waiter that takes a free key nobody waits for leaves no line key, no tombstone")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
 	}
@@ -584,16 +585,16 @@ func queueName(c *checker) {
 	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
 	c.want(c.acquire("k", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("k", "x", long, w1), fenced{false, 0}, "the key is held: w1 enters k's queue")
-	for _, name := range []string{"{k}:queue", "{k}:queue:ttl"} {
+	for _, name := range []string{wire.QueueKey("k"), wire.QueueTTLKey("k")} {
 		_, err := c.tryAcquire(name, "y", long)
 		c.wantErr(err, "the name holds k's queue, a sorted set: Redis's SET NX refuses and its GET answers WRONGTYPE")
 	}
 	c.want(c.release("k", "holder", 0), true, "the holder releases its key")
 	c.want(c.acquireQueued("k", "z", long, w2), fenced{false, 0}, "k's queue is intact: w1 is first")
 	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "w1 is first")
-	for i, name := range []string{"{m}:queue", "{m}:queue:ttl"} {
+	for i, key := range []func(string) string{wire.QueueKey, wire.QueueTTLKey} {
 		m := fmt.Sprint("m", i)
-		name = "{" + m + "}" + name[len("{m}"):]
+		name := key(m)
 		c.want(c.acquire(name, "x", long), true, "a free key is taken")
 		_, err := c.tryAcquireQueued(m, "v", long, w1)
 		c.wantErr(err, fmt.Sprintf("the key of %s's queue holds a mutex: Redis's script answers WRONGTYPE", q(m)))

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/internal/fencecounter"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // A master that is demoted, resynced from its former replica and promoted
@@ -48,7 +48,7 @@ func TestFencingCounterAfterAFailback(t *testing.T) {
 	require.NoError(t, ra.ReplicaOf(ctx, "NO", "ONE").Err())
 	s, err := ra.Get(ctx, fk).Result()
 	require.NoError(t, err)
-	v, _, err := fencecounter.Parse(s)
+	v, _, err := wire.ParseFence(s)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, v, "A holds the counter it resynced, older than the 11 it wrote back")
 

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"hash/maphash"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // The lock's hot path (Acquire, Extend, Release) does per attempt what does
@@ -59,52 +60,18 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	if a := slot.Load(); a != nil && a.value == value && a.key == key {
 		return a, nil
 	}
-	if !hashTag(key) && strings.Contains(key, "}") {
-		_, err := slotKey(key, "") // the error
+	if err := checkKey(key); err != nil {
 		return nil, err
 	}
 	a := &lockArgs{key: key, value: value, ttl: ttl, ttlArg: ttl}
-	a.guard, a.queue, a.queueTTL, a.channel, a.fence = lockKeys(key, value)
+	k := wire.LockKeys(key, value) // one allocation
+	a.guard, a.queue, a.queueTTL, a.channel, a.fence = k.Guard, k.Queue, k.QueueTTL, k.Channel, k.Fence
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
 	a.queueArg, a.qttlArg, a.chanArg, a.fenceArg = &a.queue, &a.queueTTL, &a.channel, &a.fence
 	slot.Store(a)
 	return a, nil
-}
-
-// lockKeys returns guardKey(key, value), queueKeys(key) and fenceKey(key),
-// cut from one allocation (the waiting acquire sends them all). key has a
-// valid hash tag or no '}'.
-func lockKeys(key, value string) (guard, queue, queueTTL, channel, fence string) {
-	h := guardHash(value)
-	tag := hashTag(key)
-	var b strings.Builder
-	b.Grow(4*(len(key)+2) + len(":release-guard:") + len(h) + len(":queue:ttl") + len(":released") + len(":fence"))
-	base := func() {
-		if tag {
-			b.WriteString(key)
-		} else {
-			b.WriteByte('{')
-			b.WriteString(key)
-			b.WriteByte('}')
-		}
-	}
-	base()
-	b.WriteString(":release-guard:")
-	b.Write(h[:])
-	g := b.Len()
-	base()
-	q := b.Len() + len(":queue")
-	b.WriteString(":queue:ttl")
-	qt := b.Len()
-	base()
-	b.WriteString(":released")
-	ch := b.Len()
-	base()
-	b.WriteString(":fence")
-	s := b.String()
-	return s[:g], s[g:q], s[g:qt], s[qt:ch], s[ch:]
 }
 
 // ms returns ms boxed, without an allocation when it is a's TTL.

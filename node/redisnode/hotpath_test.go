@@ -39,29 +39,3 @@ func TestArgsForSharesOneAcquisitionsArguments(t *testing.T) {
 		t.Errorf("argsFor on a cached value: %v allocations, want 0", n)
 	}
 }
-
-func TestGuardKeyAllocatesOnce(t *testing.T) {
-	value := strings.Repeat("f", 32) + "?host=a-host-name&pid=12345&label=some-label"
-	if n := testing.AllocsPerRun(100, func() { _, _ = guardKey("lock", value) }); n != 1 {
-		t.Errorf("guardKey: %v allocations, want 1 (the key)", n)
-	}
-}
-
-func TestLockKeysAllocateOnce(t *testing.T) {
-	for _, key := range []string{"lock", "locks:{t}:x"} {
-		g, err := guardKey(key, "v")
-		require.NoError(t, err)
-		q, qt, ch := queueKeys(key)
-		f, err := fenceKey(key)
-		require.NoError(t, err)
-		g2, q2, qt2, ch2, f2 := lockKeys(key, "v")
-		assert.Equal(t, []string{g, q, qt, ch, f}, []string{g2, q2, qt2, ch2, f2}, key)
-		if n := testing.AllocsPerRun(100, func() { _, _, _, _, _ = lockKeys(key, "v") }); n != 1 {
-			t.Errorf("lockKeys(%q): %v allocations, want 1", key, n)
-		}
-	}
-	_, _, ch := queueKeys("lock")
-	assert.Equal(t, "{lock}:released", ch)
-	q, qt, ch := queueKeys("locks:{t}:x")
-	assert.Equal(t, []string{"locks:{t}:x:queue", "locks:{t}:x:queue:ttl", "locks:{t}:x:released"}, []string{q, qt, ch})
-}

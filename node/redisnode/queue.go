@@ -3,11 +3,12 @@ package redisnode
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/quorumlock/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
+	"github.com/quorumlock/quorumlock/redlock"
 )
 
 var _ redlock.QueueNode = (*Node)(nil)
@@ -82,23 +83,11 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	if err != nil {
 		return err
 	}
-	if _, err := slotKey(key, ""); err != nil {
+	if err := checkKey(key); err != nil {
 		return err
 	}
-	queue, queueTTL, channel := queueKeys(key)
-	_, err = n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel, wms)
+	_, err = n.run(ctx, leaveQueueScript, []string{key, wire.QueueKey(key), wire.QueueTTLKey(key)}, w.ID, wire.Channel(key, ""), wms)
 	return err
-}
-
-// queueKeys names key's fair queue, its expiries and its release channel, in
-// key's Cluster slot. key must have a valid hash tag or no '}' (as slotKey
-// checks).
-func queueKeys(key string) (queue, queueTTL, channel string) {
-	base := "{" + key + "}"
-	if hashTag(key) {
-		base = key
-	}
-	return base + ":queue", base + ":queue:ttl", base + ":released"
 }
 
 // checkWaiter checks w and returns its TTL in milliseconds.
@@ -114,10 +103,10 @@ func checkWaiter(w redlock.Waiter) (int64, error) {
 }
 
 func checkWaiterID(id string) error {
-	if id == "" {
+	switch {
+	case id == "":
 		return fmt.Errorf("redisnode: %w: empty waiter ID", redlock.ErrNotSent)
-	}
-	if strings.ContainsRune(id, '\n') {
+	case !wire.ValidWaiterID(id):
 		return fmt.Errorf("redisnode: %w: waiter ID %s contains a newline", redlock.ErrNotSent, quote(id))
 	}
 	return nil

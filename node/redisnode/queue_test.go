@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -53,7 +54,7 @@ func (q *queueT) keys() []string {
 // tombstone).
 func (q *queueT) queued(key, id string) bool {
 	q.t.Helper()
-	queue, _, _ := queueKeys(key)
+	queue := wire.QueueKey(key)
 	return q.admin.ZScore(context.Background(), queue, id).Err() == nil
 }
 
@@ -61,7 +62,7 @@ func (q *queueT) queued(key, id string) bool {
 // entry in the expiries but none in the queue.
 func (q *queueT) tombstone(key, id string) bool {
 	q.t.Helper()
-	_, queueTTL, _ := queueKeys(key)
+	queueTTL := wire.QueueTTLKey(key)
 	return !q.queued(key, id) && q.admin.ZScore(context.Background(), queueTTL, id).Err() == nil
 }
 
@@ -70,7 +71,7 @@ func (q *queueT) tombstone(key, id string) bool {
 // outlive the bound.
 func (q *queueT) drained(key string) {
 	q.t.Helper()
-	queue, queueTTL, _ := queueKeys(key)
+	queue, queueTTL := wire.QueueKey(key), wire.QueueTTLKey(key)
 	for i := 0; i < 3000; i++ {
 		if q.admin.Exists(context.Background(), queue, queueTTL).Val() == 0 {
 			return

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -100,7 +101,7 @@ func TestLeftWaiterReleaseGuard(t *testing.T) {
 	require.NoError(t, err)
 	fence, err := fenceKey("locks:g")
 	require.NoError(t, err)
-	queue, queueTTL, _ := queueKeys("locks:g")
+	queue, queueTTL := wire.QueueKey("locks:g"), wire.QueueTTLKey("locks:g")
 	raw, err := acquireQueuedScript.Run(ctx, q.admin, []string{"locks:g", guard, fence, queue, queueTTL},
 		"va", 60000, "a", a.Arrival.UnixMilli(), 60000).Slice()
 	require.NoError(t, err)

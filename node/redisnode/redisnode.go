@@ -40,8 +40,6 @@ package redisnode
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,10 +50,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/ctxerr"
-	"github.com/quorumlock/quorumlock/internal/fencecounter"
 	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/notsent"
 	"github.com/quorumlock/quorumlock/internal/redisinfo"
+	"github.com/quorumlock/quorumlock/internal/wire"
 
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -291,7 +289,7 @@ func (n *Node) Peek(ctx context.Context, key string) (string, int64, error) {
 	if counter == "" {
 		return value, 0, nil
 	}
-	f, _, err := fencecounter.Parse(counter)
+	f, _, err := wire.ParseFence(counter)
 	if err != nil {
 		return "", 0, fmt.Errorf("redisnode: %s: the lock's fencing counter %w (%d bytes)", n.addr, err, len(counter))
 	}
@@ -467,54 +465,30 @@ func ttlMillis(ttl time.Duration) (int64, error) {
 	return ms, nil
 }
 
-// hashTag reports whether key has a valid Redis Cluster hash tag: a '{'
-// followed later by a '}' with at least one byte between the first '{' and the
-// first '}' after it.
-func hashTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
+// checkKey refuses a key whose derived keys (package wire) could not
+// share its Redis Cluster slot: one with a '}' but no valid hash tag
+// (wire.Slottable).
+func checkKey(key string) error {
+	if wire.Slottable(key) {
+		return nil
 	}
-	j := strings.IndexByte(key[i+1:], '}')
-	return j > 0
+	return fmt.Errorf("redisnode: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, quote(key))
 }
 
-// guardKey names the release-guard key for key and value. It hashes to the
-// same Cluster slot as key: a key with a hash tag keeps it, any other key
-// becomes the tag of the guard key ("{key}" hashes like "key").
+// guardKey names the release-guard key of key for value (wire.GuardKey),
+// in key's Cluster slot; checkKey's error for a key it refuses.
 func guardKey(key, value string) (string, error) {
-	h := guardHash(value)
-	if hashTag(key) {
-		return key + ":release-guard:" + string(h[:]), nil // one allocation
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
-	if strings.Contains(key, "}") {
-		return slotKey(key, "") // the error
-	}
-	return "{" + key + "}:release-guard:" + string(h[:]), nil
+	return wire.GuardKey(key, value), nil
 }
 
-// guardHash is the part of the release-guard key that names the value: 24
-// hex digits of its SHA-256.
-func guardHash(value string) [24]byte {
-	var buf [160]byte // a lock's value fits: no allocation to hash it
-	sum := sha256.Sum256(append(buf[:0], value...))
-	var h [24]byte
-	hex.Encode(h[:], sum[:12])
-	return h
-}
-
-// fenceKey names the fencing counter of key, in key's Cluster slot.
-func fenceKey(key string) (string, error) { return slotKey(key, ":fence") }
-
-// slotKey names an auxiliary key of the lock key that hashes to the same
-// Cluster slot: a key with a hash tag keeps it, any other key becomes the tag
-// ("{key}" hashes like "key").
-func slotKey(key, suffix string) (string, error) {
-	if hashTag(key) {
-		return key + suffix, nil
+// fenceKey names the fencing counter of key (wire.FenceKey), in key's
+// Cluster slot; checkKey's error for a key it refuses.
+func fenceKey(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
-	if strings.Contains(key, "}") {
-		return "", fmt.Errorf("redisnode: %w: key %s has '}' but no valid hash tag (a non-empty {...}), so its keys could not share one cluster slot", redlock.ErrNotSent, quote(key))
-	}
-	return "{" + key + "}" + suffix, nil
+	return wire.FenceKey(key), nil
 }

@@ -16,7 +16,12 @@ import (
 // notifications that Watch receives). Each starts with a header naming its
 // KEYS, ARGV, the commands it calls and its return values, so that adapters
 // for other clients can run exactly the same scripts. Every key a script
-// touches for one lock shares the lock key's Redis Cluster hash slot.
+// touches for one lock shares the lock key's Redis Cluster hash slot. The
+// scripts derive no names: the Node sends every key (KEYS) and the release
+// channel (ARGV) as package internal/wire names them (wire.GuardKey,
+// wire.FenceKey, wire.WaitingKey, wire.QueueKey, wire.QueueTTLKey,
+// wire.Channel); they build only a hold's member (wire.Member) and read and
+// write the fencing counter's value (wire.FormatFence).
 //
 //go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua scripts/acquire_queued.lua scripts/leave_queue.lua
 var Scripts embed.FS

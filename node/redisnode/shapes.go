@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -20,11 +21,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if err != nil {
 		return 0, err
 	}
-	waiting, err := slotKey(key, ":waiting")
-	if err != nil {
-		return 0, err
-	}
-	guard, err := guardKey(key, member(h))
+	guard, err := guardKey(key, wire.Member(h.Group, h.ID))
 	if err != nil {
 		return 0, err
 	}
@@ -32,7 +29,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if h.Yield {
 		yield = "1"
 	}
-	res, err := n.run(ctx, acquireHoldScript, []string{key, waiting, guard},
+	res, err := n.run(ctx, acquireHoldScript, []string{key, wire.WaitingKey(key), guard},
 		h.Group, h.ID, ms, h.Limit, h.Waiter, max(h.WaitTTL.Milliseconds(), 1), yield)
 	return int(max(res, 0)), err
 }
@@ -57,14 +54,10 @@ func (n *Node) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 	if guard > 0 {
 		gms = max(guard.Milliseconds(), 1)
 	}
-	gkey, err := guardKey(key, member(h))
+	gkey, err := guardKey(key, wire.Member(h.Group, h.ID))
 	if err != nil {
 		return false, err
 	}
-	queue, queueTTL, channel := queueKeys(key)
-	res, err := n.run(ctx, releaseHoldScript, []string{key, gkey, queue, queueTTL}, h.Group, h.ID, gms, channel)
+	res, err := n.run(ctx, releaseHoldScript, []string{key, gkey, wire.QueueKey(key), wire.QueueTTLKey(key)}, h.Group, h.ID, gms, wire.Channel(key, ""))
 	return res == 1, err
 }
-
-// member is a hold's sorted-set member: "<group>\n<id>".
-func member(h redlock.Hold) string { return h.Group + "\n" + h.ID }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -37,8 +38,7 @@ func TestShapeScriptsOnRealServers(t *testing.T) {
 		n := tc.n
 		t.Run(n.Addr(), func(t *testing.T) {
 			for _, key := range []string{"shape:plain", "{tenant}:shape"} {
-				waiting, err := slotKey(key, ":waiting")
-				require.NoError(t, err)
+				waiting := wire.WaitingKey(key)
 				hold := func(group, id string) redlock.Hold { return redlock.Hold{Group: group, ID: id} }
 				acquire := func(h redlock.Hold, ttl time.Duration) int {
 					t.Helper()

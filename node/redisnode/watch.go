@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -61,13 +62,10 @@ func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string
 	if strings.ContainsRune(group, '\n') {
 		return nil, fmt.Errorf("redisnode: %s: %w: Watch of key %s: group %s contains a newline", n.addr, redlock.ErrNotSent, quote(key), quote(group))
 	}
-	channel, err := slotKey(key, ":released")
-	if err != nil {
+	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	if group != "" {
-		channel += ":" + group
-	}
+	channel := wire.Channel(key, group)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisnode: %s: watch %s: %w", n.addr, quote(key), err)
 	}

@@ -7,7 +7,7 @@
 -- KEYS[3]  the fencing counter of the lock (same hash slot):
 --          "<counter>:<run>", the server run that wrote it (its run_id
 --          and master_replid, as run() below reads them)
---          (raise_fence.lua; internal/fencecounter)
+--          (raise_fence.lua; internal/wire, fence.go)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  optional, test-only: "anyrun" reads a counter of any run

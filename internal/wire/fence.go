@@ -1,10 +1,10 @@
-// Package fencecounter is the encoding of a lock's fencing counter on a
-// master, "{name}:fence": the counter and the server run that last wrote it,
-// "<counter>:<run>", where a Redis run is its run_id followed by its
-// master_replid (a master demoted, resynced and promoted again keeps its
-// run_id but not its replication ID); memnode's run is its RunID. The scripts of node/redisnode read and write it in
-// Lua (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua); memnode and
-// the Go readers (Peek, quorumlock status) use this package, so that the
+// The fencing counter's value, at FenceKey(name): the counter and the
+// server run that last wrote it, "<counter>:<run>", where a Redis run is its
+// run_id followed by its master_replid (a master demoted, resynced and
+// promoted again keeps its run_id but not its replication ID); memnode's run
+// is its RunID. The scripts of node/redisnode read and write it in Lua
+// (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua); memnode and the
+// Go readers (Peek, quorumlock status) use the functions here, so that the
 // rule is written once on each side of the wire.
 //
 // Why the run: a counter that a master brings back from its disk after a
@@ -14,28 +14,27 @@
 // a counter that either survived or is known lost (docs/algorithm.md,
 // "Fencing tokens"). So an acquire reads a counter written by another run
 // of the server as lost (0), and the coordinator's epoch rule covers it.
-package fencecounter
+
+package wire
 
 import (
 	"errors"
 	"strconv"
 	"strings"
-
-	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
-// ErrNoCounter is returned by Parse for a value that is no counter (a lock
+// ErrNoCounter is returned by ParseFence and ReadFence for a value that is no counter (a lock
 // named like a counter key, for example).
 var ErrNoCounter = errors.New("holds no fencing counter")
 
-// Parse reads a counter value s as the scripts do: "<digits>:<hex run>"
+// ParseFence reads a counter value s as the scripts do: "<digits>:<hex run>"
 // gives that number and run; a plain number (written before counters
 // carried their run, read as Lua 5.1's tonumber reads it) gives its value
 // truncated toward zero and run "", which is no server's run; anything
 // else, and a number whose magnitude is 2^53 or more (where Lua's doubles
 // stop counting by one; NaN, infinities), fails with ErrNoCounter.
-func Parse(s string) (n int64, run string, err error) {
-	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) && hex(r) {
+func ParseFence(s string) (n int64, run string, err error) {
+	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) && hexDigits(r) {
 		v, err := strconv.ParseFloat(num, 64) // Lua's tonumber: a double
 		if err != nil || !exact(v) {
 			return 0, "", ErrNoCounter
@@ -53,25 +52,26 @@ func Parse(s string) (n int64, run string, err error) {
 // below 2^53 in magnitude (not NaN).
 func exact(f float64) bool { return f > -0x1p53 && f < 0x1p53 }
 
-// Read is what an acquire reads from a counter value s on a server whose
-// current run is run: the counter when this run wrote it, else 0 (the
-// counter counts as lost). found is false when the key is absent.
-func Read(s string, found bool, run string) (int64, error) {
+// ReadFence is what an acquire reads from a counter value s on a server
+// whose current run is run: the counter when this run wrote it, else 0 (the
+// counter counts as lost); with anyRun (knobs.NoRunStamp, test-only) a
+// counter of any run counts. found is false when the key is absent.
+func ReadFence(s string, found bool, run string, anyRun bool) (int64, error) {
 	if !found {
 		return 0, nil
 	}
-	n, r, err := Parse(s)
+	n, r, err := ParseFence(s)
 	if err != nil {
 		return 0, err
 	}
-	if r != run && !knobs.NoRunStamp.Load() { // test-only: a counter of any run counts
+	if r != run && !anyRun {
 		return 0, nil
 	}
 	return n, nil
 }
 
-// Format is the value raise_fence.lua writes: counter n of run run.
-func Format(n int64, run string) string {
+// FormatFence is the value raise_fence.lua writes: counter n of run run.
+func FormatFence(n int64, run string) string {
 	return strconv.FormatInt(n, 10) + ":" + run
 }
 
@@ -87,7 +87,7 @@ func digits(s string) bool {
 	return true
 }
 
-func hex(s string) bool {
+func hexDigits(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -1,4 +1,4 @@
-package fencecounter
+package wire
 
 import (
 	"errors"
@@ -30,17 +30,17 @@ func TestParseLegacy(t *testing.T) {
 		{"7:", none}, {":ab", none}, {"7:xyz", none}, {"-7:ab", none},
 	} {
 		got := none
-		n, run, err := Parse(tc.s)
+		n, run, err := ParseFence(tc.s)
 		switch {
 		case err == nil && run != "":
-			t.Errorf("Parse(%q) gave run %q, want none", tc.s, run)
+			t.Errorf("ParseFence(%q) gave run %q, want none", tc.s, run)
 		case err == nil:
 			got = n
 		case !errors.Is(err, ErrNoCounter):
-			t.Errorf("Parse(%q) = %v, want ErrNoCounter", tc.s, err)
+			t.Errorf("ParseFence(%q) = %v, want ErrNoCounter", tc.s, err)
 		}
 		if got != tc.want {
-			t.Errorf("Parse(%q) = %d, want %d (%d: no counter)", tc.s, got, tc.want, none)
+			t.Errorf("ParseFence(%q) = %d, want %d (%d: no counter)", tc.s, got, tc.want, none)
 		}
 	}
 }
@@ -55,21 +55,24 @@ func TestReadByRun(t *testing.T) {
 		want  int64
 	}{
 		{"", false, 0},
-		{Format(42, run), true, 42},
-		{Format(42, old), true, 0},
+		{FormatFence(42, run), true, 42},
+		{FormatFence(42, old), true, 0},
 		{"42", true, 0},
-		{Format(1764300000123456, run), true, 1764300000123456},
+		{FormatFence(1764300000123456, run), true, 1764300000123456},
 	} {
-		got, err := Read(tc.s, tc.found, run)
+		got, err := ReadFence(tc.s, tc.found, run, false)
 		if err != nil || got != tc.want {
-			t.Errorf("Read(%q, %v, %q) = %d, %v; want %d", tc.s, tc.found, run, got, err, tc.want)
+			t.Errorf("ReadFence(%q, %v, %q) = %d, %v; want %d", tc.s, tc.found, run, got, err, tc.want)
 		}
 	}
-	if _, err := Read("x", true, run); !errors.Is(err, ErrNoCounter) {
-		t.Errorf("Read(\"x\") = %v, want ErrNoCounter", err)
+	if _, err := ReadFence("x", true, run, false); !errors.Is(err, ErrNoCounter) {
+		t.Errorf("ReadFence(\"x\") = %v, want ErrNoCounter", err)
 	}
-	n, r, err := Parse(Format(9, run))
+	if got, err := ReadFence(FormatFence(42, old), true, run, true); got != 42 || err != nil {
+		t.Errorf("ReadFence of another run's counter with anyRun = %d, %v; want 42", got, err)
+	}
+	n, r, err := ParseFence(FormatFence(9, run))
 	if n != 9 || r != run || err != nil {
-		t.Errorf("Parse(Format(9, %q)) = %d, %q, %v", run, n, r, err)
+		t.Errorf("ParseFence(FormatFence(9, %q)) = %d, %q, %v", run, n, r, err)
 	}
 }
