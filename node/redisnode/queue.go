@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -86,8 +87,17 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 		return err
 	}
 	queue, queueTTL, channel := queueKeys(key)
-	_, err = n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel, wms)
+	_, err = n.run(ctx, leaveQueueScript, []string{key, queue, queueTTL}, w.ID, channel, wms, noTombstone())
 	return err
+}
+
+// noTombstone is leave_queue.lua's test-only argument: "notomb" leaves no
+// tombstone (knobs.NoLeaveTombstone), "" the tombstone.
+func noTombstone() string {
+	if knobs.NoLeaveTombstone.Load() {
+		return "notomb"
+	}
+	return ""
 }
 
 // queueKeys names key's fair queue, its expiries and its release channel, in
