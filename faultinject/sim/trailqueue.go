@@ -56,7 +56,7 @@ const (
 // parseQueueTrail translates a queue.pml trail (ParseTrail).
 func parseQueueTrail(t *Trail) (Script, error) {
 	if t.Cycle && t.CycleSteps > 0 {
-		return Script{}, fmt.Errorf("trail %s: its cycle repeats %d steps, which a replay plays once; it cannot be replayed", t.Name, t.CycleSteps)
+		return Script{}, fmt.Errorf("trail %s: %d events repeat in its cycle, which a replay plays once: it cannot be replayed", t.Name, t.CycleSteps)
 	}
 	if err := t.queueTimes(); err != nil {
 		return Script{}, err
