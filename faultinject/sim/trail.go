@@ -214,7 +214,8 @@ func modelRate(ttl, d int) float64 { return float64(ModelTTL(ttl)) / float64(Mod
 // options (fencing, quarantine, a late client, the shape, the lock delay,
 // the prior counter) are the configuration's; a
 // mechanism the trail's configuration switched off is the caller's to
-// switch off (internal/knobs).
+// switch off (internal/knobs). A trail of model/queue.pml (the waiting
+// line) becomes waiting Lock calls instead (trailqueue.go).
 func ParseTrail(r io.Reader) (Script, Trail, error) {
 	t, err := ReadTrail(r)
 	if err != nil {
