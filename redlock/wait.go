@@ -76,7 +76,7 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	took := time.Since(wg.began)
 	if wg.w == nil && k == 0 {
 		var fresh bool
-		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id()); fresh {
+		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id()); fresh && !m.c.cfg.knobs.NoFreshLook { // test-only switch (internal/knobs)
 			// A release between the attempt and the watch went
 			// unreported: look once more now that it listens.
 			return nil

@@ -29,6 +29,14 @@ const (
 	// DoReturned: Mutex.Do returned. Valid is what Lease.Valid reported
 	// right after; Until the lease's validity deadline then.
 	DoReturned Kind = "do-returned"
+	// Waiting: a waiting Lock call (one that retries until it gets the
+	// lock) began. Within is how long it may go on while the lock is free
+	// (Granted; 0: not judged). It ends at its client's next Acquired or
+	// GaveUp event of the lock.
+	Waiting Kind = "waiting"
+	// GaveUp: a waiting Lock call ended without a lease (its context
+	// ended, or it gave up).
+	GaveUp Kind = "gave-up"
 )
 
 // What the recorder observed on the masters.
@@ -57,6 +65,16 @@ const (
 	// Outlived: what Note describes was still on master Node one TTL after
 	// every client closed.
 	Outlived Kind = "outlived"
+	// Refused: master Node refused the acquire of waiter Token (a waiter
+	// ID in the master's waiting line) for Client's Lock call although the
+	// lock key was free. Line is the master's line right after (its live
+	// waiters, first first); Late says the acquire applied after its
+	// caller had stopped waiting for it (a copy the network delayed).
+	Refused Kind = "refused"
+	// Left: waiter Token left master Node's waiting line: its LeaveQueue
+	// applied there, or its acquire took the key there in a binding (fair)
+	// line. Note says which.
+	Left Kind = "left"
 )
 
 // What the protected resource itself kept.
@@ -120,6 +138,14 @@ type Event struct {
 	Guard    time.Duration `json:"guard,omitempty"`
 	// Seq, on Stored, is the write's place in the resource's own order.
 	Seq int64 `json:"seq,omitempty"`
+	// Within, on Waiting, bounds how long the call may go on while the
+	// lock is free (0: not judged).
+	Within time.Duration `json:"within,omitempty"`
+	// Line and Late, on Refused: the master's waiting line right after the
+	// refusal (its live waiters' IDs, first first), and whether the acquire
+	// applied after its caller had stopped waiting for it.
+	Line []string `json:"line,omitempty"`
+	Late bool     `json:"late,omitempty"`
 	// Note describes the event in words, for a report.
 	Note string `json:"note,omitempty"`
 	// Err is the error text of LockLost, when there was one.

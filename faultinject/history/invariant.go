@@ -33,10 +33,15 @@ const (
 	// closed, unless the coordinator documents them; anything left one TTL
 	// later).
 	Cleanup
+	// Progress: what the waiting line promises about who gets a free lock
+	// (a master refuses a waiter the free key only for a live waiter ahead
+	// of it; a waiting call gets a lock that stays free). A break delays
+	// callers, it never lets two in.
+	Progress
 )
 
 func (c Class) String() string {
-	return [...]string{"?", "exclusion", "fencing", "write", "contract", "cleanup"}[c]
+	return [...]string{"?", "exclusion", "fencing", "write", "contract", "cleanup", "progress"}[c]
 }
 
 // Invariant is one property a history must have, as a value: its name,
@@ -63,6 +68,7 @@ var Invariants = []*Invariant{
 	&FreshWrites, &LeasedWrites,
 	&HoldsBound, &DoReleases,
 	&NoOrphans, &KeysExpire,
+	&KeptOut, &Granted,
 }
 
 // Violation is one break of an invariant.

@@ -31,6 +31,9 @@ var knobVars = map[string]*atomic.Bool{
 	"NoLockDelay":        &knobs.NoLockDelay,
 	"NoLockDelayStretch": &knobs.NoLockDelayStretch,
 	"NoBusyRetry":        &knobs.NoBusyRetry,
+	"NoFairRequeue":      &knobs.NoFairRequeue,
+	"NoLeaveTombstone":   &knobs.NoLeaveTombstone,
+	"NoFreshLook":        &knobs.NoFreshLook,
 }
 
 func knobNames() []string {

@@ -49,6 +49,11 @@ var modelCases = []struct {
 	{trail: "NoLockDelay", knob: "NoLockDelay", property: "lock-delay"},
 	{trail: "NoRunStamp", knob: "NoRunStamp", property: "token-order"},
 	{trail: "WallUptime", knob: "WallUptime", property: "mutual-exclusion"},
+	// The waiting line (queue.pml): waiting Lock calls in the masters'
+	// line, judged by history.KeptOut and history.Granted.
+	{trail: "NoLeaveTombstone", knob: "NoLeaveTombstone", property: "kept-out"},
+	{trail: "NoFairRequeue", knob: "NoFairRequeue", property: "kept-out"},
+	{trail: "NoFreshLook", knob: "NoFreshLook", property: "granted"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},

@@ -51,6 +51,14 @@ type Script struct {
 	// operation (a new process); the others meet every master before the
 	// workload starts.
 	Late []int
+	// Fair makes the lock WithFairQueue (a mutex); Backoff is its
+	// WithRetryBackoff, minimum and maximum alike (0: redlock's default).
+	Fair    bool
+	Backoff time.Duration
+	// Wait bounds each waiting Lock call (OpWait): it must get the lock
+	// before the lock has stayed free for Wait (history.Granted; 0: not
+	// judged).
+	Wait time.Duration
 	// Ops are the clients' operations; each client runs its own in order,
 	// each at its time (later if the previous one is still running).
 	Ops []ScriptOp
@@ -84,10 +92,14 @@ const (
 	OpExtend
 	// OpUnlock stops using the lease and releases it.
 	OpUnlock
+	// OpWait is a waiting Lock call (a mutex's Lock: it waits in the
+	// masters' line and retries), until it gets the lock or the script's
+	// Duration ends.
+	OpWait
 )
 
 func (k OpKind) String() string {
-	return [...]string{"lock", "write", "stall", "stall-write", "extend", "unlock"}[k]
+	return [...]string{"lock", "write", "stall", "stall-write", "extend", "unlock", "wait"}[k]
 }
 
 // ScriptOp is one client operation at a time.
@@ -106,9 +118,13 @@ const (
 	CallRelease                 // Release, ReleaseHold (the first and its retries)
 	CallRaise                   // RaiseFence (the fencing write-back)
 	CallExtend                  // Extend, ExtendHold
+	CallLeave                   // LeaveQueue (Attempt 0; Seq counts the client's on the master)
+	CallWatch                   // Watch: ApplyAt is when the subscription listens (Attempt 0)
 )
 
-func (k CallKind) String() string { return [...]string{"acquire", "release", "raise", "extend"}[k] }
+func (k CallKind) String() string {
+	return [...]string{"acquire", "release", "raise", "extend", "leave", "watch"}[k]
+}
 
 // ScriptCall steers one node call: the Seq-th call of Kind that client
 // Client makes to master Master for its Attempt-th acquisition (both from
@@ -173,6 +189,9 @@ func (s Script) String() string {
 	if s.Prior > 0 {
 		b += fmt.Sprintf(" prior=%d", s.Prior)
 	}
+	if s.Fair || s.Backoff > 0 || s.Wait > 0 {
+		b += fmt.Sprintf(" fair=%v backoff=%v wait=%v", s.Fair, s.Backoff, s.Wait)
+	}
 	for _, f := range s.Faults {
 		b += "\n  fault " + f.String()
 	}
@@ -190,7 +209,7 @@ func (s Script) String() string {
 // concurrently with a run that expects other knobs.
 func RunScript(s Script) Result {
 	p := s.Plan()
-	w := &world{plan: p, t0: time.Now().Add(p.TTL + 2*time.Second)}
+	w := &world{plan: p, t0: time.Now().Add(p.TTL + 2*time.Second), wait: s.Wait}
 	w.cut = make([][]int, p.Clients)
 	for c := range w.cut {
 		w.cut[c] = make([]int, p.Masters)
@@ -220,14 +239,21 @@ func RunScript(s Script) Result {
 	if p.Fencing {
 		lopts = append(lopts, redlock.WithFencing())
 	}
+	if s.Backoff > 0 {
+		lopts = append(lopts, redlock.WithRetryBackoff(s.Backoff, s.Backoff))
+	}
+	if s.Fair {
+		lopts = append(lopts, redlock.WithFairQueue())
+	}
 	for c := range p.Clients {
 		reg := &acquisitions{ids: map[string]int{}}
+		names := &waiterNames{client: c, to: map[string]string{}, from: map[string]string{}}
 		var ls []*link
 		var ns []redlock.Node
 		for m := range p.Masters {
 			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
 			ls = append(ls, l)
-			ns = append(ns, &scriptLink{link: l, script: &s, reg: reg, seq: map[callKey]int{}})
+			ns = append(ns, &scriptLink{link: l, script: &s, reg: reg, names: names, seq: map[callKey]int{}})
 		}
 		w.links = append(w.links, ls)
 		cl, err := redlock.New(ns, copts...)
@@ -324,6 +350,25 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			time.Sleep(d)
 		}
 		switch {
+		case op.Kind == OpWait && lease == nil:
+			// A waiting Lock call, until it gets the lock or the script
+			// ends (history.Granted judges how long it waited).
+			ctx, cancel := context.WithDeadline(withWorker(context.Background(), c*64), w.t0.Add(p.Duration))
+			w.record(history.Event{Client: c, Kind: history.Waiting, At: w.at(time.Now()), Lock: p.Names[0], Within: w.wait})
+			l, err := w.mutexes[c][0].Lock(ctx)
+			cancel()
+			w.mu.Lock()
+			w.attempts++
+			w.mu.Unlock()
+			w.checkErr("lock", err, lockErrs)
+			if err != nil {
+				w.record(history.Event{Client: c, Kind: history.GaveUp, At: w.at(time.Now()), Lock: p.Names[0], Err: err.Error()})
+				w.log("c%d: waiting lock failed: %v", c, err)
+				break
+			}
+			lease, h, stalled = l, &hold{depth: 1}, false
+			w.acquired(c, 0, h, lease)
+			w.log("c%d acquired %s (waiting) until +%v fence %d", c, h.name, lease.Until().Sub(h.start), h.fence)
 		case op.Kind == OpLock && lease == nil:
 			try := w.mutexes[c][0].TryLock
 			write := false
@@ -413,6 +458,7 @@ type scriptLink struct {
 	*link
 	script *Script
 	reg    *acquisitions
+	names  *waiterNames
 	mu     sync.Mutex
 	seq    map[callKey]int
 	idle   bool // the pool's idle connection
@@ -421,6 +467,8 @@ type scriptLink struct {
 var (
 	_ redlock.FencingNode = (*scriptLink)(nil)
 	_ redlock.ShapeNode   = (*scriptLink)(nil)
+	_ redlock.QueueNode   = (*scriptLink)(nil)
+	_ redlock.WatchNode   = (*scriptLink)(nil)
 )
 
 // take takes the idle connection, or dials a new one; it reports false

@@ -47,11 +47,13 @@ const (
 )
 
 // Trail is a model counterexample as SPIN printed it: the EV lines of
-// `spin -t -p` on model/redlock.pml or model/shapes.pml.
+// `spin -t -p` on model/redlock.pml, model/shapes.pml or model/queue.pml.
 type Trail struct {
-	// Name is the model configuration (model/check.sh), Flags its -D flags.
+	// Name is the model configuration (model/check.sh), Flags its -D flags,
+	// Model the model's file without ".pml" (from the header line).
 	Name  string
 	Flags []string
+	Model string
 	// Violation names the property the counterexample breaks.
 	Violation string
 	Events    []TrailEvent
@@ -64,6 +66,18 @@ type Trail struct {
 	// earlier lease granted that token wrote it back and the AOF synced it
 	// (PRIOR, "EV prior tok=1"; 0 without).
 	Prior int
+	// Queue is the waiting line's model (queue.pml; "EV start" with ETTL):
+	// its entry TTL, late copies' reach and backoff in ticks, and whether
+	// its calls are fair (binding).
+	Queue                bool
+	ETTL, Strag, Backoff int
+	Fair                 bool
+	// Cycle: the trail ends in an acceptance cycle (an LTL property's
+	// counterexample, "EV cycle" where it starts): the events after it
+	// repeat for ever. Only its ticks are kept (CycleSteps counts the
+	// other events in it).
+	Cycle      bool
+	CycleSteps int
 }
 
 // TrailEvent is one EV line: its kind and arguments, the tick it happened
@@ -98,6 +112,9 @@ func ReadTrail(r io.Reader) (Trail, error) {
 				if strings.HasPrefix(f, "-D") {
 					t.Flags = append(t.Flags, f)
 				}
+				if m, ok := strings.CutSuffix(f, ".pml"); ok {
+					t.Model = m
+				}
 			}
 			continue
 		}
@@ -121,6 +138,10 @@ func ReadTrail(r io.Reader) (Trail, error) {
 					t.Flags = append(t.Flags, "-Dshape="+v)
 					continue
 				}
+				if k == "next" && v == "none" { // queue.pml: a release or leave names no waiter
+					e.Args[k] = -1
+					continue
+				}
 				return t, fmt.Errorf("trail: %q: %s is not a number", line, f)
 			}
 			e.Args[k] = n
@@ -129,7 +150,15 @@ func ReadTrail(r io.Reader) (Trail, error) {
 		case "tick":
 			tick++
 			continue
+		case "cycle":
+			t.Cycle = true
+			continue
 		case "start":
+			if ettl, ok := e.Args["ETTL"]; ok {
+				t.Queue, t.N, t.C, t.ETTL = true, e.Args["N"], e.Args["C"], ettl
+				t.Strag, t.Backoff, t.Fair = e.Args["STRAG"], e.Args["BACKOFF"], e.Args["FAIR"] == 1
+				continue
+			}
 			t.N, t.C, t.A, t.TTL, t.Drift = e.Args["N"], e.Args["C"], e.Args["A"], e.Args["TTL"], e.Args["DRIFT"]
 			t.LockDelay = e.Args["LD"]
 			if k, ok := e.Args["K"]; ok {
@@ -140,10 +169,22 @@ func ReadTrail(r io.Reader) (Trail, error) {
 			t.Prior = e.Args["tok"]
 			continue
 		}
+		if t.Cycle {
+			t.CycleSteps++
+		}
 		t.Events = append(t.Events, e)
 	}
 	if err := sc.Err(); err != nil {
 		return t, err
+	}
+	if t.Queue {
+		if t.Cycle && t.Violation == "" {
+			t.Violation = "granted" // queue.pml's one LTL property
+		}
+		if t.N == 0 || t.C == 0 || t.ETTL == 0 {
+			return t, fmt.Errorf("trail %s: no \"EV start\" line with N, C and ETTL", t.Name)
+		}
+		return t, nil
 	}
 	if t.N == 0 || t.C == 0 || t.A == 0 || t.TTL == 0 {
 		return t, fmt.Errorf("trail %s: no \"EV start\" line with N, C, A and TTL", t.Name)
@@ -173,11 +214,16 @@ func modelRate(ttl, d int) float64 { return float64(ModelTTL(ttl)) / float64(Mod
 // options (fencing, quarantine, a late client, the shape, the lock delay,
 // the prior counter) are the configuration's; a
 // mechanism the trail's configuration switched off is the caller's to
-// switch off (internal/knobs).
+// switch off (internal/knobs). A trail of model/queue.pml (the waiting
+// line) becomes waiting Lock calls instead (trailqueue.go).
 func ParseTrail(r io.Reader) (Script, Trail, error) {
 	t, err := ReadTrail(r)
 	if err != nil {
 		return Script{}, t, err
+	}
+	if t.Queue {
+		s, err := parseQueueTrail(&t)
+		return s, t, err
 	}
 	if err := t.times(); err != nil {
 		return Script{}, t, err
@@ -420,10 +466,6 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 // constraints; the least times that meet them are found by relaxation.
 func (t *Trail) times() error {
 	n := len(t.Events)
-	type bound struct {
-		from, to int
-		d        time.Duration // at[to] >= at[from] + d
-	}
 	var bs []bound
 	began := map[string]int{} // round ("a3", "z3", "e3") -> event that began it
 	timedOut := map[string]bool{}
@@ -478,6 +520,22 @@ func (t *Trail) times() error {
 			bs = append(bs, bound{b, k, d}, bound{k, b, -d})
 		}
 	}
+	return t.solve(bs)
+}
+
+// bound is a difference constraint between two events' times:
+// at[to] >= at[from] + d.
+type bound struct {
+	from, to int
+	d        time.Duration
+}
+
+// solve gives every event the least time that meets bs and lies at or
+// after its tick's start (plus modelStep), by relaxation; it fails when
+// an event falls past its tick's window or the bounds contradict each
+// other.
+func (t *Trail) solve(bs []bound) error {
+	n := len(t.Events)
 	at := make([]time.Duration, n)
 	for k, e := range t.Events {
 		at[k] = time.Duration(e.Tick)*ModelTick + modelStep

@@ -32,6 +32,7 @@ var roles = map[history.Class]role{
 	history.Write:     unsafe,
 	history.Contract:  failure,
 	history.Cleanup:   failure,
+	history.Progress:  failure,
 }
 
 // judge checks events and puts the findings into r by the roles table, after the

@@ -28,6 +28,7 @@ func TestVerdict(t *testing.T) {
 	keyLoss := history.Event{Kind: history.KeysLost, At: 10 * ms, Node: 1}
 	twoHolds := []history.Event{{Client: 0, Kind: history.Acquired, At: 0, Lock: "lock-0", Token: "a", Until: 100 * ms, Holds: 2}}
 	orphan := []history.Event{{Kind: history.Leftover, At: time.Second, Lock: "lock-0", Token: "a", Node: 0, Note: "key lock-0"}}
+	keptOut := []history.Event{{Client: 1, Kind: history.Refused, At: 20 * ms, Lock: "lock-0", Token: "w", Node: 0}}
 	jump := []Fault{{Kind: ClockJump, Master: 0}}
 	cat := func(evs ...[]history.Event) []history.Event {
 		var out []history.Event
@@ -54,6 +55,7 @@ func TestVerdict(t *testing.T) {
 		{"token back after a key loss, strict", cat(tokenBack, []history.Event{keyLoss}), nil, true, true, Fail, "token-order"},
 		{"two holds, clock jumped", twoHolds, jump, false, true, Fail, "holds-bound"},
 		{"orphan key", orphan, nil, false, true, Fail, "orphan key lock-0 on m0"},
+		{"kept out, clock jumped", keptOut, jump, false, true, Fail, "kept-out"},
 	}
 	defer StrictFencing.Store(true)
 	for _, c := range cases {

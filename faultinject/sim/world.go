@@ -81,6 +81,8 @@ type world struct {
 	stores  []*memnode.FencedStore
 
 	deliveries deliveries
+	// wait is a script's bound on its waiting Lock calls (Script.Wait).
+	wait time.Duration
 
 	mu    sync.Mutex
 	cut   [][]int     // [client][master] > 0: cut

@@ -4,8 +4,8 @@
 // violation. Production code never sets them; they are internal to this
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
-// RawUptime, WallUptime and NoRunStamp are read by the nodes' code
-// (internal/notsent, internal/redisinfo, memnode and
+// RawUptime, WallUptime, NoRunStamp and NoLeaveTombstone are read by the
+// nodes' code (internal/notsent, internal/redisinfo, memnode and
 // redisnode's scripts' arguments) on each call.
 package knobs
 
@@ -69,6 +69,16 @@ var (
 	// granting nodes keep of it leave it out of their queues for the entry
 	// TTL while later waiters go first (a fairness defect, not a safety one).
 	NoFairRequeue atomic.Bool
+	// NoLeaveTombstone: LeaveQueue (leave_queue.lua, memnode) takes the
+	// waiter out of the line without leaving its tombstone, so a late copy
+	// of its acquire enters it again, ahead of the waiters behind it, for
+	// the entry TTL (the waiting line's kept-out, docs/verification.md).
+	NoLeaveTombstone atomic.Bool
+	// NoFreshLook: a Lock call whose first attempt failed starts its watch
+	// and waits, without the attempt it makes once the watch listens, so
+	// a release between that attempt and the watch goes unheard and the
+	// call sleeps its backoff on a free lock.
+	NoFreshLook atomic.Bool
 	// RawUptime: a server's uptime is taken as INFO's uptime_in_seconds,
 	// which Redis counts from its start time truncated to the second, so a
 	// client meeting a server just after its restart ends the quarantine up
@@ -109,6 +119,7 @@ type Set struct {
 	NoPanicRelease     bool
 	NoLockDelayStretch bool
 	NoFairRequeue      bool
+	NoFreshLook        bool
 	NoBusyRetry        bool
 }
 
@@ -129,6 +140,7 @@ func Load() Set {
 		NoPanicRelease:     NoPanicRelease.Load(),
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
 		NoFairRequeue:      NoFairRequeue.Load(),
+		NoFreshLook:        NoFreshLook.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 	}
 }

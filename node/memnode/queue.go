@@ -1,10 +1,14 @@
 package memnode
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -282,7 +286,15 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 			return
 		}
 		wasFirst := firstWaiter(arrivals) == w.ID
-		if n.leaveLocked(qk, tk, w.ID, now.Add(waiterTTL(w)), now) && wasFirst && n.lookupLocked(key, now) == nil {
+		var in bool
+		if knobs.NoLeaveTombstone.Load() { // test-only switch: out of the line, no tombstone
+			if _, in = arrivals[w.ID]; in {
+				n.dropLocked(qk, tk, w.ID, now)
+			}
+		} else {
+			in = n.leaveLocked(qk, tk, w.ID, now.Add(waiterTTL(w)), now)
+		}
+		if in && wasFirst && n.lookupLocked(key, now) == nil {
 			n.notifyLocked(key, now)
 		}
 	})
@@ -343,4 +355,32 @@ func (n *Node) firstLiveLocked(key string, now time.Time) string {
 		return ""
 	}
 	return firstWaiter(arrivals)
+}
+
+// Line returns the live waiters of key's line, first first (ties in arrival
+// broken by ID, as the scripts order them), nil when nobody waits; the
+// tombstones are left out. Tests use it to see why a waiter was refused.
+func (n *Node) Line(key string) []string {
+	_, qk, tk, err := n.queueKeys(key)
+	if err != nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock()
+	arrivals, err := n.scoredLocked(qk, now)
+	if err != nil {
+		return nil
+	}
+	expiries, _ := n.scoredLocked(tk, now)
+	var line []string
+	for id := range arrivals {
+		if exp, ok := expiries[id]; ok && !now.After(exp) {
+			line = append(line, id)
+		}
+	}
+	slices.SortFunc(line, func(a, b string) int {
+		return cmp.Or(arrivals[a].Compare(arrivals[b]), strings.Compare(a, b))
+	})
+	return line
 }

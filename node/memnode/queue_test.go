@@ -1,10 +1,12 @@
 package memnode_test
 
 import (
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -47,4 +49,60 @@ func TestQueueTombstoneOnVirtualTime(t *testing.T) {
 			t.Error(`Acquire("{lock}:queue") = false, want true: the queue key went with its last waiter`)
 		}
 	})
+}
+
+// TestLeaveQueueTombstoneKnob: a late copy of a waiter's AcquireQueued
+// after its LeaveQueue enters nothing (its tombstone), so the waiter behind
+// it takes the key once it is free; with knobs.NoLeaveTombstone it enters
+// the line again, ahead of that waiter, which is refused the free key (what
+// the waiting line's model calls kept-out). Line shows the line each time.
+func TestLeaveQueueTombstoneKnob(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tombstone", true: "NoLeaveTombstone"}[off], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				if off {
+					knobs.NoLeaveTombstone.Store(true)
+					defer knobs.NoLeaveTombstone.Store(false)
+				}
+				ctx := t.Context()
+				n := memnode.New("leave")
+				t0 := time.Now()
+				a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+				b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
+				if ok, err := n.Acquire(ctx, "lock", "holder", time.Hour); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				for _, w := range []redlock.Waiter{a, b} {
+					if ok, _, err := n.AcquireQueued(ctx, "lock", "v"+w.ID, time.Hour, w); ok || err != nil {
+						t.Fatal(w.ID, ok, err)
+					}
+				}
+				if got := n.Line("lock"); !slices.Equal(got, []string{"a", "b"}) {
+					t.Fatalf("Line = %q, want [a b]", got)
+				}
+				if err := n.LeaveQueue(ctx, "lock", a); err != nil {
+					t.Fatal(err)
+				}
+				if got := n.Line("lock"); !slices.Equal(got, []string{"b"}) {
+					t.Fatalf("Line after a's LeaveQueue = %q, want [b]", got)
+				}
+				if ok, _, err := n.AcquireQueued(ctx, "lock", "va", time.Hour, a); ok || err != nil { // the late copy
+					t.Fatal(ok, err)
+				}
+				want, granted := []string{"b"}, true
+				if off {
+					want, granted = []string{"a", "b"}, false
+				}
+				if got := n.Line("lock"); !slices.Equal(got, want) {
+					t.Fatalf("Line after a's late copy = %q, want %q", got, want)
+				}
+				if ok, err := n.Release(ctx, "lock", "holder", 0); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				if ok, _, err := n.AcquireQueued(ctx, "lock", "vb", time.Hour, b); ok != granted || err != nil {
+					t.Fatalf("b's AcquireQueued of the free key = %v, %v; want %v", ok, err, granted)
+				}
+			})
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -86,8 +87,17 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	_, err = n.run(ctx, leaveQueueScript, []string{key, wire.QueueKey(key), wire.QueueTTLKey(key)}, w.ID, wire.Channel(key, ""), wms)
+	_, err = n.run(ctx, leaveQueueScript, []string{key, wire.QueueKey(key), wire.QueueTTLKey(key)}, w.ID, wire.Channel(key, ""), wms, noTombstone())
 	return err
+}
+
+// noTombstone is leave_queue.lua's test-only argument: "notomb" leaves no
+// tombstone (knobs.NoLeaveTombstone), "" the tombstone.
+func noTombstone() string {
+	if knobs.NoLeaveTombstone.Load() {
+		return "notomb"
+	}
+	return ""
 }
 
 // checkWaiter checks w and returns its TTL in milliseconds.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -137,4 +138,44 @@ func TestTombstoneExpires(t *testing.T) {
 	q.release("locks:e", "holder")
 	ok, _ = q.acquire("locks:e", "va", long)
 	assert.True(t, ok)
+}
+
+// With knobs.NoLeaveTombstone leave_queue.lua takes the waiter out of
+// both keys (no tombstone), so the late copy of its AcquireQueued enters
+// the line again, ahead of the waiter behind it, which is refused the key
+// once it is free; a LeaveQueue of the only waiter leaves no queue key.
+func TestLeaveQueueNoTombstoneKnob(t *testing.T) {
+	knobs.NoLeaveTombstone.Store(true)
+	defer knobs.NoLeaveTombstone.Store(false)
+	q := newQueueT(t)
+	ctx := context.Background()
+	t0 := time.Now()
+	a := redlock.Waiter{ID: "a", Arrival: t0, TTL: time.Minute, Fair: true}
+	b := redlock.Waiter{ID: "b", Arrival: t0.Add(time.Millisecond), TTL: time.Minute, Fair: true}
+	ok, err := q.n.Acquire(ctx, "locks:notomb", "holder", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, w := range []redlock.Waiter{a, b} {
+		ok, _ = q.acquire("locks:notomb", "v"+w.ID, w)
+		require.False(t, ok, w.ID)
+	}
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:notomb", a))
+	assert.False(t, q.tombstone("locks:notomb", "a"), "no tombstone")
+	assert.False(t, q.queued("locks:notomb", "a"))
+
+	ok, _ = q.acquire("locks:notomb", "va", a) // the late copy
+	assert.False(t, ok, "the key is held")
+	assert.True(t, q.queued("locks:notomb", "a"), "the late copy entered a again")
+	q.release("locks:notomb", "holder")
+	ok, _ = q.acquire("locks:notomb", "vb", b)
+	assert.False(t, ok, "b is refused the free key: a is back ahead of it")
+
+	c := redlock.Waiter{ID: "c", Arrival: time.Now(), TTL: time.Minute, Fair: true}
+	ok, err = q.n.Acquire(ctx, "locks:alone", "holder", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, _ = q.acquire("locks:alone", "vc", c)
+	require.False(t, ok)
+	require.NoError(t, q.n.LeaveQueue(ctx, "locks:alone", c))
+	assert.Zero(t, q.admin.Exists(ctx, "{locks:alone}:queue", "{locks:alone}:queue:ttl").Val(), "no queue key left")
 }

@@ -21,6 +21,8 @@
 -- ARGV[2]  the lock's release channel (a pub/sub channel, not a key)
 -- ARGV[3]  how long the tombstone lives, in milliseconds (positive): the
 --          waiter's TTL
+-- ARGV[4]  optional, test-only: "notomb" leaves no tombstone (the waiter
+--          is only taken out of both keys; knobs.NoLeaveTombstone)
 --
 -- Commands used: TIME, ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE, ZADD,
 -- PEXPIRE, EXISTS, PUBLISH.
@@ -39,11 +41,17 @@ if #dead > 0 then
 end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[1]
 local left = redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+if ARGV[4] ~= 'notomb' then
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+elseif left == 1 then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
 local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1)) -- relative: see acquire_queued.lua
-redis.call('PEXPIRE', KEYS[2], ms)
-redis.call('PEXPIRE', KEYS[3], ms)
+if top[2] then
+  local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1)) -- relative: see acquire_queued.lua
+  redis.call('PEXPIRE', KEYS[2], ms)
+  redis.call('PEXPIRE', KEYS[3], ms)
+end
 if left == 0 then
   return 0
 end
