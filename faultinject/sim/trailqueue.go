@@ -24,6 +24,8 @@ import (
 //     (its rollback, or its Unlock, "unlock c": OpUnlock); "leave c m" the
 //     client's next LeaveQueue on m; "watch c" makes the client's next
 //     Watch on every master listen from then.
+//   - "wake c" with no later "attempt c": the woken call's attempt, whose
+//     acquires reach no master within the trail (the model never ran it).
 //   - A call the trail never applies is lost; a call the trail does not
 //     script (a rollback's release to a master the key was not on, every
 //     call after the trail's end) reaches its master at once.
@@ -93,8 +95,15 @@ func parseQueueTrail(t *Trail) (Script, error) {
 		watches  = map[[2]int]int{}      // (client, master): Watches so far
 		arrival  = map[int]time.Duration{}
 	)
+	// lastAttempt: each client's last "attempt" event, by index.
+	lastAttempt := map[int]int{}
+	for k, e := range t.Events {
+		if e.Kind == "attempt" {
+			lastAttempt[e.Args["c"]] = k
+		}
+	}
 	var last time.Duration
-	for _, e := range t.Events {
+	for k, e := range t.Events {
 		a := e.Args
 		c, m := a["c"], a["m"]
 		last = max(last, e.At)
@@ -159,13 +168,28 @@ func parseQueueTrail(t *Trail) (Script, error) {
 			}
 		case "unlock":
 			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: c, Kind: OpUnlock})
+		case "wake":
+			// The woken call attempts at once (its watch's wake-up). When
+			// the trail goes on without that attempt, its acquires reach
+			// no master within the trail (the network holds them): the
+			// model's scheduler never ran it. A wake whose attempt the
+			// trail does schedule would start it earlier than the model
+			// does: not replayed.
+			if la, ok := lastAttempt[c]; ok && la > k {
+				return Script{}, fmt.Errorf("trail %s: %q cannot be replayed (the woken call attempts at once, the trail's attempt comes later)", t.Name, e.Line)
+			}
+			cur[c] = attempts[c]
+			attempts[c]++
+			for m := range t.N {
+				get(CallAcquire, c, m, cur[c], 0).DropRequest = true
+			}
 		case "fail", "grant", "publish", "note", "violate":
 			// The round's decision (its time is queueTimes'), a
 			// notification (the masters send it), the property.
 		default:
-			// "wake" and "backoff" start an attempt at a time of the
-			// client's choosing (a wake-up's handling, the backoff's
-			// jitter); "giveup", "die" and "nlost" have no script step yet.
+			// "backoff" starts an attempt at a time of the client's
+			// choosing (the backoff's jitter); "giveup", "die" and
+			// "nlost" have no script step yet.
 			return Script{}, fmt.Errorf("trail %s: %q cannot be replayed (no script step for %q)", t.Name, e.Line, e.Kind)
 		}
 	}

@@ -70,6 +70,7 @@ func TestParseQueueTrail(t *testing.T) {
 	const head = "# model/check.sh q: spin -t -p -DC=2 queue.pml\nEV start N=3 C=2 ETTL=2 STRAG=1 BACKOFF=1 FAIR=1\n"
 	for _, bad := range []struct{ trail, want string }{
 		{head + "EV lock c=0\nEV attempt c=0 g=0\nEV deadline c=0\nEV fail c=0 g=0\nEV watch c=0\nEV backoff c=0\n", `no script step for "backoff"`},
+		{head + "EV lock c=0\nEV attempt c=0 g=0\nEV deadline c=0\nEV fail c=0 g=0\nEV watch c=0\nEV wake c=0\nEV tick\nEV attempt c=0 g=0\n", "the woken call attempts at once"},
 		{head + "EV lock c=0\nEV attempt c=0 g=0\nEV cycle\nEV tick\nEV lock c=1\n", "1 events repeat in its cycle"},
 		{head + "EV lock c=1\nEV tick\nEV lock c=0\n", "client 1's Lock call begins a millisecond before client 0's"},
 	} {
