@@ -220,7 +220,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 			break
 		}
 	}
-	info := LockInfo{Name: name, Shape: ShapeMutex, Fenced: l.fencing}
+	info := LockInfo{Name: name, Shape: shapeMutex, Fenced: l.fencing}
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
@@ -229,16 +229,16 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).
-func shapeOf(ctor string, hold Hold) Shape {
+func shapeOf(ctor string, hold Hold) string {
 	switch {
 	case ctor == "NewReentrant":
-		return ShapeReentrant
+		return shapeReentrant
 	case ctor == "NewSemaphore":
-		return ShapeSemaphore
+		return shapeSemaphore
 	case hold.Group == readerGroup:
-		return ShapeRead
+		return shapeRead
 	}
-	return ShapeWrite
+	return shapeWrite
 }
 
 // Stats is a snapshot of a client's per-node work, in node order.

@@ -54,7 +54,7 @@ func (c *Client) NewElection(name string, opts ...LockOption) (*Election, error)
 	if err != nil {
 		return nil, err
 	}
-	m.info.Shape = ShapeElection
+	m.info.Shape = shapeElection
 	return &Election{m: m}, nil
 }
 
@@ -140,9 +140,9 @@ func (t termRecord) put(ctx context.Context, refresh bool) bool {
 	if c.usable() != nil {
 		return false
 	}
-	ttl, nop := t.ttl(), NodeFence
+	ttl, nop := t.ttl(), OpFence
 	if refresh {
-		nop = NodeExtend
+		nop = OpExtend
 	}
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
@@ -170,7 +170,7 @@ func (t termRecord) remove(ctx context.Context) {
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodeRelease,
+		node:    OpRelease,
 		lock:    &t.m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return mb.node.Release(ctx, t.key, t.value, 0)
@@ -386,7 +386,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodePeek,
+		node:    OpPeek,
 		lock:    &m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
 			v, _, err := mb.peek.Peek(ctx, m.name)

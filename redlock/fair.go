@@ -180,7 +180,7 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 	o := op{
 		timeout: m.c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodeLeave,
+		node:    OpLeave,
 		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return true, mb.queue.LeaveQueue(ctx, m.name, q)

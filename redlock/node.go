@@ -223,7 +223,7 @@ type ServerInfo struct {
 	Uptime time.Duration
 	// Settings holds the server's INFO fields that decide whether the
 	// lock's assumptions hold (redis_version, maxmemory_policy,
-	// aof_enabled, role, connected_slaves, ...; see ServerCheckEvent),
+	// aof_enabled, role, connected_slaves, ...; see NodeStateEvent.Findings),
 	// keyed as INFO names them. The client judges them when it meets a run
 	// of the server for the first time. nil when the node cannot tell; a
 	// field it cannot tell is absent.
