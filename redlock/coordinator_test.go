@@ -382,7 +382,7 @@ func TestConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	for ctor, build := range map[string]func() error{
 		"NewElection":  func() error { _, err := q.NewElection("e", redlock.WithTTL(4*time.Second)); return err },
-		"NewRWMutex":   func() error { _, err := q.NewRWMutex("rw", redlock.WithTTL(4*time.Second)); return err },
+		"NewRWMutex":   func() error { _, _, err := q.NewRWMutex("rw", redlock.WithTTL(4*time.Second)); return err },
 		"NewSemaphore": func() error { _, err := q.NewSemaphore("s", 2, redlock.WithTTL(4*time.Second)); return err },
 		"NewReentrant": func() error { _, err := q.NewReentrant("r", "me", redlock.WithTTL(4*time.Second)); return err },
 	} {

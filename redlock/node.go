@@ -129,7 +129,7 @@ type Hold struct {
 	Waiter  string
 	WaitTTL time.Duration
 	// Yield refuses the acquire while any waiting mark is live (every read
-	// hold of an RWMutex: only a writer with WithWriterPreference leaves
+	// hold of a read-write lock: only a writer with WithWriterPreference leaves
 	// marks).
 	Yield bool
 }

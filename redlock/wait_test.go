@@ -255,19 +255,19 @@ func TestWokenHoldWaitersAreScattered(t *testing.T) {
 		for _, m := range ms {
 			m.SetDelay(time.Millisecond)
 		}
-		sem := func(c *redlock.Client) *redlock.Semaphore {
+		sem := func(c *redlock.Client) *redlock.Mutex {
 			s, err := c.NewSemaphore("sem", 1, redlock.WithRetryBackoff(time.Hour, time.Hour))
 			require.NoError(t, err)
 			return s
 		}
-		lease, err := sem(newClient(t, nodes)).TryAcquire(context.Background())
+		lease, err := sem(newClient(t, nodes)).TryLock(context.Background())
 		require.NoError(t, err)
 		clients, attempts := clocked(t, ms, 3)
 		got := make(chan lockResult, len(clients))
 		for _, cl := range clients {
 			s := sem(cl)
 			go func() {
-				l, err := s.Acquire(context.Background())
+				l, err := s.Lock(context.Background())
 				got <- lockResult{l, err, time.Now()}
 			}()
 		}

@@ -221,7 +221,7 @@ func TestRunServesMetrics(t *testing.T) {
 		{"quorumlock_run_lock_held", []string{"lock=" + name}, 1},
 		{"quorumlock_lock_wait_seconds_count", []string{"outcome=ok", "shape=mutex"}, 1},
 		{"quorumlock_lock_wait_seconds_count", nil, 1}, // and no other outcome
-		{"quorumlock_lock_attempts_count", []string{"outcome=ok", "shape=mutex"}, 1}, // one acquisition
+		{"quorumlock_lock_attempts_count", []string{"outcome=ok", "shape=mutex"}, 1},
 	} {
 		if v, _ := s.sum(c.name, c.labels...); v != c.want {
 			t.Errorf("while held: %s%v = %v, want %v", c.name, c.labels, v, c.want)

@@ -235,13 +235,13 @@ func RunScript(s Script) Result {
 		}
 		w.clients = append(w.clients, cl)
 		mus := make([]*redlock.Mutex, 1)
-		rws := make([]*redlock.RWMutex, 1)
-		sems := make([]*redlock.Semaphore, 1)
+		rws := make([][2]*redlock.Mutex, 1)
+		sems := make([]*redlock.Mutex, 1)
 		switch s.Shape.Kind {
 		case MutexLock:
 			mus[0], err = cl.NewMutex(scriptName, lopts...)
 		case RWLock:
-			rws[0], err = cl.NewRWMutex(scriptName, lopts...)
+			rws[0][0], rws[0][1], err = cl.NewRWMutex(scriptName, lopts...)
 		case SemaphoreLock:
 			sems[0], err = cl.NewSemaphore(scriptName, s.Shape.K, lopts...)
 		default:
@@ -328,12 +328,12 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			write := false
 			switch sh.Kind {
 			case RWLock:
-				try, write = w.rws[c][0].TryRLock, c == 0
+				try, write = w.rws[c][0][0].TryLock, c == 0
 				if write {
-					try = w.rws[c][0].TryLock
+					try = w.rws[c][0][1].TryLock
 				}
 			case SemaphoreLock:
-				try = w.sems[c][0].TryAcquire
+				try = w.sems[c][0].TryLock
 			}
 			ctx, cancel := ctxFor(time.Second)
 			l, err := try(ctx)
