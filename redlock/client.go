@@ -55,7 +55,6 @@ type member struct {
 	peek     PeekNode
 	shape    ShapeNode
 	queue    QueueNode
-	watcher  WatchNode
 	addr     string
 	inflight atomic.Int32
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
@@ -140,7 +139,6 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		mb.peek, _ = n.(PeekNode)
 		mb.shape, _ = n.(ShapeNode)
 		mb.queue, _ = n.(QueueNode)
-		mb.watcher, _ = n.(WatchNode)
 		c.members = append(c.members, mb)
 	}
 	for _, d := range cfg.durable {

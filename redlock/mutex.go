@@ -60,7 +60,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // while others wait joins the line behind them, even when the lock is free
 // at that instant; a call in line takes a free lock whatever its place
 // (WithFairQueue makes the order binding). A release wakes the line's first
-// waiter, in whichever client it is (WatchNode), and the backoff covers
+// waiter, in whichever client it is (QueueNode.Watch), and the backoff covers
 // what no release reports (docs/algorithm.md, "Waiting"). TryLock ignores
 // the line.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {

@@ -170,7 +170,7 @@ func WithMinValidity(d time.Duration) LockOption {
 // WithRetryBackoff sets Lock's delay between attempts: after failed attempt
 // k it waits a random duration in [d/2, d] with d = min(max, min*2^k), so
 // competing clients do not retry in lockstep. On nodes that report
-// releases (WatchNode) a waiting call also wakes when the holder releases
+// releases (QueueNode.Watch) a waiting call also wakes when the holder releases
 // (docs/algorithm.md, "Waiting"): a plain lock's woken call then tries
 // after a random delay under four times its last attempt's duration, so
 // that the calls of several clients woken by one release do not split the

@@ -16,7 +16,7 @@ import (
 // nodes' line (fair.go).
 //
 // It always sleeps its backoff. When the nodes report releases
-// (WatchNode), the client also keeps one watch per lock name while any of
+// (QueueNode.Watch), the client also keeps one watch per lock name while any of
 // its Lock calls waits for that name (and for watchLinger after the last
 // one stops). A node's release names the first waiter of its line
 // (QueueNode), and only that waiter, in whichever client it is, counts the
@@ -228,11 +228,11 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 	stops := make([]func(), len(c.members))
 	var wg sync.WaitGroup
 	for i, mb := range c.members {
-		if mb.watcher == nil || mb.watchDenied.Load() {
+		if mb.queue == nil || mb.watchDenied.Load() {
 			continue
 		}
 		wg.Go(func() {
-			stop, err := mb.watcher.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
+			stop, err := mb.queue.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
 			switch {
 			case err == nil:
 				stops[i] = stop
@@ -371,7 +371,7 @@ func (c *Client) endWatch(w *watch) {
 		w.linger = nil
 	}
 	for _, stop := range w.stops {
-		stop() // does not block on the network (WatchNode)
+		stop() // does not block on the network (QueueNode.Watch)
 	}
 	w.stops = nil
 }

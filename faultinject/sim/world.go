@@ -46,7 +46,7 @@ type Result struct {
 	Holds    int // leases granted
 	Attempts int
 	// Queued counts fair acquires sent (AcquireQueued) and Notified the
-	// release notifications delivered to the clients (WatchNode, after the
+	// release notifications delivered to the clients (QueueNode.Watch, after the
 	// links' weather), Lost those the links dropped.
 	Queued, Notified, Lost int
 	// Goroutines: most goroutines seen in the process while it ran.
