@@ -53,8 +53,8 @@
 //
 // Client.NewElection elects one leader at a time on the same quorum, as
 // etcd's concurrency.Election does: Election.Campaign waits to be elected
-// and returns a Leadership whose Term is a fencing token and whose Done
-// closes before another candidate can be elected; Resign hands it back;
+// and returns a Leadership whose Term is a fencing token and whose Context
+// is done before another candidate can be elected; Resign hands it back;
 // Election.Leader and Election.Observe tell anyone who leads
 // (docs/algorithm.md, "Election").
 //

@@ -50,9 +50,9 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
-// WithRetryBackoff) until it succeeds, ctx ends, WithMaxAttempts attempts
-// have failed, or WithMaxWait has passed (no attempt starts after it).
-// Without a deadline on ctx and without those options it can block forever.
+// WithRetryBackoff) until it succeeds, ctx ends, or WithMaxWait has passed
+// (no attempt starts after it). Without a deadline on ctx and without that
+// option it can block forever.
 // Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
 //
 // On nodes that keep a waiting line (QueueNode; redisnode and memnode do),

@@ -11,7 +11,7 @@ import (
 
 // Waiting: how a Lock call whose attempt failed waits for its next one
 // (docs/algorithm.md, "Waiting"). A waiting type per call owns it: the
-// backoff (WithRetryBackoff), the bounds (WithMaxAttempts, WithMaxWait), the
+// backoff (WithRetryBackoff), the bound (WithMaxWait), the
 // watch and the wake-up policy; the lock kind owns the call's place in the
 // nodes' line (fair.go).
 //
@@ -69,8 +69,6 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
 		return withCtxErr(ctx, err)
 	case denied(err): // a wrong password stays wrong: no retry
-		return err
-	case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 		return err
 	}
 	took := time.Since(wg.began)
