@@ -215,7 +215,7 @@ func TestSemaphoreOnRealServers(t *testing.T) {
 // Issue 16 item 6 on real servers: six readers re-lock continuously with
 // overlapping leases; a writer with preference gets in (within a generous
 // 30 s) and never while a reader holds, whether the readers share its
-// RWMutex or use their own clients and RWMutexes built without the option.
+// read-write lock or use their own clients and read-write locks built without the option.
 func TestRWMutexWriterPreferenceOnRealServers(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		for _, readers := range []string{"same-rwmutex", "other-clients-without-option"} {

@@ -361,7 +361,7 @@ func (w rwWorkload) run(t *testing.T) rwOutcome {
 // A stream of six overlapping readers starves a writer without preference;
 // with WithWriterPreference the writer gets in once the readers' leases
 // held at the time end, and never while a reader holds. The readers either
-// share the writer's RWMutex or each use their own client and an RWMutex
+// share the writer's read-write lock or each use their own client and a read-write lock
 // built without the option (other processes): preference is the writer's
 // (issue 16 item 6: such readers never yielded, and the writer starved).
 func TestRWMutexWriterPreference(t *testing.T) {

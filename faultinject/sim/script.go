@@ -69,8 +69,8 @@ type OpKind int
 
 // Client operations.
 const (
-	// OpLock makes one attempt (TryLock; a semaphore's TryAcquire; a
-	// read-write lock's TryLock for client 0, TryRLock for the others).
+	// OpLock makes one attempt (TryLock: a semaphore's, a
+	// read-write lock's writer's for client 0, its reader's for the others).
 	OpLock OpKind = iota
 	// OpWrite writes to the protected resource if the lease is valid.
 	OpWrite
