@@ -155,14 +155,18 @@ func TestUnlockAndExtendOnAFullDisk(t *testing.T) {
 	}
 }
 
-// serverChecks records a client's ServerCheck events.
+// serverChecks records a client's server checks: the NodeState events of
+// the server runs it met.
 type serverChecks struct {
 	redlock.NopObserver
 	mu     sync.Mutex
-	events []redlock.ServerCheckEvent
+	events []redlock.NodeStateEvent
 }
 
-func (o *serverChecks) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
+func (o *serverChecks) NodeState(_ context.Context, e redlock.NodeStateEvent) {
+	if e.RunID == "" { // a backlog change
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events = append(o.events, e)

@@ -23,16 +23,16 @@ type Holder = lockkey.Holder
 // that errors and stats name the master. Inspect reads a key through a raw
 // go-redis client on the same proxy. It is safe for concurrent use.
 //
-// On the process and docker backends it is also a redlock.QueueNode and a
-// redlock.WatchNode (a waiting Lock call waits in the masters' line and is
-// woken by releases), as a redisnode.Node is. On the memory backend the
-// clients poll instead (redlockNodes hides both): miniredis interprets
+// On the process and docker backends it is also a redlock.QueueNode (a
+// waiting Lock call waits in the masters' line and is woken by releases),
+// as a redisnode.Node is. On the memory backend the clients poll instead
+// (redlockNodes hides the line and its watches): miniredis interprets
 // acquire_queued.lua in Go, and under -race on two cores that cost a
 // contended lock nine acquisitions in ten (the healthy scenario made 9
 // instead of about 75), too few for the suite's checks.
 type Node struct {
 	// lockActions is the *redisnode.Node: Node has its methods of
-	// redlock.FenceExpiryNode, ShapeNode, PeekNode, QueueNode and WatchNode
+	// redlock.FenceExpiryNode, ShapeNode, PeekNode and QueueNode
 	// (Info, Acquire, Extend, Release, AcquireFenced, RaiseFence, ...,
 	// AcquireQueued, LeaveQueue, Watch), all but Addr. Its Close is not promoted: the cluster or
 	// link that built the Node owns it.
@@ -49,7 +49,6 @@ type lockActions interface {
 	redlock.ShapeNode
 	redlock.PeekNode
 	redlock.QueueNode
-	redlock.WatchNode
 }
 
 var (
@@ -57,7 +56,6 @@ var (
 	_ redlock.ShapeNode       = (*Node)(nil)
 	_ redlock.PeekNode        = (*Node)(nil)
 	_ redlock.QueueNode       = (*Node)(nil)
-	_ redlock.WatchNode       = (*Node)(nil)
 	_ lockActions             = (*redisnode.Node)(nil)
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/lockclient"
+	"github.com/quorumlock/quorumlock/internal/obslabel"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -29,18 +30,18 @@ type keptReleases struct {
 	yes             [3]atomic.Int64
 }
 
-func (k *keptReleases) Backlog(_ context.Context, e redlock.BacklogEvent) {
+func (k *keptReleases) NodeState(_ context.Context, e redlock.NodeStateEvent) {
 	switch {
-	case e.Index != 0:
-	case e.Change == redlock.BacklogQueued && e.Delta > 0:
-		k.queued.Add(1)
-	case e.Change == redlock.BacklogDropped:
+	case e.Index != 0 || e.RunID != "": // another node, or a server run met
+	case obslabel.BacklogChange(e.Err, e.Delta) == "dropped":
 		k.dropped.Add(1)
+	case e.Delta > 0:
+		k.queued.Add(1)
 	}
 }
 
 func (k *keptReleases) NodeCall(_ context.Context, e redlock.NodeEvent) {
-	if e.Op == redlock.NodeAcquire && e.Vote == redlock.VoteYes && e.Index < len(k.yes) {
+	if e.Op == redlock.OpAcquire && e.Err == nil && e.Index < len(k.yes) {
 		k.yes[e.Index].Add(1)
 	}
 }

@@ -68,13 +68,16 @@ type backlogEvents struct {
 	n  map[string]int
 }
 
-func (o *backlogEvents) Backlog(_ context.Context, e BacklogEvent) {
+func (o *backlogEvents) NodeState(_ context.Context, e NodeStateEvent) {
+	if e.RunID != "" { // a server run met
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n == nil {
 		o.n = map[string]int{}
 	}
-	o.n[fmt.Sprintf("%s %+d", e.Change, e.Delta)]++
+	o.n[fmt.Sprintf("%s %+d", backlogChangeOf(e), e.Delta)]++
 }
 
 func (o *backlogEvents) counts() map[string]int {
@@ -100,7 +103,7 @@ func TestBacklogKeepsEveryRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := &LockInfo{Name: "hot", Shape: ShapeMutex}
+		info := &LockInfo{Name: "hot", Shape: shapeMutex}
 		queue := func(key, value string, guard time.Duration) {
 			c.queueRelease(context.Background(), 0, pendingRelease{key: key, value: value, guard: guard, kind: mutexKind{}, lock: info})
 		}
@@ -166,7 +169,7 @@ func TestBacklogResendsLongerGuard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := &LockInfo{Name: "k", Shape: ShapeMutex}
+		info := &LockInfo{Name: "k", Shape: shapeMutex}
 		p := pendingRelease{key: "k", value: "v", kind: mutexKind{}, lock: info}
 		c.queueRelease(context.Background(), 0, p)
 		var once sync.Once

@@ -51,7 +51,6 @@ type member struct {
 	peek     PeekNode
 	shape    ShapeNode
 	queue    QueueNode
-	watcher  WatchNode
 	addr     string
 	inflight atomic.Int32
 	// watchDenied: the node refused to watch (ErrNodeDenied: an ACL user
@@ -136,7 +135,6 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 		mb.peek, _ = n.(PeekNode)
 		mb.shape, _ = n.(ShapeNode)
 		mb.queue, _ = n.(QueueNode)
-		mb.watcher, _ = n.(WatchNode)
 		c.members = append(c.members, mb)
 	}
 	for _, d := range cfg.durable {
@@ -209,7 +207,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 			break
 		}
 	}
-	info := LockInfo{Name: name, Shape: ShapeMutex, Fenced: l.fencing}
+	info := LockInfo{Name: name, Shape: shapeMutex, Fenced: l.fencing}
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
@@ -218,16 +216,16 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 }
 
 // shapeOf names the shape of a shared lock's hold (constructor ctor).
-func shapeOf(ctor string, hold Hold) Shape {
+func shapeOf(ctor string, hold Hold) string {
 	switch {
 	case ctor == "NewReentrant":
-		return ShapeReentrant
+		return shapeReentrant
 	case ctor == "NewSemaphore":
-		return ShapeSemaphore
+		return shapeSemaphore
 	case hold.Group == readerGroup:
-		return ShapeRead
+		return shapeRead
 	}
-	return ShapeWrite
+	return shapeWrite
 }
 
 // Stats is a snapshot of a client's per-node work, in node order.

@@ -343,7 +343,6 @@ func TestConfigValidation(t *testing.T) {
 		{lock: []redlock.LockOption{redlock.WithRetryBackoff(time.Second, time.Millisecond)}, want: "minimum 1s is above maximum 1ms"},
 		// Issue 8, defect 9: min 0 never backs off (min*2^k stays 0).
 		{lock: []redlock.LockOption{redlock.WithRetryBackoff(0, 250*time.Millisecond)}, want: "retry backoff minimum 0 with maximum 250ms never backs off"},
-		{lock: []redlock.LockOption{redlock.WithMaxAttempts(-2)}, want: "max attempts -2"},
 		// Options that cannot work.
 		{lock: []redlock.LockOption{redlock.WithLockDelay(math.MaxInt64)}, want: "lock delay 2562047h47m16.854775807s must not exceed"},
 		{lock: []redlock.LockOption{redlock.WithTTL(math.MaxInt64)}, want: "TTL 2562047h47m16.854775807s plus lock delay 0s"},
@@ -382,7 +381,7 @@ func TestConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	for ctor, build := range map[string]func() error{
 		"NewElection":  func() error { _, err := q.NewElection("e", redlock.WithTTL(4*time.Second)); return err },
-		"NewRWMutex":   func() error { _, err := q.NewRWMutex("rw", redlock.WithTTL(4*time.Second)); return err },
+		"NewRWMutex":   func() error { _, _, err := q.NewRWMutex("rw", redlock.WithTTL(4*time.Second)); return err },
 		"NewSemaphore": func() error { _, err := q.NewSemaphore("s", 2, redlock.WithTTL(4*time.Second)); return err },
 		"NewReentrant": func() error { _, err := q.NewReentrant("r", "me", redlock.WithTTL(4*time.Second)); return err },
 	} {
@@ -424,13 +423,6 @@ func TestLockWaitsForRelease(t *testing.T) {
 		lease := <-got
 		assert.LessOrEqual(t, time.Since(released), 250*time.Millisecond, "waited longer than the backoff maximum")
 		require.NoError(t, lease.Unlock(context.Background()))
-
-		// WithMaxAttempts bounds the attempts.
-		holder, err = m.TryLock(context.Background())
-		require.NoError(t, err)
-		_, err = newMutex(t, c, redlock.WithMaxAttempts(3)).Lock(context.Background())
-		require.ErrorIs(t, err, redlock.ErrNotObtained)
-		require.NoError(t, holder.Unlock(context.Background()))
 	})
 }
 

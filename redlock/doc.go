@@ -53,16 +53,19 @@
 //
 // Client.NewElection elects one leader at a time on the same quorum, as
 // etcd's concurrency.Election does: Election.Campaign waits to be elected
-// and returns a Leadership whose Term is a fencing token and whose Done
-// closes before another candidate can be elected; Resign hands it back;
+// and returns a Leadership whose Term is a fencing token and whose Context
+// is done before another candidate can be elected; Resign hands it back;
 // Election.Leader and Election.Observe tell anyone who leads
 // (docs/algorithm.md, "Election").
 //
 // # Observability
 //
-// WithObserver installs an Observer, called synchronously for every
-// operation, attempt, node call, lease end, fencing epoch, quarantine and
-// release backlog change (nothing is built without one); WithLogger writes
+// WithObserver installs an Observer, called synchronously with five events:
+// an operation's start and end (its attempts and fencing epoch included), a
+// node call, a lease's end, and a node's state (a server run met, with its
+// quarantine and settings check, or a release backlog change); each carries
+// an Err to match with errors.Is (nothing is built without one); WithLogger
+// writes
 // log/slog records of what an operator needs to know. The modules
 // observe/redlockprometheus and observe/redlockotel are Observers for
 // Prometheus and OpenTelemetry (docs/observability.md).

@@ -14,7 +14,8 @@ import (
 // Election elects one leader at a time among the candidates that campaign
 // under one name, on the client's quorum, as etcd's concurrency.Election
 // does on etcd: Campaign waits to be elected, the Leadership it returns
-// says the moment leadership can no longer be trusted (Done), Resign hands
+// says the moment leadership can no longer be trusted (its Context is
+// done), Resign hands
 // it back, and Leader and Observe tell anyone who leads. Create it with
 // Client.NewElection. It holds no state between calls and is safe for
 // concurrent use.
@@ -54,16 +55,13 @@ func (c *Client) NewElection(name string, opts ...LockOption) (*Election, error)
 	if err != nil {
 		return nil, err
 	}
-	m.info.Shape = ShapeElection
+	m.info.Shape = shapeElection
 	return &Election{m: m}, nil
 }
 
-// Name returns the election's name.
-func (e *Election) Name() string { return e.m.name }
-
 // Campaign waits until the caller is elected leader with value (what Leader
 // and Observe report about it: an address, an ID), retrying as Mutex.Lock
-// does (WithRetryBackoff, WithMaxWait, WithMaxAttempts) until ctx ends, and
+// does (WithRetryBackoff, WithMaxWait) until ctx ends, and
 // returns the Leadership once it has written the record of its term
 // (termRecord) to a quorum of nodes, or tried to: when too few nodes took
 // it, the leadership writes it again every third of the key TTL until a
@@ -80,7 +78,6 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	}
 	l := &Leadership{
 		lease:   lease,
-		value:   value,
 		record:  e.record(lease),
 		margin:  m.cancelMargin(),
 		done:    make(chan struct{}),
@@ -136,9 +133,9 @@ func (t termRecord) put(ctx context.Context, refresh bool) bool {
 	if c.usable() != nil {
 		return false
 	}
-	ttl, nop := t.ttl(), NodeFence
+	ttl, nop := t.ttl(), OpFence
 	if refresh {
-		nop = NodeExtend
+		nop = OpExtend
 	}
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
@@ -166,7 +163,7 @@ func (t termRecord) remove(ctx context.Context) {
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodeRelease,
+		node:    OpRelease,
 		lock:    &t.m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return mb.node.Release(ctx, t.key, t.value, 0)
@@ -180,7 +177,6 @@ func (t termRecord) remove(ctx context.Context) {
 // Leadership is one term of one leader. It is safe for concurrent use.
 type Leadership struct {
 	lease  *Lease
-	value  string
 	record termRecord
 	margin time.Duration
 
@@ -208,22 +204,27 @@ func (l *Leadership) Term() int64 { return l.lease.fence }
 // leadership as Resign does.
 func (l *Leadership) Lease() *Lease { return l.lease }
 
-// Value returns the value the leader campaigned with.
-func (l *Leadership) Value() string { return l.value }
+// Context returns a context that is done the moment the leadership can no
+// longer be trusted: its lease came within the cancel margin
+// (WithCancelMargin, a tenth of the TTL by default) of its validity
+// deadline without a renewal moving it, a renewal found it lost, or Resign
+// was called. That is before any other candidate can be elected: another
+// candidate can take the nodes only once the keys have expired, after the
+// validity deadline. Its cause (context.Cause) then says why: an error
+// wrapping ErrReleased (Resign) or ErrLockLost (lost; after failed
+// renewals it also wraps the last renewal's error, a *QuorumError naming
+// every node's result). Run the leader's work under it.
+func (l *Leadership) Context() context.Context { return l.ctx }
 
-// Done returns a channel that is closed the moment the leadership can no
-// longer be trusted: its lease came within the cancel margin (WithCancelMargin,
-// a tenth of the TTL by default) of its validity deadline without a renewal
-// moving it, a renewal found it lost, or Resign was called. That is before
-// any other candidate can be elected: another candidate can take the nodes
-// only once the keys have expired, after the validity deadline. Err then
-// says why.
-func (l *Leadership) Done() <-chan struct{} { return l.done }
+// Valid reports whether the leadership can still be trusted: its Context
+// is not done and the validity deadline is more than the cancel margin
+// ahead. It never waits on the network; check it before each write.
+func (l *Leadership) Valid() bool {
+	return l.ended() == nil && time.Now().Before(l.lease.Until().Add(-l.margin))
+}
 
-// Err returns nil while Done is open; then an error wrapping ErrReleased
-// (Resign) or ErrLockLost (lost; after failed renewals it also wraps the
-// last renewal's error, a *QuorumError naming every node's result).
-func (l *Leadership) Err() error {
+// ended returns nil while the leadership lasts, then why it ended.
+func (l *Leadership) ended() error {
 	select {
 	case <-l.done:
 		return l.err
@@ -232,18 +233,8 @@ func (l *Leadership) Err() error {
 	}
 }
 
-// Context returns a context that is cancelled when Done closes, with Err as
-// its cause (context.Cause): run the leader's work under it.
-func (l *Leadership) Context() context.Context { return l.ctx }
-
-// Valid reports whether the leadership can still be trusted: Done is open
-// and the validity deadline is more than the cancel margin ahead. It never
-// waits on the network; check it before each write.
-func (l *Leadership) Valid() bool {
-	return l.Err() == nil && time.Now().Before(l.lease.Until().Add(-l.margin))
-}
-
-// Resign ends the leadership (Done closes, Err wraps ErrReleased) and
+// Resign ends the leadership (its Context is done, with a cause wrapping
+// ErrReleased) and
 // releases it on the nodes as Lease.Unlock does, so that another candidate
 // can be elected at once, then deletes the record of its term; ctx bounds
 // how long it waits. After a loss it still releases whatever the lease
@@ -265,7 +256,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 func (l *Leadership) end(err error) {
 	l.once.Do(func() {
 		l.err = err
-		l.cancel(err) // Context is done by the time Done closes
+		l.cancel(err) // Context is done by the time done closes
 		close(l.done)
 	})
 }
@@ -361,8 +352,8 @@ type Leader struct {
 // ErrNoLeader when no elected candidate holds a quorum, and an error naming
 // every node's result when too few nodes answered to tell. The answer is
 // what the nodes held when they were read: a leader that has just lost its
-// lease can be reported until its keys expire; only the leader's own Done
-// says when leadership ends. Every node must implement PeekNode (the error,
+// lease can be reported until its keys expire; only the leader's own
+// Leadership.Context says when leadership ends. Every node must implement PeekNode (the error,
 // which wraps ErrInvalidConfig, names the one that does not).
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	m := e.m
@@ -378,7 +369,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodePeek,
+		node:    OpPeek,
 		lock:    &m.info,
 		do: func(ctx context.Context, i int, mb *member) (bool, error) {
 			v, _, err := mb.peek.Peek(ctx, m.name)

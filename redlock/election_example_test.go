@@ -53,10 +53,11 @@ func ExampleClient_NewElection() {
 	if err := first.Resign(ctx); err != nil {
 		fmt.Println(err)
 	}
-	<-first.Done() // closed: node-a must stop acting as the leader
-	fmt.Println("node-a resigned:", errors.Is(first.Err(), redlock.ErrReleased))
+	<-first.Context().Done() // done: node-a must stop acting as the leader
+	fmt.Println("node-a resigned:", errors.Is(context.Cause(first.Context()), redlock.ErrReleased))
 	next := <-second
-	fmt.Println("next leader:", next.Value(), "with a higher term:", next.Term() > first.Term())
+	now, _ := election.Leader(ctx)
+	fmt.Println("next leader:", now.Value, "with a higher term:", next.Term() > first.Term())
 	_ = next.Resign(ctx)
 	// Output:
 	// leader: node-a true

@@ -50,7 +50,7 @@ func TestElectionObserveReportsOnlyElectedLeadersUnderPauses(t *testing.T) {
 				mu.Unlock()
 				hold := time.NewTimer(ttl / 2)
 				select {
-				case <-l.Done():
+				case <-l.Context().Done():
 				case <-hold.C:
 				case <-stop:
 				}

@@ -114,7 +114,7 @@ func TestElectionTermRecordLifecycle(t *testing.T) {
 		l2, err := e.Campaign(ctx, "L2")
 		require.NoError(t, err)
 		resume0, resume1 := ms[0].Pause(), ms[1].Pause()
-		<-l2.Done() // renewals fail: lost
+		<-l2.Context().Done() // renewals fail: lost
 		resume0()
 		resume1()
 		synctest.Wait()

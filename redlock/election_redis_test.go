@@ -36,7 +36,7 @@ func TestElectionLeaderKeepsItsTermPastTheFenceRetention(t *testing.T) {
 		}
 		return true
 	})
-	require.True(t, l.Valid(), "the leader still leads: %v", l.Err())
+	require.True(t, l.Valid(), "the leader still leads: %v", context.Cause(l.Context()))
 	want := redlock.Leader{Value: "L1", Term: l.Term()}
 	got, err := e.Leader(ctx)
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestElectionLeaderKeepsItsTermPastTheFenceRetention(t *testing.T) {
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	assert.Equal(t, want, <-e.Observe(octx), "Observe reports the leader's own term")
-	require.True(t, l.Valid(), "the leader led throughout: %v", l.Err())
+	require.True(t, l.Valid(), "the leader led throughout: %v", context.Cause(l.Context()))
 }
 
 // ghostValue returns a lock value as Campaign writes it for candidate (the

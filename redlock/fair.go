@@ -15,7 +15,7 @@ import (
 // began (docs/algorithm.md, "Fair queue"). Each Lock call waits in the line
 // kept on every node (QueueNode), as without it, but a node grants the lock
 // only to the first live waiter of its line; with nodes that report
-// releases (WatchNode), a release wakes only that waiter. TryLock is fair too: it
+// releases (QueueNode.Watch), a release wakes only that waiter. TryLock is fair too: it
 // succeeds only when no live waiter is ahead of it (its own entry lives
 // 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
 // maximum + node timeout)) after each of its attempts, and a waiter that
@@ -74,7 +74,7 @@ func (m *Mutex) place(once bool) *place {
 
 // waiterID returns a new random waiter ID in the client's group: the
 // group, ".", 24 hexadecimal digits. A release's notification naming it
-// reaches this client's watch only (WatchNode).
+// reaches this client's watch only (QueueNode.Watch).
 func (c *Client) waiterID() string { return wire.NewWaiterID(c.group) }
 
 // newGroup returns a client's random group: 8 hexadecimal digits.
@@ -174,7 +174,7 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 	o := op{
 		timeout: m.c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
-		node:    NodeLeave,
+		node:    OpLeave,
 		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return true, mb.queue.LeaveQueue(ctx, m.name, q)

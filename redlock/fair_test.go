@@ -131,7 +131,7 @@ func TestFairQueueSurvivesDeadAndLeavingWaiters(t *testing.T) {
 func TestFairQueueConfig(t *testing.T) {
 	_, nodes := mem(3)
 	c := newClient(t, nodes)
-	_, err := c.NewRWMutex(lockName, redlock.WithFairQueue())
+	_, _, err := c.NewRWMutex(lockName, redlock.WithFairQueue())
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "WithFairQueue applies to NewMutex only")
 

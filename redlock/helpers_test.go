@@ -135,3 +135,10 @@ func fenceOf(t testing.TB, l *redlock.Lease) int64 {
 	require.True(t, ok, "the lease has no fencing token")
 	return tok
 }
+
+// rwLock is a read-write lock's two mutexes, as Client.NewRWMutex returns
+// them: r takes read leases, w the write lease.
+type rwLock struct{ r, w *redlock.Mutex }
+
+// rwOf wraps NewRWMutex's results.
+func rwOf(r, w *redlock.Mutex, err error) (rwLock, error) { return rwLock{r: r, w: w}, err }

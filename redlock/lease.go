@@ -18,6 +18,7 @@ type Lease struct {
 	value    string
 	acquired []*call       // each node's acquire call, possibly still running
 	fence    int64         // fencing token (WithFencing), 0 without
+	epoch    bool          // the fencing token started a new epoch
 	holds    int           // live holds of the lease's group at acquire (Holds)
 	decided  time.Duration // how long the acquire took to reach its quorum
 	got      time.Time     // when the lease was handed out
@@ -105,7 +106,7 @@ func (l *Lease) expire() {
 	err := l.expiredErr()
 	l.endLocked(err)
 	l.mu.Unlock()
-	l.ended(context.Background(), LeaseExpired, err)
+	l.ended(context.Background(), true, err)
 }
 
 // expiredErr is the verdict of a lease whose validity deadline passed
@@ -134,9 +135,10 @@ func (l *Lease) endLocked(err error) bool {
 }
 
 // ended reports the end of the lease to the client's Observer.
-func (l *Lease) ended(ctx context.Context, end LeaseEnd, err error) {
+// err is nil for a release; expired says that the validity deadline passed.
+func (l *Lease) ended(ctx context.Context, expired bool, err error) {
 	if o := l.m.c.obs; o != nil {
-		o.LeaseEnd(ctx, LeaseEndEvent{Lock: l.m.info, End: end, Held: time.Since(l.got), Fence: l.fence, Err: err})
+		o.LeaseEnd(ctx, LeaseEndEvent{Lock: l.m.info, Held: time.Since(l.got), Fence: l.fence, Err: err, Expired: expired})
 	}
 }
 
@@ -225,16 +227,15 @@ func (l *Lease) Err() error {
 // ErrReleased.
 func (l *Lease) Unlock(ctx context.Context) error {
 	ctx, start := l.m.opStart(ctx, OpRelease, false)
-	outcome, err := l.unlock(ctx)
+	err := l.unlock(ctx)
 	if l.m.c.obs != nil {
-		l.m.opDone(ctx, OpEvent{Op: OpRelease, Outcome: outcome, Fence: l.fence, Err: err}, start)
+		l.m.opDone(ctx, OpEvent{Op: OpRelease, Fence: l.fence, Err: err}, start)
 	}
 	return err
 }
 
-// unlock is Unlock; it also returns the outcome when the error alone does
-// not tell it ("" otherwise).
-func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
+// unlock is Unlock.
+func (l *Lease) unlock(ctx context.Context) error {
 	m := l.m
 	l.mu.Lock()
 	released := errors.Is(l.err, ErrReleased)
@@ -248,29 +249,29 @@ func (l *Lease) unlock(ctx context.Context) (Outcome, error) {
 	}
 	l.mu.Unlock()
 	if released {
-		return OutcomeEnded, fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
+		return fmt.Errorf("%w: %q was already unlocked", ErrReleased, m.name)
 	}
 	if endedNow {
-		l.ended(ctx, LeaseReleased, nil)
+		l.ended(ctx, false, nil)
 	}
 	// No Extend starts once the lease has ended (above); wait out one that
 	// is running (a renewal racing this Unlock: bounded by its round's
 	// deadline), so that it cannot extend a key after its release.
 	l.extending <- struct{}{}
 	<-l.extending
-	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired, NodeRelease)
+	r := m.c.release(ctx, m.target(l.value), m.keyTTL(), l.acquired, OpRelease)
 	// The releases behind the quorum go on; the next acquire of this lock
 	// on this client waits for each (releasing.go).
 	m.c.releasing.keep(m.name, r)
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if d.yes >= m.quorum {
-		return OutcomeOK, nil
+		return nil
 	}
 	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Nodes: m.c.results(r, d), errs: []error{ErrNotReleased}}
 	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
 		qe.errs = []error{ErrLockLost}
 	}
-	return "", withCtxErr(ctx, qe)
+	return withCtxErr(ctx, qe)
 }
 
 // Extend resets the TTL on every node that still holds the token
@@ -292,27 +293,27 @@ func (l *Lease) Extend(ctx context.Context) error { return l.extend(ctx, false) 
 // its error for the lease's expiry and reports it to the client's Observer.
 func (l *Lease) extend(ctx context.Context, renewal bool) error {
 	ctx, start := l.m.opStart(ctx, OpExtend, renewal)
-	outcome, err := l.doExtend(ctx)
-	if outcome != OutcomeEnded {
+	ended, err := l.doExtend(ctx)
+	if !ended {
 		l.mu.Lock()
 		l.extendErr = err
 		l.mu.Unlock()
 	}
 	if l.m.c.obs != nil {
-		l.m.opDone(ctx, OpEvent{Op: OpExtend, Renewal: renewal, Outcome: outcome, Fence: l.fence, Err: err}, start)
+		l.m.opDone(ctx, OpEvent{Op: OpExtend, Renewal: renewal, Fence: l.fence, Err: err}, start)
 	}
 	return err
 }
 
-// doExtend is Extend; it also returns the outcome when the error alone does
-// not tell it ("" otherwise).
-func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
+// doExtend is Extend; it also reports whether it found the lease ended
+// before it could extend it.
+func (l *Lease) doExtend(ctx context.Context) (bool, error) {
 	l.extending <- struct{}{}
 	defer func() { <-l.extending }()
 	m := l.m
 	c := m.c
 	if err := c.usable(); err != nil {
-		return "", fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
+		return false, fmt.Errorf("%w %q: %w", ErrNotExtended, m.name, err)
 	}
 	keyTTL := m.keyTTL()
 	// The check and the start of the calls happen under l.mu, which Unlock
@@ -322,15 +323,15 @@ func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 	if expired, err := l.checkLocked(); err != nil {
 		l.mu.Unlock()
 		if expired != nil {
-			l.ended(ctx, LeaseExpired, expired)
+			l.ended(ctx, true, expired)
 		}
-		return OutcomeEnded, err
+		return true, err
 	}
 	r := c.fanout(ctx, op{
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeNotHeld,
 		vote:    true,
-		node:    NodeExtend,
+		node:    OpExtend,
 		lock:    &m.info,
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
@@ -344,13 +345,13 @@ func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 		if l.err != nil {
 			// Ended while the call ran (validity passed, or Unlock): Done
 			// cannot reopen.
-			return OutcomeEnded, fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
+			return true, fmt.Errorf("%w: %q ended during Extend: %w", ErrLockLost, m.name, l.err)
 		}
 		if until := m.deadline(r.start); until.After(l.until) {
 			l.until = until
 			l.timer.Reset(time.Until(until))
 		}
-		return OutcomeOK, nil
+		return false, nil
 	}
 	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: []error{ErrNotExtended}}
 	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
@@ -360,10 +361,10 @@ func (l *Lease) doExtend(ctx context.Context) (Outcome, error) {
 		endedNow := l.endLocked(qe)
 		l.mu.Unlock()
 		if endedNow {
-			l.ended(ctx, LeaseLost, qe)
+			l.ended(ctx, false, qe)
 		}
 	}
-	return "", withCtxErr(ctx, qe)
+	return false, withCtxErr(ctx, qe)
 }
 
 // checkLocked returns the error that keeps Extend from contacting the

@@ -14,8 +14,8 @@ import (
 //     lease expired or was lost (how long it was held, and
 //     the last renewal's error), a queued release was dropped or abandoned;
 //   - Warn: also each "bad" finding of the client's check of a server's
-//     settings at first contact (ServerCheckEvent: an eviction policy that
-//     can evict lock keys, a replica, ...);
+//     settings at first contact (NodeStateEvent.Findings: an eviction
+//     policy that can evict lock keys, a replica, ...);
 //   - Warn: a node denied access (ErrNodeDenied: a wrong password, an ACL
 //     user without a grant), once per node and server run (the run the
 //     client last read from the node; not once per call), with the node's
@@ -24,8 +24,8 @@ import (
 //   - Info: a node's restart quarantine started, a fencing token started a
 //     new epoch, a "warn" finding of that check (no AOF without the restart
 //     quarantine, a master with replicas, ...);
-//   - Debug: every operation's end, every attempt, every node call that
-//     failed, every backlog change.
+//   - Debug: every operation's end (with its attempts), every node call
+//     that failed, every backlog change.
 //
 // Every record has the attribute "lock" (the lock's name) or "node" (its
 // Addr), and the message starts with "redlock: ". Records are written
@@ -53,15 +53,19 @@ type slogObserver struct {
 }
 
 func (s *slogObserver) OpDone(ctx context.Context, e OpEvent) {
+	if e.FenceEpoch && s.log.Enabled(ctx, slog.LevelInfo) {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: fencing epoch started", slog.String("lock", e.Lock.Name), slog.Int64("token", e.Fence))
+	}
 	level := slog.LevelDebug
 	msg := "redlock: " + string(e.Op)
-	if e.Op == OpExtend && e.Renewal && e.Outcome != OutcomeOK && e.Outcome != OutcomeEnded { // ended: Unlock came first
+	outcome := outcomeOf(e.Err)
+	if e.Op == OpExtend && e.Renewal && outcome != "ok" && outcome != "ended" { // ended: Unlock came first
 		level, msg = slog.LevelWarn, "redlock: renewal failed"
 	}
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("outcome", string(e.Outcome)), slog.Duration("took", e.Took)}
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("outcome", outcome), slog.Duration("took", e.Took)}
 	if e.Op == OpAcquire {
 		attrs = append(attrs, slog.Int("attempts", e.Attempts))
 	}
@@ -71,25 +75,13 @@ func (s *slogObserver) OpDone(ctx context.Context, e OpEvent) {
 	s.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
-func (s *slogObserver) Attempt(ctx context.Context, e AttemptEvent) {
-	if !s.log.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
-	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("outcome", string(e.Outcome)),
-		slog.Int("yes", e.Yes), slog.Int("quorum", e.Quorum), slog.Duration("took", e.Took), slog.Bool("rolled_back", e.RolledBack)}
-	if e.Err != nil {
-		attrs = append(attrs, slog.Any("err", e.Err))
-	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "redlock: attempt", attrs...)
-}
-
 func (s *slogObserver) NodeCall(ctx context.Context, e NodeEvent) {
 	if e.Err == nil {
 		return
 	}
 	level, msg := slog.LevelDebug, "redlock: node call failed"
 	switch e.Op {
-	case NodeRelease, NodeRollback, NodeRetry:
+	case OpRelease, OpRollback, OpRetry:
 		// A denial is logged once per node and run (noteDenied).
 		if refusedRelease(e.Err, false) && !errors.Is(e.Err, ErrNodeDenied) {
 			level, msg = slog.LevelWarn, "redlock: release refused by the node, not retried (the key expires with its TTL)"
@@ -99,54 +91,34 @@ func (s *slogObserver) NodeCall(ctx context.Context, e NodeEvent) {
 		return
 	}
 	s.log.LogAttrs(ctx, level, msg, slog.String("lock", e.Lock.Name),
-		slog.String("node", e.Node), slog.String("op", string(e.Op)), slog.String("vote", string(e.Vote)),
+		slog.String("node", e.Node), slog.String("op", string(e.Op)), slog.String("vote", voteOf(e.Err)),
 		slog.Duration("took", e.Took), slog.Any("err", e.Err))
 }
 
 func (s *slogObserver) LeaseEnd(ctx context.Context, e LeaseEndEvent) {
 	level, msg := slog.LevelWarn, "redlock: lease lost"
-	if e.End == LeaseReleased {
+	if e.Err == nil {
 		level, msg = slog.LevelDebug, "redlock: lease released"
 	}
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("end", string(e.End)), slog.Duration("held", e.Held)}
-	if e.End != LeaseReleased && e.Err != nil {
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("end", leaseEndOf(e)), slog.Duration("held", e.Held)}
+	if e.Err != nil {
 		attrs = append(attrs, slog.Any("err", e.Err))
 	}
 	s.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
-func (s *slogObserver) Fence(ctx context.Context, e FenceEvent) {
-	if !e.Epoch || !s.log.Enabled(ctx, slog.LevelInfo) {
+func (s *slogObserver) NodeState(ctx context.Context, e NodeStateEvent) {
+	if e.RunID == "" {
+		s.backlog(ctx, e)
 		return
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: fencing epoch started", slog.String("lock", e.Lock.Name),
-		slog.Int64("token", e.Token), slog.Int("counters_present", e.Present), slog.Int("counters_read", e.Read))
-}
-
-func (s *slogObserver) Quarantine(ctx context.Context, e QuarantineEvent) {
-	if !s.log.Enabled(ctx, slog.LevelInfo) {
-		return
+	if e.Quarantine > 0 && s.log.Enabled(ctx, slog.LevelInfo) {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: node quarantined", slog.String("node", e.Node),
+			slog.String("run_id", e.RunID), slog.Bool("restart", e.Restart), slog.Duration("for", e.Quarantine))
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "redlock: node quarantined", slog.String("node", e.Node),
-		slog.String("run_id", e.RunID), slog.Bool("restart", e.Restart), slog.Duration("for", e.For))
-}
-
-func (s *slogObserver) Backlog(ctx context.Context, e BacklogEvent) {
-	level := slog.LevelDebug
-	if e.Change == BacklogDropped || e.Change == BacklogAbandoned {
-		level = slog.LevelWarn
-	}
-	if !s.log.Enabled(ctx, level) {
-		return
-	}
-	s.log.LogAttrs(ctx, level, "redlock: release backlog "+string(e.Change), slog.String("lock", e.Lock.Name),
-		slog.String("node", e.Node), slog.Int("len", e.Len))
-}
-
-func (s *slogObserver) ServerCheck(ctx context.Context, e ServerCheckEvent) {
 	for _, f := range e.Findings {
 		level := slog.LevelInfo
 		if f.Level == "bad" {
@@ -157,6 +129,23 @@ func (s *slogObserver) ServerCheck(ctx context.Context, e ServerCheckEvent) {
 				slog.String("check", f.Check), slog.String("level", f.Level), slog.String("run_id", e.RunID))
 		}
 	}
+}
+
+// backlog writes a release backlog change: at Warn when the release was
+// given up (dropped or abandoned).
+func (s *slogObserver) backlog(ctx context.Context, e NodeStateEvent) {
+	level := slog.LevelDebug
+	if e.Err != nil {
+		level = slog.LevelWarn
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lock", e.Lock.Name), slog.String("node", e.Node), slog.Int("len", e.Backlog)}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any("err", e.Err))
+	}
+	s.log.LogAttrs(ctx, level, "redlock: release backlog "+backlogChangeOf(e), attrs...)
 }
 
 // noteDenied tells the client's logger (WithLogger) at Warn that node i

@@ -50,9 +50,9 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
-// WithRetryBackoff) until it succeeds, ctx ends, WithMaxAttempts attempts
-// have failed, or WithMaxWait has passed (no attempt starts after it).
-// Without a deadline on ctx and without those options it can block forever.
+// WithRetryBackoff) until it succeeds, ctx ends, or WithMaxWait has passed
+// (no attempt starts after it). Without a deadline on ctx and without that
+// option it can block forever.
 // Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
 //
 // On nodes that keep a waiting line (QueueNode; redisnode and memnode do),
@@ -60,7 +60,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // while others wait joins the line behind them, even when the lock is free
 // at that instant; a call in line takes a free lock whatever its place
 // (WithFairQueue makes the order binding). A release wakes the line's first
-// waiter, in whichever client it is (WatchNode), and the backoff covers
+// waiter, in whichever client it is (QueueNode.Watch), and the backoff covers
 // what no release reports (docs/algorithm.md, "Waiting"). TryLock ignores
 // the line.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
@@ -83,7 +83,7 @@ func (m *Mutex) acquired(ctx context.Context, start time.Time, lease *Lease, err
 	}
 	e := OpEvent{Op: OpAcquire, Attempts: attempts, Err: err}
 	if lease != nil {
-		e.Fence = lease.fence
+		e.Fence, e.FenceEpoch = lease.fence, lease.epoch
 	}
 	m.opDone(ctx, e, start)
 }
@@ -153,27 +153,12 @@ func (m *Mutex) backoff(k int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(d-half)+1))
 }
 
-// attempt makes one attempt and reports it to the client's Observer.
-// q is the call's place in the nodes' line (nil without one).
+// attempt makes one attempt. q is the call's place in the nodes' line (nil
+// without one).
 func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, error) {
-	obs := m.c.obs
-	if obs == nil {
-		lease, _, err := m.try(ctx, renew, q)
-		return lease, err
-	}
-	start := time.Now()
-	lease, d, err := m.try(ctx, renew, q)
-	err = withCtxErr(ctx, err)
-	obs.Attempt(ctx, AttemptEvent{Lock: m.info, Outcome: outcomeOf(err), Took: time.Since(start), Yes: d.yes, Quorum: m.quorum, RolledBack: err != nil && d.answered != nil, Err: err})
-	return lease, err
-}
-
-// try is one attempt; it also returns the round's decision (zero when no
-// round ran).
-func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decision, error) {
 	c := m.c
 	if err := c.usable(); err != nil {
-		return nil, decision{}, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
+		return nil, fmt.Errorf("%w %q: %w", ErrNotObtained, m.name, err)
 	}
 	token, value := c.newValue()
 	value += m.suffix
@@ -192,7 +177,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 		timeout: c.cfg.nodeTimeout,
 		no:      ErrNodeTaken,
 		vote:    true,
-		node:    NodeAcquire,
+		node:    OpAcquire,
 		lock:    &m.info,
 		exec:    e,
 		before:  before,
@@ -205,9 +190,10 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 	if d.yes >= m.quorum && ctx.Err() == nil && c.dupErr.Load() == nil {
 		validity := m.deadline(r.start).Sub(d.at)
 		var fence int64
+		var epoch bool
 		if m.cfg.fencing {
 			var err error
-			if fence, err = m.raiseFence(ctx, value, r, d, grants); err != nil {
+			if fence, epoch, err = m.raiseFence(ctx, value, r, d, grants); err != nil {
 				causes = append(causes, err)
 			}
 			// The lease starts only once the token is written back.
@@ -217,10 +203,11 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 		case len(causes) > 0:
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
+			lease.epoch = epoch
 			lease.holds = m.holdCount(r, d, grants)
 			q.tried(r)
 			q.leave(ctx, r)
-			return lease, d, nil
+			return lease, nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
 		}
@@ -238,7 +225,7 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 			d.answered[i] = true
 		}
 	}
-	return nil, d, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
+	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
 }
 
 // raiseFence computes the fencing token of an acquisition that reached a
@@ -254,7 +241,9 @@ func (m *Mutex) try(ctx context.Context, renew float64, q *place) (*Lease, decis
 // microseconds since 1970, above every token handed out before as long as
 // the clients' clocks agree to better than the time between two such
 // losses (docs/algorithm.md, "Fencing tokens").
-func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, grants []grant) (int64, error) {
+//
+// It also reports whether the token started a new epoch.
+func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, grants []grant) (int64, bool, error) {
 	var highest int64
 	present := 0
 	for i, cl := range acq.calls {
@@ -277,7 +266,7 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 		r := m.c.fanout(ctx, op{
 			timeout: m.c.cfg.nodeTimeout,
 			no:      ErrNodeNotHeld,
-			node:    NodeFence,
+			node:    OpFence,
 			lock:    &m.info,
 			do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 				if mb.keeper != nil {
@@ -287,19 +276,10 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 			},
 		})
 		if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
-			return 0, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
+			return 0, false, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
 		}
 	}
-	if o := m.c.obs; o != nil {
-		read := 0
-		for i, cl := range acq.calls {
-			if d.answered[i] && cl.replied {
-				read++
-			}
-		}
-		o.Fence(ctx, FenceEvent{Lock: m.info, Token: token, Epoch: epoch, Present: present, Read: read})
-	}
-	return token, nil
+	return token, epoch, nil
 }
 
 // deadline is the validity deadline of an acquire or extend that started at
@@ -318,7 +298,7 @@ func (m *Mutex) keyTTL() time.Duration { return m.cfg.keyTTL(m.c.cfg) }
 // on nodes that failed, timed out or are still pending finish in the
 // background, sequenced after their acquire.
 func (m *Mutex) rollback(ctx context.Context, value string, acq *round, d decision) {
-	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls, NodeRollback)
+	rel := m.c.release(ctx, m.target(value), m.keyTTL(), acq.calls, OpRollback)
 	for i, cl := range rel.calls {
 		if acq.yesBy(d, i) {
 			cl.wait() // bounded by the release timeout

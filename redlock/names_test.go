@@ -22,7 +22,7 @@ func TestNamesOfDerivedKeysAreRefused(t *testing.T) {
 		_, err := c.NewMutex(name)
 		require.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
 		assert.ErrorContains(t, err, "reserved", name)
-		_, err = c.NewRWMutex(name)
+		_, _, err = c.NewRWMutex(name)
 		assert.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
 	}
 	for _, name := range []string{"k:fence", "fence", "{k}:fenced", "{k}:waiting-room", "k:release-guard:x", "{k}", "k:queue", "{k}:queued"} {

@@ -129,43 +129,18 @@ type Hold struct {
 	Waiter  string
 	WaitTTL time.Duration
 	// Yield refuses the acquire while any waiting mark is live (every read
-	// hold of an RWMutex: only a writer with WithWriterPreference leaves
+	// hold of a read-write lock: only a writer with WithWriterPreference leaves
 	// marks).
 	Yield bool
 }
 
-// WatchNode is a Node that tells waiting clients when a lock is released:
-// the optional capability behind Lock's prompt wake-ups (docs/algorithm.md,
-// "Waiting"). Lock works without it, polling with its backoff alone, and
-// falls back to that when Watch fails or a notification is lost.
-type WatchNode interface {
-	Node
-	// Watch calls fn each time a release on this node removes key's value
-	// (Release) while someone is in key's waiting line (QueueNode), with
-	// the ID of the line's first live waiter then; each time a LeaveQueue
-	// of the line's first waiter leaves key free, with the next one's ID
-	// ("" when none is left); and each time a release removes one of key's
-	// holds (ReleaseHold), with the line's first waiter or "". A
-	// notification naming a waiter whose ID has a group (the part before
-	// its first ".", as in "g.123") reaches the watches of that group only;
-	// the others (an ID without one, "") reach the watches with group "".
-	// So a client that gives its waiters' IDs its own group hears only of
-	// its own. A release nobody waits for costs no notification, and a key
-	// that expires is not reported. Notifications can be lost (a reconnect) or late; fn is
-	// called from the node's own goroutine and must not block. Watch
-	// returns once the node listens for key, or with an error when it
-	// cannot (ctx ended, the server refused: an ACL user without channel
-	// permissions). stop ends the watch; it may be called more than once
-	// and does not block on the network. Close ends every watch of the
-	// node.
-	Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error)
-}
-
-// QueueNode is a Node that keeps a waiting line per lock: the optional
-// capability behind WithFairQueue, and behind Lock's one wake-up per
-// release (docs/algorithm.md, "Waiting" and "Fair queue"). The line only
-// ever makes an acquire fail that would otherwise succeed, never the
-// reverse, so it changes no safety argument.
+// QueueNode is a Node that keeps a waiting line per lock and tells waiting
+// clients when a lock is released: the optional capability behind
+// WithFairQueue, and behind Lock's prompt wake-ups, one per release
+// (docs/algorithm.md, "Waiting" and "Fair queue"). Without it Lock polls
+// with its backoff alone. The line only ever makes an acquire fail that
+// would otherwise succeed, never the reverse, so it changes no safety
+// argument.
 type QueueNode interface {
 	Node
 	// AcquireQueued is the Acquire of waiter w. In one atomic step: a
@@ -192,12 +167,34 @@ type QueueNode interface {
 	// reports true only when key already holds value (a retried copy) and
 	// false otherwise, changing nothing (release guards still come first).
 	LeaveQueue(ctx context.Context, key string, w Waiter) error
+	// Watch calls fn each time a release on this node removes key's value
+	// (Release) while someone is in key's waiting line, with the ID of the
+	// line's first live waiter then; each time a LeaveQueue of the line's
+	// first waiter leaves key free, with the next one's ID ("" when none
+	// is left); and each time a release removes one of key's holds
+	// (ReleaseHold), with the line's first waiter or "". A notification
+	// naming a waiter whose ID has a group (the part before its first ".",
+	// as in "g.123") reaches the watches of that group only; the others
+	// (an ID without one, "") reach the watches with group "". So a client
+	// that gives its waiters' IDs its own group hears only of its own. A
+	// release nobody waits for costs no notification, and a key that
+	// expires is not reported. Notifications can be lost (a reconnect) or
+	// late; fn is called from the node's own goroutine and must not block.
+	// Watch returns once the node listens for key, or with an error when
+	// it cannot (ctx ended, the server refused: an ACL user without channel
+	// permissions). stop ends the watch; it may be called more than once
+	// and does not block on the network. Close ends every watch of the
+	// node. Lock works without notifications, polling with its backoff
+	// alone, and falls back to that when Watch fails (an implementation
+	// that cannot watch returns an error) or a notification is lost.
+	Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error)
 }
 
 // Waiter is one Lock call waiting in a lock's line (QueueNode).
 type Waiter struct {
 	// ID is unique to the Lock call; it contains no newline. The part
-	// before its first ".", if any, is its group (WatchNode): the client's.
+	// before its first ".", if any, is its group (QueueNode.Watch): the
+	// client's.
 	ID string
 	// Arrival orders the line (in milliseconds since 1970 on the nodes;
 	// ties are broken by ID): when the Lock call began, on its client's
@@ -225,7 +222,7 @@ type ServerInfo struct {
 	Uptime time.Duration
 	// Settings holds the server's INFO fields that decide whether the
 	// lock's assumptions hold (redis_version, maxmemory_policy,
-	// aof_enabled, role, connected_slaves, ...; see ServerCheckEvent),
+	// aof_enabled, role, connected_slaves, ...; see NodeStateEvent.Findings),
 	// keyed as INFO names them. The client judges them when it meets a run
 	// of the server for the first time. nil when the node cannot tell; a
 	// field it cannot tell is absent.

@@ -14,21 +14,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/obslabel"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
 // recorder is an Observer that keeps every event.
 type recorder struct {
-	mu          sync.Mutex
-	starts      []redlock.OpEvent
-	dones       []redlock.OpEvent
-	attempts    []redlock.AttemptEvent
-	nodes       []redlock.NodeEvent
-	ends        []redlock.LeaseEndEvent
-	fences      []redlock.FenceEvent
-	quarantines []redlock.QuarantineEvent
-	backlog     []redlock.BacklogEvent
-	checks      []redlock.ServerCheckEvent
+	mu     sync.Mutex
+	starts []redlock.OpEvent
+	dones  []redlock.OpEvent
+	nodes  []redlock.NodeEvent
+	ends   []redlock.LeaseEndEvent
+	states []redlock.NodeStateEvent
 }
 
 var _ redlock.Observer = (*recorder)(nil)
@@ -48,12 +45,6 @@ func (r *recorder) OpDone(_ context.Context, e redlock.OpEvent) {
 	r.dones = append(r.dones, e)
 }
 
-func (r *recorder) Attempt(_ context.Context, e redlock.AttemptEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attempts = append(r.attempts, e)
-}
-
 func (r *recorder) NodeCall(_ context.Context, e redlock.NodeEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -66,38 +57,48 @@ func (r *recorder) LeaseEnd(_ context.Context, e redlock.LeaseEndEvent) {
 	r.ends = append(r.ends, e)
 }
 
-func (r *recorder) Fence(_ context.Context, e redlock.FenceEvent) {
+func (r *recorder) NodeState(_ context.Context, e redlock.NodeStateEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fences = append(r.fences, e)
+	r.states = append(r.states, e)
 }
 
-func (r *recorder) Quarantine(_ context.Context, e redlock.QuarantineEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.quarantines = append(r.quarantines, e)
+// runs returns the NodeState events of server runs met (RunID set), and
+// quarantines those of them that started a quarantine; r.mu must be held.
+func (r *recorder) runs() (runs, quarantines []redlock.NodeStateEvent) {
+	for _, e := range r.states {
+		if e.RunID == "" {
+			continue
+		}
+		runs = append(runs, e)
+		if e.Quarantine > 0 {
+			quarantines = append(quarantines, e)
+		}
+	}
+	return runs, quarantines
 }
 
-func (r *recorder) Backlog(_ context.Context, e redlock.BacklogEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.backlog = append(r.backlog, e)
+// backlog returns the NodeState events of backlog changes (no RunID); r.mu
+// must be held.
+func (r *recorder) backlog() []redlock.NodeStateEvent {
+	var out []redlock.NodeStateEvent
+	for _, e := range r.states {
+		if e.RunID == "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-func (r *recorder) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
+// votes counts the node calls of op by their label (obslabel.Vote: the
+// one the logger and the observe modules use).
+func (r *recorder) votes(op redlock.Op) map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.checks = append(r.checks, e)
-}
-
-// votes counts the node calls of op by vote.
-func (r *recorder) votes(op redlock.NodeOp) map[redlock.Vote]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[redlock.Vote]int{}
+	out := map[string]int{}
 	for _, e := range r.nodes {
 		if e.Op == op {
-			out[e.Vote]++
+			out[obslabel.Vote(e.Err)]++
 		}
 	}
 	return out
@@ -122,15 +123,20 @@ func (r *recorder) leaseEnds() []redlock.LeaseEndEvent {
 	return append([]redlock.LeaseEndEvent(nil), r.ends...)
 }
 
-// One fenced lock cycle: the acquisition, its attempt, every node's vote,
-// the fencing token (a new lock starts an epoch; the next one does not),
-// the release and the lease's end.
+// outcome is an operation's label (obslabel.Outcome).
+func outcome(e redlock.OpEvent) string { return obslabel.Outcome(e.Err) }
+
+// One fenced lock cycle: the acquisition (its attempts, its fencing token:
+// a new lock's starts an epoch; the next one goes on from the counters when
+// a quorum of them is there), every node's vote, the release and the
+// lease's end.
 func TestObserverSeesALockCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, nodes := mem(3)
 		rec := &recorder{}
 		c := newClient(t, nodes, redlock.WithObserver(rec))
 		m := newMutex(t, c, redlock.WithFencing())
+		var prev int64
 		for cycle := range 2 {
 			lease, err := m.Lock(context.Background())
 			require.NoError(t, err)
@@ -141,42 +147,39 @@ func TestObserverSeesALockCycle(t *testing.T) {
 			acq := rec.done(redlock.OpAcquire)
 			require.Len(t, acq, cycle+1)
 			a := acq[cycle]
-			assert.Equal(t, redlock.OutcomeOK, a.Outcome)
+			assert.Equal(t, "ok", outcome(a))
 			assert.Equal(t, 1, a.Attempts)
 			assert.Equal(t, fenceOf(t, lease), a.Fence)
-			assert.Equal(t, redlock.LockInfo{Name: lockName, Shape: redlock.ShapeMutex, Fenced: true}, a.Lock)
+			assert.Equal(t, redlock.LockInfo{Name: lockName, Shape: "mutex", Fenced: true}, a.Lock)
 			assert.NoError(t, a.Err)
-
-			rel := rec.done(redlock.OpRelease)
-			require.Len(t, rel, cycle+1)
-			assert.Equal(t, redlock.OutcomeOK, rel[cycle].Outcome)
-
-			ends := rec.leaseEnds()
-			require.Len(t, ends, cycle+1)
-			assert.Equal(t, redlock.LeaseReleased, ends[cycle].End)
-			assert.Equal(t, time.Second, ends[cycle].Held, "virtual time: held exactly the second slept")
-
-			rec.mu.Lock()
-			require.Len(t, rec.fences, cycle+1)
-			f := rec.fences[cycle]
 			// A new lock's first token starts an epoch. The next is max+1
 			// when a quorum of the counters it read exist: the write-back
 			// may have reached a node before its acquire (it then says
-			// not held), leaving that node without a counter.
-			assert.Equal(t, cycle == 0 || f.Present < 2, f.Epoch)
-			if cycle == 0 {
-				assert.Zero(t, f.Present)
+			// not held), leaving that node without a counter, and the
+			// token then starts a new epoch from the clock.
+			if cycle == 0 || a.FenceEpoch {
+				assert.True(t, a.FenceEpoch)
+				assert.Greater(t, a.Fence, prev+1, "an epoch starts from the clock")
+			} else {
+				assert.Equal(t, prev+1, a.Fence)
 			}
-			assert.Equal(t, fenceOf(t, lease), f.Token)
-			assert.Len(t, rec.attempts, cycle+1)
-			assert.Equal(t, redlock.OutcomeOK, rec.attempts[cycle].Outcome)
-			assert.False(t, rec.attempts[cycle].RolledBack)
-			rec.mu.Unlock()
+			prev = a.Fence
+
+			rel := rec.done(redlock.OpRelease)
+			require.Len(t, rel, cycle+1)
+			assert.Equal(t, "ok", outcome(rel[cycle]))
+
+			ends := rec.leaseEnds()
+			require.Len(t, ends, cycle+1)
+			assert.NoError(t, ends[cycle].Err, "released")
+			assert.False(t, ends[cycle].Expired)
+			assert.Equal(t, time.Second, ends[cycle].Held, "virtual time: held exactly the second slept")
 		}
-		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 6}, rec.votes(redlock.NodeAcquire))
-		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 6}, rec.votes(redlock.NodeRelease))
-		fence := rec.votes(redlock.NodeFence)
-		assert.Equal(t, 6, fence[redlock.VoteYes]+fence[redlock.VoteNotHeld])
+		assert.Equal(t, map[string]int{"yes": 6}, rec.votes(redlock.OpAcquire))
+		assert.Equal(t, map[string]int{"yes": 6}, rec.votes(redlock.OpRelease))
+		assert.Empty(t, rec.votes(redlock.OpRollback), "no attempt was rolled back")
+		fence := rec.votes(redlock.OpFence)
+		assert.Equal(t, 6, fence["yes"]+fence["not_held"])
 	})
 }
 
@@ -242,8 +245,8 @@ func TestObserverContextReachesTheNodes(t *testing.T) {
 }
 
 // A contended wait: the first attempts find the lock taken on every node
-// (outcome contended, votes taken), the last gets it once the holder
-// unlocks; the acquisition reports every attempt and the whole wait.
+// (votes taken, each rolled back), the last gets it once the holder
+// unlocks; the acquisition reports its attempts and the whole wait.
 func TestObserverSeesAContendedWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, nodes := mem(3)
@@ -263,20 +266,15 @@ func TestObserverSeesAContendedWait(t *testing.T) {
 
 		acq := rec.done(redlock.OpAcquire)
 		require.Len(t, acq, 1)
-		assert.Equal(t, redlock.OutcomeOK, acq[0].Outcome)
+		assert.Equal(t, "ok", outcome(acq[0]))
 		assert.Greater(t, acq[0].Attempts, 1)
 		assert.GreaterOrEqual(t, acq[0].Took, time.Second, "the wait lasted until the holder unlocked (virtual time)")
-		rec.mu.Lock()
-		require.Len(t, rec.attempts, acq[0].Attempts)
-		for _, a := range rec.attempts[:len(rec.attempts)-1] {
-			assert.Equal(t, redlock.OutcomeContended, a.Outcome)
-			assert.ErrorIs(t, a.Err, redlock.ErrNotObtained)
-		}
-		assert.Equal(t, redlock.OutcomeOK, rec.attempts[len(rec.attempts)-1].Outcome)
-		rec.mu.Unlock()
-		// Every failed attempt met the holder's key (the last one's votes
-		// may already meet it gone).
-		assert.GreaterOrEqual(t, rec.votes(redlock.NodeAcquire)[redlock.VoteTaken], acq[0].Attempts-1)
+		// Each attempt is one vote per node; every failed attempt met the
+		// holder's key (the last one's votes may already meet it gone).
+		votes := rec.votes(redlock.OpAcquire)
+		assert.Equal(t, 3*acq[0].Attempts, votes["yes"]+votes["taken"])
+		assert.GreaterOrEqual(t, votes["taken"], acq[0].Attempts-1)
+		assert.GreaterOrEqual(t, votes["yes"], 2, "the last attempt's quorum")
 	})
 }
 
@@ -292,7 +290,7 @@ func TestObserverSeesARollbackAndTheBacklog(t *testing.T) {
 		warmUp(t, m)
 		synctest.Wait()
 		rec.mu.Lock()
-		rec.attempts, rec.nodes = nil, nil
+		rec.dones, rec.nodes = nil, nil
 		rec.mu.Unlock()
 
 		ok, err := ms[0].Acquire(context.Background(), lockName, "another owner", time.Minute)
@@ -302,15 +300,15 @@ func TestObserverSeesARollbackAndTheBacklog(t *testing.T) {
 		_, err = m.TryLock(context.Background())
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		synctest.Wait()
-		rec.mu.Lock()
-		require.Len(t, rec.attempts, 1)
-		a := rec.attempts[0]
-		rec.mu.Unlock()
-		assert.Equal(t, redlock.OutcomeContended, a.Outcome)
-		assert.True(t, a.RolledBack)
-		assert.LessOrEqual(t, a.Yes, 1, "decided by the two noes, with or without the yes")
-		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 1, redlock.VoteTaken: 1, redlock.VoteError: 1}, rec.votes(redlock.NodeAcquire))
-		assert.Equal(t, map[redlock.Vote]int{redlock.VoteYes: 1, redlock.VoteError: 1}, rec.votes(redlock.NodeRollback),
+		acq := rec.done(redlock.OpAcquire)
+		require.Len(t, acq, 1)
+		assert.Equal(t, "contended", outcome(acq[0]))
+		assert.Equal(t, 1, acq[0].Attempts)
+		var qe *redlock.QuorumError
+		require.ErrorAs(t, acq[0].Err, &qe)
+		assert.ErrorIs(t, qe.Nodes[0].Err, redlock.ErrNodeTaken)
+		assert.Equal(t, map[string]int{"yes": 1, "taken": 1, "error": 1}, rec.votes(redlock.OpAcquire))
+		assert.Equal(t, map[string]int{"yes": 1, "error": 1}, rec.votes(redlock.OpRollback),
 			"the yes vote released; the failed node's release failed too (its acquire's effect is unknown)")
 		assert.Equal(t, 1, c.Stats().Backlog[1])
 
@@ -318,10 +316,12 @@ func TestObserverSeesARollbackAndTheBacklog(t *testing.T) {
 		require.NoError(t, c.Close(context.Background()))
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		require.Len(t, rec.backlog, 2)
-		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogQueued, Len: 1, Delta: 1}, rec.backlog[0])
-		assert.Equal(t, redlock.BacklogEvent{Lock: rec.backlog[0].Lock, Node: "mem-1", Index: 1, Change: redlock.BacklogDone, Len: 0, Delta: -1}, rec.backlog[1])
-		assert.Equal(t, lockName, rec.backlog[0].Lock.Name)
+		backlog := rec.backlog()
+		require.Len(t, backlog, 2)
+		assert.Equal(t, redlock.NodeStateEvent{Lock: backlog[0].Lock, Node: "mem-1", Index: 1, Backlog: 1, Delta: 1}, backlog[0])
+		assert.Equal(t, redlock.NodeStateEvent{Lock: backlog[0].Lock, Node: "mem-1", Index: 1, Backlog: 0, Delta: -1}, backlog[1])
+		assert.Equal(t, []string{"queued", "done"}, []string{obslabel.BacklogChange(backlog[0].Err, backlog[0].Delta), obslabel.BacklogChange(backlog[1].Err, backlog[1].Delta)})
+		assert.Equal(t, lockName, backlog[0].Lock.Name)
 	})
 }
 
@@ -358,12 +358,12 @@ func TestObserverSeesARenewalFailureWithItsCause(t *testing.T) {
 		var failed []redlock.OpEvent
 		for _, e := range rec.done(redlock.OpExtend) {
 			assert.True(t, e.Renewal)
-			switch e.Outcome {
-			case redlock.OutcomeNoQuorum:
+			switch outcome(e) {
+			case "no_quorum":
 				failed = append(failed, e)
-			case redlock.OutcomeOK, redlock.OutcomeEnded: // before the pause; running when Do released
+			case "ok", "ended": // before the pause; running when Do released
 			default:
-				t.Errorf("renewal outcome %q: %v", e.Outcome, e.Err)
+				t.Errorf("renewal outcome %q: %v", outcome(e), e.Err)
 			}
 		}
 		require.NotEmpty(t, failed)
@@ -372,7 +372,7 @@ func TestObserverSeesARenewalFailureWithItsCause(t *testing.T) {
 			assert.ErrorIs(t, qe.Nodes[1].Err, context.DeadlineExceeded, "the cause: node 1 timed out")
 			assert.ErrorIs(t, qe.Nodes[2].Err, context.DeadlineExceeded, "the cause: node 2 timed out")
 		}
-		assert.Positive(t, rec.votes(redlock.NodeExtend)[redlock.VoteTimeout])
+		assert.Positive(t, rec.votes(redlock.OpExtend)["timeout"])
 		logMu.Lock()
 		text := logs.String()
 		logMu.Unlock()
@@ -411,7 +411,8 @@ func TestObserverSeesLeasesExpireAndGetLost(t *testing.T) {
 		synctest.Wait()
 		ends := rec.leaseEnds()
 		require.Len(t, ends, 1)
-		assert.Equal(t, redlock.LeaseExpired, ends[0].End)
+		assert.True(t, ends[0].Expired)
+		assert.Equal(t, "expired", obslabel.LeaseEnd(ends[0].Err, ends[0].Expired))
 		assert.ErrorIs(t, ends[0].Err, redlock.ErrLockLost)
 		var qe *redlock.QuorumError
 		assert.ErrorAs(t, ends[0].Err, &qe, "the expiry carries the last renewal's error")
@@ -432,13 +433,15 @@ func TestObserverSeesLeasesExpireAndGetLost(t *testing.T) {
 		synctest.Wait()
 		ends = rec.leaseEnds()
 		require.Len(t, ends, 2, "each lease ends once")
-		assert.Equal(t, redlock.LeaseLost, ends[1].End)
+		assert.False(t, ends[1].Expired)
+		assert.ErrorIs(t, ends[1].Err, redlock.ErrLockLost)
+		assert.Equal(t, "lost", obslabel.LeaseEnd(ends[1].Err, ends[1].Expired))
 		ext := rec.done(redlock.OpExtend)
-		assert.Equal(t, redlock.OutcomeLost, ext[len(ext)-1].Outcome)
+		assert.Equal(t, "lost", outcome(ext[len(ext)-1]))
 		assert.False(t, ext[len(ext)-1].Renewal)
 		rel := rec.done(redlock.OpRelease)
-		assert.Equal(t, redlock.OutcomeLost, rel[len(rel)-1].Outcome)
-		assert.GreaterOrEqual(t, rec.votes(redlock.NodeExtend)[redlock.VoteNotHeld], 2, "the two restarted masters")
+		assert.Equal(t, "lost", outcome(rel[len(rel)-1]))
+		assert.GreaterOrEqual(t, rec.votes(redlock.OpExtend)["not_held"], 2, "the two restarted masters")
 	})
 }
 
@@ -454,14 +457,15 @@ func TestObserverSeesQuarantines(t *testing.T) {
 		_, err := m.TryLock(context.Background())
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		rec.mu.Lock()
-		require.Len(t, rec.quarantines, 3)
-		for _, q := range rec.quarantines {
+		_, quarantines := rec.runs()
+		require.Len(t, quarantines, 3)
+		for _, q := range quarantines {
 			assert.False(t, q.Restart)
-			assert.Equal(t, 6*time.Second, q.For, "10s less an uptime of 5s read as 4s")
+			assert.Equal(t, 6*time.Second, q.Quarantine, "10s less an uptime of 5s read as 4s")
 		}
 		rec.mu.Unlock()
 		synctest.Wait()
-		assert.Equal(t, map[redlock.Vote]int{redlock.VoteQuarantined: 3}, rec.votes(redlock.NodeAcquire))
+		assert.Equal(t, map[string]int{"quarantined": 3}, rec.votes(redlock.OpAcquire))
 
 		time.Sleep(10 * time.Second)
 		ms[0].Restart(true)
@@ -471,10 +475,12 @@ func TestObserverSeesQuarantines(t *testing.T) {
 		synctest.Wait()
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		require.Len(t, rec.quarantines, 4)
-		assert.Equal(t, "mem-0", rec.quarantines[3].Node)
-		assert.True(t, rec.quarantines[3].Restart)
-		assert.Equal(t, 10*time.Second, rec.quarantines[3].For)
+		runs, quarantines := rec.runs()
+		require.Len(t, quarantines, 4)
+		require.Len(t, runs, 4, "each run met is reported once, with its quarantine")
+		assert.Equal(t, "mem-0", quarantines[3].Node)
+		assert.True(t, quarantines[3].Restart)
+		assert.Equal(t, 10*time.Second, quarantines[3].Quarantine)
 	})
 }
 

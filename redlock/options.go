@@ -39,7 +39,6 @@ type lockConfig struct {
 	minValidity time.Duration
 	retryMin    time.Duration
 	retryMax    time.Duration
-	maxAttempts int           // 0: until the context ends
 	maxWait     time.Duration // 0: until the context ends
 	lockDelay   time.Duration
 	renew       float64 // fraction of the TTL between renewals; 0: off
@@ -171,7 +170,7 @@ func WithMinValidity(d time.Duration) LockOption {
 // WithRetryBackoff sets Lock's delay between attempts: after failed attempt
 // k it waits a random duration in [d/2, d] with d = min(max, min*2^k), so
 // competing clients do not retry in lockstep. On nodes that report
-// releases (WatchNode) a waiting call also wakes when the holder releases
+// releases (QueueNode.Watch) a waiting call also wakes when the holder releases
 // (docs/algorithm.md, "Waiting"): a plain lock's woken call then tries
 // after a random delay under four times its last attempt's duration, so
 // that the calls of several clients woken by one release do not split the
@@ -182,17 +181,14 @@ func WithRetryBackoff(min, max time.Duration) LockOption {
 	return func(l *lockConfig) { l.retryMin, l.retryMax = min, max }
 }
 
-// WithMaxAttempts bounds the attempts Lock makes. Default: 0, meaning Lock
-// retries until its context ends. Must be non-negative.
-func WithMaxAttempts(n int) LockOption { return func(l *lockConfig) { l.maxAttempts = n } }
-
 // WithMaxWait bounds how long Lock, and Do before it runs its function,
 // wait for the lock: no attempt starts once d has passed since the call
 // began, and the call then fails with the last attempt's error (wrapping
 // ErrNotObtained). It bounds the wait only: Do's function runs under the
 // caller's context, however long the wait took, so a caller can give the
-// wait and the work different bounds. Default: 0, meaning until the
-// context ends (or WithMaxAttempts). Must be non-negative.
+// wait and the work different bounds (Lock alone can take a context with a
+// deadline instead). Default: 0, meaning until the context ends. Must be
+// non-negative.
 func WithMaxWait(d time.Duration) LockOption { return func(l *lockConfig) { l.maxWait = d } }
 
 // WithLockDelay keeps the lock from being taken again for d after a lease
@@ -364,8 +360,6 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("retry backoff minimum %v is above maximum %v", l.retryMin, l.retryMax)
 	case l.retryMin == 0 && l.retryMax > 0:
 		return configError("retry backoff minimum 0 with maximum %v never backs off (min*2^k stays 0): use a positive minimum, or 0, 0 for no delay", l.retryMax)
-	case l.maxAttempts < 0:
-		return configError("max attempts %d must not be negative", l.maxAttempts)
 	case l.maxWait < 0:
 		return configError("max wait %v must not be negative", l.maxWait)
 	case l.lockDelay < 0:

@@ -39,15 +39,12 @@ func (c *Client) sawServer(ctx context.Context, j int, info ServerInfo) {
 	if c.obs == nil {
 		return
 	}
-	if left > 0 {
-		c.obs.Quarantine(ctx, QuarantineEvent{Node: m.addr, Index: j, RunID: info.RunID, Restart: known, For: left})
-	}
 	if newRun {
-		c.obs.ServerCheck(ctx, ServerCheckEvent{Node: m.addr, Index: j, RunID: info.RunID, Findings: c.checkServer(m, info)})
+		c.obs.NodeState(ctx, NodeStateEvent{Node: m.addr, Index: j, RunID: info.RunID, Restart: known, Quarantine: left, Findings: c.checkServer(m, info)})
 	}
 }
 
-// checkServer judges a server's settings (see ServerCheckEvent): the
+// checkServer judges a server's settings (see NodeStateEvent.Findings): the
 // findings at levels warn and bad, less those the restart quarantine
 // covers when it is on and m is not exempt from it (durable).
 func (c *Client) checkServer(m *member, info ServerInfo) []ServerFinding {

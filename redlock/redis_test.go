@@ -640,7 +640,7 @@ func TestUnlockLeavesNoKeyWhileRenewalRaces(t *testing.T) {
 	taken := 0
 	rec.mu.Lock()
 	for _, e := range rec.nodes {
-		if e.Op == redlock.NodeAcquire && e.Vote == redlock.VoteTaken {
+		if e.Op == redlock.OpAcquire && errors.Is(e.Err, redlock.ErrNodeTaken) {
 			taken++
 		}
 	}

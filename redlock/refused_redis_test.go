@@ -79,15 +79,15 @@ func TestRefusedReleaseIsNotRetried(t *testing.T) {
 			var releases, retries []redlock.NodeEvent
 			for _, e := range rec.nodes {
 				switch {
-				case e.Op == redlock.NodeRetry:
+				case e.Op == redlock.OpRetry:
 					retries = append(retries, e)
-				case e.Op == redlock.NodeRelease && e.Index == 0:
+				case e.Op == redlock.OpRelease && e.Index == 0:
 					releases = append(releases, e)
 				}
 			}
 			var queued int
-			for _, e := range rec.backlog {
-				if e.Change == redlock.BacklogQueued {
+			for _, e := range rec.backlog() {
+				if e.Delta > 0 {
 					queued++
 				}
 			}

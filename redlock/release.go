@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -57,14 +58,14 @@ func mayHold(acq *call) bool {
 // that fails, or that the in-flight cap keeps from being sent, is queued for
 // retry. nop says, to the client's Observer, whether it is an Unlock or a
 // rollback.
-func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call, nop NodeOp) *round {
+func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duration, acq []*call, nop Op) *round {
 	// With one node, Unlock's release runs on the caller's goroutine when
 	// the caller's ctx cannot end before the release's own timeout does
 	// (no deadline, or a later one): Unlock waits for that node anyway. A
 	// rollback never does: a failed TryLock returns without waiting for a
 	// release behind a timed-out acquire.
 	inline := false
-	if nop == NodeRelease && len(c.members) == 1 {
+	if nop == OpRelease && len(c.members) == 1 {
 		dl, ok := ctx.Deadline()
 		inline = !ok || time.Until(dl) >= c.cfg.releaseTimeout
 	}
@@ -85,7 +86,7 @@ func (c *Client) release(ctx context.Context, p pendingRelease, ttl time.Duratio
 		node:    nop,
 		lock:    p.lock,
 		before:  [2][]*call{acq},
-		unlock:  nop == NodeRelease,
+		unlock:  nop == OpRelease,
 		inline:  inline,
 		exec:    e,
 	})
@@ -160,6 +161,10 @@ func serverBusy(reply string) bool {
 	return false
 }
 
+// errAbandoned is the error of a backlog entry that Close gave up on
+// (NodeStateEvent.Err).
+var errAbandoned = fmt.Errorf("%w: release abandoned unconfirmed; the key expires with its TTL", ErrClosed)
+
 // queueRelease keeps a release that failed on a node that may hold the key.
 // A paused server executes, when it resumes, an acquire it had queued; a
 // release sent meanwhile may never reach it (a connection opened while a
@@ -189,11 +194,12 @@ func serverBusy(reply string) bool {
 func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
 	m := c.members[i]
 	m.mu.Lock()
-	change, delta := BacklogQueued, 0
+	var gaveUp error
+	delta := 0
 	switch {
 	case isClosed(c.giveUp):
 		m.abandoned++
-		change = BacklogAbandoned
+		gaveUp = errAbandoned
 	case m.backlog.add(p):
 		delta = 1
 		if !m.draining {
@@ -205,7 +211,7 @@ func (c *Client) queueRelease(ctx context.Context, i int, p pendingRelease) {
 	n := m.backlog.len()
 	m.mu.Unlock()
 	if c.obs != nil {
-		c.obs.Backlog(ctx, BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: delta})
+		c.obs.NodeState(ctx, NodeStateEvent{Lock: *p.lock, Node: m.addr, Index: i, Backlog: n, Delta: delta, Err: gaveUp})
 	}
 }
 
@@ -230,7 +236,7 @@ func (c *Client) drain(i int) {
 			m.mu.Unlock()
 			if c.obs != nil {
 				for _, p := range abandoned {
-					c.obs.Backlog(context.Background(), BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: BacklogAbandoned, Delta: -1})
+					c.obs.NodeState(context.Background(), NodeStateEvent{Lock: *p.lock, Node: m.addr, Index: i, Delta: -1, Err: errAbandoned})
 				}
 			}
 			return
@@ -254,7 +260,7 @@ func (c *Client) drain(i int) {
 			}
 		}
 		if c.obs != nil {
-			c.obs.NodeCall(context.Background(), NodeEvent{Lock: *p.lock, Op: NodeRetry, Node: m.addr, Index: i, Vote: voteOf(err), Took: time.Since(start), Err: err})
+			c.obs.NodeCall(context.Background(), NodeEvent{Lock: *p.lock, Op: OpRetry, Node: m.addr, Index: i, Took: time.Since(start), Err: err})
 			c.noteDenied(context.Background(), i, err)
 		}
 		// Done once the node answered, or refused the connection: then
@@ -264,7 +270,7 @@ func (c *Client) drain(i int) {
 		final := c.cfg.knobs.NoBusyRetry
 		if err == nil || errors.Is(err, ErrNodeNotHeld) || errors.Is(err, ErrNotSent) || refusedRelease(err, final) {
 			refused := refusedRelease(err, final) && !errors.Is(err, ErrNotSent)
-			change := BacklogDone
+			var dropped error
 			m.mu.Lock()
 			// A release of the same value merged meanwhile with a longer
 			// guard is sent again, unless the node refused this one.
@@ -273,13 +279,13 @@ func (c *Client) drain(i int) {
 				m.backlog.remove(q)
 				if refused {
 					m.abandoned++ // refused: retrying cannot help; the key expires with its TTL
-					change = BacklogDropped
+					dropped = err
 				}
 			}
 			n := m.backlog.len()
 			m.mu.Unlock()
 			if removed && c.obs != nil {
-				c.obs.Backlog(context.Background(), BacklogEvent{Lock: *p.lock, Node: m.addr, Index: i, Change: change, Len: n, Delta: -1})
+				c.obs.NodeState(context.Background(), NodeStateEvent{Lock: *p.lock, Node: m.addr, Index: i, Backlog: n, Delta: -1, Err: dropped})
 			}
 			delay = first
 			continue

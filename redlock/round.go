@@ -98,7 +98,7 @@ type op struct {
 	// the restart quarantine may refuse to count.
 	vote bool
 	// node and lock describe each node call to the client's Observer.
-	node NodeOp
+	node Op
 	lock *LockInfo // a pointer: op stays small enough for closures to copy (no allocation)
 }
 
@@ -415,7 +415,7 @@ func (c *Client) report(ctx context.Context, i int, o op, err error, took time.D
 	if c.obs == nil {
 		return
 	}
-	c.obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Vote: voteOf(err), Took: took, Err: err})
+	c.obs.NodeCall(ctx, NodeEvent{Lock: *o.lock, Op: o.node, Node: c.members[i].addr, Index: i, Took: took, Err: err})
 	c.noteDenied(ctx, i, err)
 }
 

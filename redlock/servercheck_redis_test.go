@@ -78,13 +78,15 @@ func TestServerCheckAtFirstContact(t *testing.T) {
 		seen := func() int {
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			return len(rec.checks)
+			runs, _ := rec.runs()
+			return len(runs)
 		}
 		waitFor(t, "a check of every server", func() bool { return seen() >= len(addrs) })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		got := map[string][]string{}
-		for _, e := range rec.checks {
+		runs, _ := rec.runs()
+		for _, e := range runs {
 			if _, dup := got[e.Node]; dup || e.Node != addrs[e.Index] || e.RunID == "" {
 				t.Errorf("check event %+v: a second one for the run, or a wrong node", e)
 			}

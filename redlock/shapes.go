@@ -1,10 +1,6 @@
 package redlock
 
-import (
-	"context"
-
-	"github.com/quorumlock/quorumlock/internal/wire"
-)
+import "github.com/quorumlock/quorumlock/internal/wire"
 
 // The lock shapes (docs/shapes.md) are Mutexes whose acquisitions are holds
 // in a shared lock on each node (ShapeNode) instead of SET NX keys: the same
@@ -42,32 +38,30 @@ func (c *Client) NewReentrant(name, owner string, opts ...LockOption) (*Mutex, e
 	return c.newMutex("NewReentrant", name, &Hold{Group: wire.OwnerGroup(owner)}, opts)
 }
 
-// RWMutex is a read-write lock over the client's nodes: any number of
-// readers, or one writer. Create it with Client.NewRWMutex. Each reader's
-// hold has its own expiry, so releases never touch other readers. Like
-// Mutex it holds no state between calls and is safe for concurrent use;
-// every successful call returns its own Lease, with the mutex's lifecycle.
-type RWMutex struct {
-	r, w *Mutex
-}
-
-// NewRWMutex returns a read-write lock called name. It takes NewMutex's
-// options (except WithFencing) with the same defaults, plus
-// WithWriterPreference; it does not contact the nodes. Every node must
-// implement ShapeNode. Errors wrap ErrInvalidConfig: NewMutex's,
-// WithFencing, or a node without the capability (named by its Addr).
-func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
+// NewRWMutex returns a read-write lock called name as two mutexes: reader,
+// whose Lock, TryLock and Do take read leases (any number of readers at
+// once; each lease's Holds reports the live readers on the nodes), and
+// writer, whose take the write lease (one writer, once the live readers
+// have drained). Each reader's hold has its own expiry, so releases never
+// touch other readers. Like every Mutex they hold no state between calls
+// and are safe for concurrent use; every successful call returns its own
+// Lease. It takes NewMutex's options (except WithFencing) with the same
+// defaults, plus WithWriterPreference (which applies to the writer); it
+// does not contact the nodes. Every node must implement ShapeNode. Errors
+// wrap ErrInvalidConfig: NewMutex's, WithFencing, or a node without the
+// capability (named by its Addr).
+func (c *Client) NewRWMutex(name string, opts ...LockOption) (reader, writer *Mutex, err error) {
 	// Readers always yield to a live waiting mark: preference is the
 	// waiting writer's choice (only a writer with WithWriterPreference
-	// leaves marks), so it works whatever option the readers' RWMutex, in
+	// leaves marks), so it works whatever option the readers' mutex, in
 	// this process or another, was built with.
 	r, err := c.newMutex("NewRWMutex", name, &Hold{Group: readerGroup, Yield: true}, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w, err := c.newMutex("NewRWMutex", name, &Hold{Group: writerGroup, Limit: 1}, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if w.cfg.preferWrite {
 		token, _ := c.newValue()
@@ -77,12 +71,12 @@ func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 		// plus an attempt and its rollback, twice.
 		hk.hold.WaitTTL = 2 * (w.cfg.retryMax + c.cfg.nodeTimeout + c.cfg.releaseTimeout)
 	}
-	return &RWMutex{r: r, w: w}, nil
+	return r, w, nil
 }
 
-// WithWriterPreference gives the writers of an RWMutex preference: a
+// WithWriterPreference gives the writer of a read-write lock preference: a
 // writer's attempt that is refused leaves a mark on the nodes that refused
-// it, and new read leases of the lock (of every RWMutex of the name, in any
+// it, and new read leases of the lock (of every read-write lock of the name, in any
 // process, whether or not it was built with this option) are refused there
 // while the mark lives, so a stream of readers cannot starve the writer: it
 // gets in once the read leases held when it started waiting have ended. The
@@ -97,39 +91,12 @@ func (c *Client) NewRWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 // NewRWMutex accepts it. Default: off (readers may starve writers).
 func WithWriterPreference() LockOption { return func(l *lockConfig) { l.preferWrite = true } }
 
-// RLock acquires a read lease, retrying like Mutex.Lock (with its errors).
-// Its Lease.Holds reports the live readers on the nodes.
-func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) { return rw.r.Lock(ctx) }
-
-// TryRLock makes one attempt at a read lease, like Mutex.TryLock.
-func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) { return rw.r.TryLock(ctx) }
-
-// RDo runs fn under a read lease, like Mutex.Do.
-func (rw *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	return rw.r.Do(ctx, fn)
-}
-
-// Lock acquires the write lease, retrying like Mutex.Lock (with its
-// errors): it waits for live readers to drain.
-func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) { return rw.w.Lock(ctx) }
-
-// TryLock makes one attempt at the write lease, like Mutex.TryLock.
-func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) { return rw.w.TryLock(ctx) }
-
-// Do runs fn under the write lease, like Mutex.Do.
-func (rw *RWMutex) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	return rw.w.Do(ctx, fn)
-}
-
-// Semaphore is a counting semaphore over the client's nodes: at most K
-// holders at once, each with its own lease and expiry. Create it with
-// Client.NewSemaphore. It holds no state between calls and is safe for
-// concurrent use.
-type Semaphore struct {
-	m *Mutex
-}
-
-// NewSemaphore returns a semaphore called name that admits k holders.
+// NewSemaphore returns a counting semaphore called name that admits k
+// holders at once, each with its own lease and expiry, as a Mutex: its
+// Lock, TryLock and Do take one of the k places (the lease's Holds reports
+// the holders on the nodes), and the lease's Unlock gives it back. Like
+// every Mutex it holds no state between calls and is safe for concurrent
+// use.
 //
 // For k > 1 a majority of nodes is not enough: its quorum is the larger of
 // the client's and floor(n*k/(k+1))+1 for n nodes (n = 3: 3 for any k > 1;
@@ -144,7 +111,7 @@ type Semaphore struct {
 // ShapeNode. Errors wrap ErrInvalidConfig: NewMutex's, k below 1,
 // WithFencing or WithWriterPreference, or a node without the capability
 // (named by its Addr).
-func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphore, error) {
+func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Mutex, error) {
 	if k < 1 {
 		return nil, configError("NewSemaphore: k %d must be at least 1", k)
 	}
@@ -155,7 +122,7 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphor
 	if !c.cfg.knobs.NoShapeQuorum { // test-only switch (internal/knobs)
 		m.quorum = max(m.quorum, semaphoreQuorum(len(c.members), k))
 	}
-	return &Semaphore{m: m}, nil
+	return m, nil
 }
 
 // semaphoreQuorum is the least quorum that keeps n nodes, each admitting k
@@ -169,24 +136,11 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Semaphor
 // k >= n-1 it is n.
 func semaphoreQuorum(n, k int) int { return n*k/(k+1) + 1 }
 
-// Acquire takes one of the k places, retrying like Mutex.Lock (with its
-// errors). Its Lease.Holds reports the holders on the nodes; Unlock gives
-// the place back.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) { return s.m.Lock(ctx) }
-
-// TryAcquire makes one attempt to take a place, like Mutex.TryLock.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return s.m.TryLock(ctx) }
-
-// Do runs fn holding a place, like Mutex.Do.
-func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	return s.m.Do(ctx, fn)
-}
-
 // Holds returns the number of live holds of the lease's group on the nodes
 // when it was acquired, counting its own (the highest among the nodes that
 // granted it by the decision; the nodes apply concurrent acquisitions in
 // different orders, so it is a report, not a lock-wide count): a reentrant lease's depth, the readers of a read lease, the
-// holders of a semaphore. It is 1 for a Mutex and a write lease.
+// holders of a semaphore. It is 1 for a plain mutex and a write lease.
 func (l *Lease) Holds() int { return l.holds }
 
 // kindFor chooses the kind of a constructor's lock (kind.go) and refuses

@@ -32,15 +32,15 @@ func BenchmarkShapes(b *testing.B) {
 	})
 	b.Run("N=3/read", func(b *testing.B) {
 		c, name := benchClient(b, 1)
-		rw, err := c[0].NewRWMutex(name)
+		rw, err := rwOf(c[0].NewRWMutex(name))
 		check(b, err)
-		cycles(b, rw.RLock)
+		cycles(b, rw.r.Lock)
 	})
 	b.Run("N=3/write", func(b *testing.B) {
 		c, name := benchClient(b, 1)
-		rw, err := c[0].NewRWMutex(name)
+		rw, err := rwOf(c[0].NewRWMutex(name))
 		check(b, err)
-		cycles(b, rw.Lock)
+		cycles(b, rw.w.Lock)
 	})
 	b.Run("N=3/reentrant-depth-2", func(b *testing.B) {
 		c, name := benchClient(b, 1)
@@ -66,14 +66,14 @@ func BenchmarkShapes(b *testing.B) {
 			if prefer {
 				opts = append(opts, redlock.WithWriterPreference())
 			}
-			rw, err := c[0].NewRWMutex(name, opts...)
+			rw, err := rwOf(c[0].NewRWMutex(name, opts...))
 			check(b, err)
 			var reads, writes atomic.Int64
 			lock := func(i int) (func(context.Context) (*redlock.Lease, error), *atomic.Int64) {
 				if i == 8 {
-					return rw.Lock, &writes
+					return rw.w.Lock, &writes
 				}
-				return rw.RLock, &reads
+				return rw.r.Lock, &reads
 			}
 			parallel(b, 9, func(i int) error {
 				f, n := lock(i)
@@ -86,13 +86,13 @@ func BenchmarkShapes(b *testing.B) {
 	}
 	b.Run("N=3/semaphore-K=4/8clients", func(b *testing.B) {
 		cs, name := benchClient(b, 8)
-		sems := make([]*redlock.Semaphore, len(cs))
+		sems := make([]*redlock.Mutex, len(cs))
 		for i, c := range cs {
 			var err error
 			sems[i], err = c.NewSemaphore(name, 4)
 			check(b, err)
 		}
-		parallel(b, 8, func(i int) error { return cycle(ctx, sems[i].Acquire) })
+		parallel(b, 8, func(i int) error { return cycle(ctx, sems[i].Lock) })
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acquisitions/s")
 	})
 }

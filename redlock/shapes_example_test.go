@@ -63,9 +63,9 @@ func ExampleClient_NewReentrant() {
 	// job-8 after the last unlock: true
 }
 
-// A read-write lock: readers share it, each with its own lease; a writer
-// waits for them, and with WithWriterPreference new readers (of any RWMutex
-// of the name) wait for it.
+// A read-write lock is two mutexes: the reader's leases share it, each with
+// its own lease; the writer waits for them, and with WithWriterPreference
+// new readers (of any read-write lock of the name) wait for it.
 func ExampleClient_NewRWMutex() {
 	client, err := redlock.New(memNodes())
 	if err != nil {
@@ -75,31 +75,31 @@ func ExampleClient_NewRWMutex() {
 	defer client.Close(context.Background())
 	ctx := context.Background()
 
-	rw, err := client.NewRWMutex("catalog", redlock.WithTTL(10*time.Second), redlock.WithWriterPreference())
+	reader, writer, err := client.NewRWMutex("catalog", redlock.WithTTL(10*time.Second), redlock.WithWriterPreference())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	r1, _ := rw.RLock(ctx)
-	r2, _ := rw.RLock(ctx)
+	r1, _ := reader.Lock(ctx)
+	r2, _ := reader.Lock(ctx)
 	fmt.Println("readers:", r2.Holds())
 
-	_, err = rw.TryLock(ctx) // refused, and marks a waiting writer
+	_, err = writer.TryLock(ctx) // refused, and marks a waiting writer
 	fmt.Println("writer refused while reading:", errors.Is(err, redlock.ErrNotObtained))
-	_, err = rw.TryRLock(ctx)
+	_, err = reader.TryLock(ctx)
 	fmt.Println("new reader refused while a writer waits:", errors.Is(err, redlock.ErrNotObtained))
-	other, err := client.NewRWMutex("catalog") // another process's, built without the option
+	otherReader, _, err := client.NewRWMutex("catalog") // another process's, built without the option
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, err = other.TryRLock(ctx) // preference is the writer's: every reader yields
+	_, err = otherReader.TryLock(ctx) // preference is the writer's: every reader yields
 	fmt.Println("its readers wait too:", errors.Is(err, redlock.ErrNotObtained))
 
 	r1.Unlock(ctx) // r2 keeps its own hold
 	fmt.Println("r2 still valid:", r2.Valid())
 	r2.Unlock(ctx)
-	w, err := rw.TryLock(ctx)
+	w, err := writer.TryLock(ctx)
 	fmt.Println("writer after the readers:", err == nil)
 	w.Unlock(ctx)
 	// Output:
@@ -111,7 +111,8 @@ func ExampleClient_NewRWMutex() {
 	// writer after the readers: true
 }
 
-// A counting semaphore: at most K holders at once, each with its own lease.
+// A counting semaphore: at most K holders at once, each with its own lease;
+// it is a Mutex whose Lock takes one of the places.
 func ExampleClient_NewSemaphore() {
 	client, err := redlock.New(memNodes())
 	if err != nil {
@@ -126,13 +127,13 @@ func ExampleClient_NewSemaphore() {
 		fmt.Println(err)
 		return
 	}
-	a, _ := sem.Acquire(ctx)
-	b, _ := sem.Acquire(ctx)
+	a, _ := sem.Lock(ctx)
+	b, _ := sem.Lock(ctx)
 	fmt.Println("holders:", b.Holds())
-	_, err = sem.TryAcquire(ctx)
+	_, err = sem.TryLock(ctx)
 	fmt.Println("third refused:", errors.Is(err, redlock.ErrNotObtained))
 	a.Unlock(ctx)
-	c, err := sem.TryAcquire(ctx)
+	c, err := sem.TryLock(ctx)
 	fmt.Println("third after a release:", err == nil)
 	b.Unlock(ctx)
 	c.Unlock(ctx)

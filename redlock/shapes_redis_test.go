@@ -132,8 +132,8 @@ func TestRWMutexOnRealServers(t *testing.T) {
 		t.Run(fmt.Sprint("N=", n), func(t *testing.T) {
 			ms := startMasters(t, n)
 			c := realClient(t, ms.nodes)
-			rw, err := c.NewRWMutex(lockName, redlock.WithTTL(5*time.Second), redlock.WithWriterPreference(),
-				redlock.WithRetryBackoff(time.Millisecond, 20*time.Millisecond))
+			rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithTTL(5*time.Second), redlock.WithWriterPreference(),
+				redlock.WithRetryBackoff(time.Millisecond, 20*time.Millisecond)))
 			require.NoError(t, err)
 			stop, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 			defer cancel()
@@ -142,7 +142,7 @@ func TestRWMutexOnRealServers(t *testing.T) {
 			for i := range 5 {
 				wg.Go(func() {
 					for stop.Err() == nil {
-						if l, err := rw.RLock(stop); err == nil {
+						if l, err := rw.r.Lock(stop); err == nil {
 							rec.hold(stop, false, l, time.Duration(10+5*i)*time.Millisecond)
 						}
 					}
@@ -151,7 +151,7 @@ func TestRWMutexOnRealServers(t *testing.T) {
 			for range 2 {
 				wg.Go(func() {
 					for stop.Err() == nil {
-						if l, err := rw.Lock(stop); err == nil {
+						if l, err := rw.w.Lock(stop); err == nil {
 							rec.hold(stop, true, l, 5*time.Millisecond)
 						}
 						time.Sleep(20 * time.Millisecond)
@@ -165,13 +165,13 @@ func TestRWMutexOnRealServers(t *testing.T) {
 
 			// Reader expiry.
 			ctx := context.Background()
-			short, err := c.NewRWMutex(lockName+":expiry", redlock.WithTTL(1500*time.Millisecond))
+			short, err := rwOf(c.NewRWMutex(lockName+":expiry", redlock.WithTTL(1500*time.Millisecond)))
 			require.NoError(t, err)
-			r, err := short.TryRLock(ctx)
+			r, err := short.r.TryLock(ctx)
 			require.NoError(t, err)
 			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 			defer wcancel()
-			w, err := short.Lock(wctx)
+			w, err := short.w.Lock(wctx)
 			require.NoError(t, err)
 			assert.False(t, time.Now().Before(r.Until()), "the writer got in only after the reader's validity")
 			require.ErrorIs(t, r.Unlock(ctx), redlock.ErrLockLost)
@@ -197,7 +197,7 @@ func TestSemaphoreOnRealServers(t *testing.T) {
 			for i := range 6 {
 				wg.Go(func() {
 					for stop.Err() == nil {
-						if l, err := sem.Acquire(stop); err == nil {
+						if l, err := sem.Lock(stop); err == nil {
 							rec.hold(stop, false, l, time.Duration(10+3*i)*time.Millisecond)
 						}
 					}
@@ -215,14 +215,14 @@ func TestSemaphoreOnRealServers(t *testing.T) {
 // Issue 16 item 6 on real servers: six readers re-lock continuously with
 // overlapping leases; a writer with preference gets in (within a generous
 // 30 s) and never while a reader holds, whether the readers share its
-// RWMutex or use their own clients and RWMutexes built without the option.
+// read-write lock or use their own clients and read-write locks built without the option.
 func TestRWMutexWriterPreferenceOnRealServers(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		for _, readers := range []string{"same-rwmutex", "other-clients-without-option"} {
 			t.Run(fmt.Sprintf("N=%d/%s", n, readers), func(t *testing.T) {
 				ms := startMasters(t, n)
 				c := realClient(t, ms.nodes)
-				rw, err := c.NewRWMutex(lockName, redlock.WithWriterPreference())
+				rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithWriterPreference()))
 				require.NoError(t, err)
 				w := rwWorkload{writer: rw, hold: 50 * time.Millisecond, wait: 30 * time.Second, rounds: 1000}
 				clients := []*redlock.Client{c}
@@ -231,7 +231,7 @@ func TestRWMutexWriterPreferenceOnRealServers(t *testing.T) {
 					if readers != "same-rwmutex" {
 						rc := realClient(t, ms.nodes)
 						clients = append(clients, rc)
-						r, err = rc.NewRWMutex(lockName)
+						r, err = rwOf(rc.NewRWMutex(lockName))
 						require.NoError(t, err)
 					}
 					w.readers = append(w.readers, r)
@@ -272,7 +272,7 @@ func TestSemaphoreQuorumOnRealServers(t *testing.T) {
 			for _, cell := range byN[n] {
 				sem, err := c.NewSemaphore(fmt.Sprintf("%s:k%d", lockName, cell.k), cell.k)
 				require.NoError(t, err)
-				l, err := sem.TryAcquire(ctx)
+				l, err := sem.TryLock(ctx)
 				if cell.quorum <= n-1 {
 					require.NoError(t, err, "k=%d, quorum %d: one failed master is tolerated", cell.k, cell.quorum)
 					require.NoError(t, l.Unlock(ctx))

@@ -241,27 +241,27 @@ func TestRWMutexReadersAndWriter(t *testing.T) {
 		ms, nodes := mem(3)
 		c := newClient(t, nodes)
 		ctx := context.Background()
-		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second))
+		rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithTTL(time.Second)))
 		require.NoError(t, err)
-		r1, err := rw.TryRLock(ctx)
+		r1, err := rw.r.TryLock(ctx)
 		require.NoError(t, err)
-		r2, err := rw.TryRLock(ctx)
+		r2, err := rw.r.TryLock(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, []int{1, 2}, []int{r1.Holds(), r2.Holds()})
-		_, err = rw.TryLock(ctx)
+		_, err = rw.w.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		require.NoError(t, r1.Unlock(ctx))
 		assert.True(t, r2.Valid())
 		require.NoError(t, r2.Extend(ctx), "r1's release left r2's hold")
-		_, err = rw.TryLock(ctx)
+		_, err = rw.w.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "r2 still reads")
 		require.NoError(t, r2.Unlock(ctx))
-		w, err := rw.TryLock(ctx)
+		w, err := rw.w.TryLock(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, w.Holds())
-		_, err = rw.TryRLock(ctx)
+		_, err = rw.r.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "no reader while writing")
-		_, err = rw.TryLock(ctx)
+		_, err = rw.w.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "one writer")
 		require.NoError(t, w.Unlock(ctx))
 		require.NoError(t, c.Close(ctx))
@@ -277,8 +277,8 @@ func TestRWMutexReadersAndWriter(t *testing.T) {
 // Shared counters check that no reader holds while the writer does (a
 // counter window lies inside the lease's: from Lock's return to Unlock).
 type rwWorkload struct {
-	writer  *redlock.RWMutex
-	readers []*redlock.RWMutex // one per reader goroutine (may repeat)
+	writer  rwLock
+	readers []rwLock // one per reader goroutine (may repeat)
 	hold    time.Duration
 	wait    time.Duration
 	rounds  int
@@ -304,7 +304,7 @@ func (w rwWorkload) run(t *testing.T) rwOutcome {
 		hold := w.hold * time.Duration(6+i) / 6
 		wg.Go(func() {
 			for range w.rounds {
-				l, err := rw.RLock(stop)
+				l, err := rw.r.Lock(stop)
 				if err != nil {
 					if stop.Err() != nil {
 						return
@@ -339,7 +339,7 @@ func (w rwWorkload) run(t *testing.T) rwOutcome {
 	}
 	ctx, cancelW := context.WithTimeout(context.Background(), w.wait)
 	start := time.Now()
-	lease, err := w.writer.Lock(ctx)
+	lease, err := w.writer.w.Lock(ctx)
 	out.waited = time.Since(start)
 	cancelW()
 	out.err = err
@@ -361,7 +361,7 @@ func (w rwWorkload) run(t *testing.T) rwOutcome {
 // A stream of six overlapping readers starves a writer without preference;
 // with WithWriterPreference the writer gets in once the readers' leases
 // held at the time end, and never while a reader holds. The readers either
-// share the writer's RWMutex or each use their own client and an RWMutex
+// share the writer's read-write lock or each use their own client and a read-write lock
 // built without the option (other processes): preference is the writer's
 // (issue 16 item 6: such readers never yielded, and the writer starved).
 func TestRWMutexWriterPreference(t *testing.T) {
@@ -376,7 +376,7 @@ func TestRWMutexWriterPreference(t *testing.T) {
 						if prefer {
 							opts = append(opts, redlock.WithWriterPreference())
 						}
-						rw, err := c.NewRWMutex(lockName, opts...)
+						rw, err := rwOf(c.NewRWMutex(lockName, opts...))
 						require.NoError(t, err)
 						w := rwWorkload{writer: rw, hold: 60 * time.Millisecond, wait: 30 * time.Second, rounds: 2000}
 						clients := []*redlock.Client{c}
@@ -385,7 +385,7 @@ func TestRWMutexWriterPreference(t *testing.T) {
 							if readers != "same-rwmutex" {
 								rc := newClient(t, nodes)
 								clients = append(clients, rc)
-								r, err = rc.NewRWMutex(lockName, redlock.WithTTL(time.Second))
+								r, err = rwOf(rc.NewRWMutex(lockName, redlock.WithTTL(time.Second)))
 								require.NoError(t, err)
 							}
 							w.readers = append(w.readers, r)
@@ -426,9 +426,9 @@ func TestRWMutexHandOverHandReader(t *testing.T) {
 		ms, nodes := mem(3)
 		c := newClient(t, nodes)
 		ctx := context.Background()
-		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithWriterPreference())
+		rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithWriterPreference()))
 		require.NoError(t, err)
-		r1, err := rw.TryRLock(ctx)
+		r1, err := rw.r.TryLock(ctx)
 		require.NoError(t, err)
 		var w *redlock.Lease
 		var werr error
@@ -436,10 +436,10 @@ func TestRWMutexHandOverHandReader(t *testing.T) {
 		wg.Go(func() {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			w, werr = rw.Lock(wctx)
+			w, werr = rw.w.Lock(wctx)
 		})
 		synctest.Wait() // the writer's first attempt was refused and marked the nodes
-		_, err = rw.TryRLock(ctx)
+		_, err = rw.r.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained, "a new read lease while the writer waits")
 		wg.Wait()
 		require.NoError(t, werr)
@@ -460,12 +460,12 @@ func TestRWMutexReaderExpiry(t *testing.T) {
 		ms, nodes := mem(3)
 		c := newClient(t, nodes)
 		ctx := context.Background()
-		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithRetryBackoff(time.Millisecond, time.Millisecond))
+		rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithRetryBackoff(time.Millisecond, time.Millisecond)))
 		require.NoError(t, err)
 		start := time.Now()
-		r, err := rw.TryRLock(ctx)
+		r, err := rw.r.TryLock(ctx)
 		require.NoError(t, err)
-		w, err := rw.Lock(ctx)
+		w, err := rw.w.Lock(ctx)
 		require.NoError(t, err)
 		assert.False(t, time.Now().Before(r.Until()), "the writer got in after the reader's validity")
 		assert.LessOrEqual(t, time.Since(start), time.Second+2*time.Millisecond, "and once its holds expired")
@@ -495,7 +495,7 @@ func TestSemaphoreBound(t *testing.T) {
 		for i := range 5 {
 			wg.Go(func() {
 				for stop.Err() == nil {
-					l, err := sem.Acquire(stop)
+					l, err := sem.Lock(stop)
 					if err == nil {
 						assert.LessOrEqual(t, l.Holds(), 2)
 						rec.hold(stop, false, l, time.Duration(10+7*i)*time.Millisecond)
@@ -507,7 +507,7 @@ func TestSemaphoreBound(t *testing.T) {
 		// are recorded as writes, which must overlap nothing).
 		wg.Go(func() {
 			for stop.Err() == nil {
-				if l, err := other.TryAcquire(stop); err == nil {
+				if l, err := other.TryLock(stop); err == nil {
 					rec.hold(stop, true, l, 5*time.Millisecond)
 				}
 				time.Sleep(3 * time.Millisecond)
@@ -528,13 +528,13 @@ func TestShapeLeaseRenewal(t *testing.T) {
 		ms, nodes := mem(3)
 		c := newClient(t, nodes)
 		ctx := context.Background()
-		rw, err := c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithAutoRenew(0))
+		rw, err := rwOf(c.NewRWMutex(lockName, redlock.WithTTL(time.Second), redlock.WithAutoRenew(0)))
 		require.NoError(t, err)
-		r, err := rw.RLock(ctx)
+		r, err := rw.r.Lock(ctx)
 		require.NoError(t, err)
 		time.Sleep(5 * time.Second)
 		assert.True(t, r.Valid())
-		_, err = rw.TryLock(ctx)
+		_, err = rw.w.TryLock(ctx)
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		require.NoError(t, r.Unlock(ctx))
 		sem, err := c.NewSemaphore(lockName+":sem", 1, redlock.WithTTL(time.Second))
@@ -560,7 +560,7 @@ func TestShapeConstructionErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "empty owner")
 	_, err = c.NewSemaphore(lockName, 0)
 	assert.ErrorContains(t, err, "k 0")
-	_, err = c.NewRWMutex(lockName, redlock.WithFencing())
+	_, _, err = c.NewRWMutex(lockName, redlock.WithFencing())
 	assert.ErrorContains(t, err, "WithFencing")
 	_, err = c.NewMutex(lockName, redlock.WithWriterPreference())
 	assert.ErrorContains(t, err, "WithWriterPreference applies to NewRWMutex only")
@@ -569,7 +569,7 @@ func TestShapeConstructionErrors(t *testing.T) {
 
 	nodes[1] = plain{nodes[1]}
 	c2 := newClient(t, nodes)
-	_, err = c2.NewRWMutex(lockName)
+	_, _, err = c2.NewRWMutex(lockName)
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 	assert.ErrorContains(t, err, "node 1 (mem-1")
 	assert.ErrorContains(t, err, "does not implement ShapeNode")
@@ -652,7 +652,7 @@ func TestSemaphoreQuorumTable(t *testing.T) {
 			for _, m := range ms {
 				m.Fail(errors.New("down"))
 			}
-			_, err = sem.TryAcquire(context.Background())
+			_, err = sem.TryLock(context.Background())
 			for _, m := range ms {
 				m.Fail(nil)
 			}

@@ -11,12 +11,12 @@ import (
 
 // Waiting: how a Lock call whose attempt failed waits for its next one
 // (docs/algorithm.md, "Waiting"). A waiting type per call owns it: the
-// backoff (WithRetryBackoff), the bounds (WithMaxAttempts, WithMaxWait), the
+// backoff (WithRetryBackoff), the bound (WithMaxWait), the
 // watch and the wake-up policy; the lock kind owns the call's place in the
 // nodes' line (fair.go).
 //
 // It always sleeps its backoff. When the nodes report releases
-// (WatchNode), the client also keeps one watch per lock name while any of
+// (QueueNode.Watch), the client also keeps one watch per lock name while any of
 // its Lock calls waits for that name (and for watchLinger after the last
 // one stops). A node's release names the first waiter of its line
 // (QueueNode), and only that waiter, in whichever client it is, counts the
@@ -69,8 +69,6 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	case ctx.Err() != nil, errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidConfig):
 		return withCtxErr(ctx, err)
 	case denied(err): // a wrong password stays wrong: no retry
-		return err
-	case m.cfg.maxAttempts > 0 && k+1 >= m.cfg.maxAttempts:
 		return err
 	}
 	took := time.Since(wg.began)
@@ -228,11 +226,11 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 	stops := make([]func(), len(c.members))
 	var wg sync.WaitGroup
 	for i, mb := range c.members {
-		if mb.watcher == nil || mb.watchDenied.Load() {
+		if mb.queue == nil || mb.watchDenied.Load() {
 			continue
 		}
 		wg.Go(func() {
-			stop, err := mb.watcher.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
+			stop, err := mb.queue.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
 			switch {
 			case err == nil:
 				stops[i] = stop
@@ -371,7 +369,7 @@ func (c *Client) endWatch(w *watch) {
 		w.linger = nil
 	}
 	for _, stop := range w.stops {
-		stop() // does not block on the network (WatchNode)
+		stop() // does not block on the network (QueueNode.Watch)
 	}
 	w.stops = nil
 }

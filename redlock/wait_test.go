@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,8 +15,8 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// plainNodes hides every optional capability of nodes (WatchNode,
-// QueueNode, ...): a client over them can only poll.
+// plainNodes hides every optional capability of nodes (QueueNode,
+// FencingNode, ...): a client over them can only poll.
 func plainNodes(nodes []redlock.Node) []redlock.Node {
 	out := make([]redlock.Node, len(nodes))
 	for i, n := range nodes {
@@ -24,13 +25,21 @@ func plainNodes(nodes []redlock.Node) []redlock.Node {
 	return out
 }
 
-// queueOnly hides WatchNode but keeps QueueNode: a fair client that polls.
+// queueOnly keeps the nodes' waiting lines but refuses every Watch: a fair
+// client that polls.
 func queueOnly(nodes []redlock.Node) []redlock.Node {
 	out := make([]redlock.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = struct{ redlock.QueueNode }{n.(redlock.QueueNode)}
+		out[i] = unwatched{n.(redlock.QueueNode)}
 	}
 	return out
+}
+
+// unwatched is a QueueNode that cannot watch.
+type unwatched struct{ redlock.QueueNode }
+
+func (unwatched) Watch(context.Context, string, string, func(string)) (func(), error) {
+	return nil, errors.New("unwatched: no release notifications")
 }
 
 // lockResult is what a Lock call in a goroutine returned, and when.
@@ -255,19 +264,19 @@ func TestWokenHoldWaitersAreScattered(t *testing.T) {
 		for _, m := range ms {
 			m.SetDelay(time.Millisecond)
 		}
-		sem := func(c *redlock.Client) *redlock.Semaphore {
+		sem := func(c *redlock.Client) *redlock.Mutex {
 			s, err := c.NewSemaphore("sem", 1, redlock.WithRetryBackoff(time.Hour, time.Hour))
 			require.NoError(t, err)
 			return s
 		}
-		lease, err := sem(newClient(t, nodes)).TryAcquire(context.Background())
+		lease, err := sem(newClient(t, nodes)).TryLock(context.Background())
 		require.NoError(t, err)
 		clients, attempts := clocked(t, ms, 3)
 		got := make(chan lockResult, len(clients))
 		for _, cl := range clients {
 			s := sem(cl)
 			go func() {
-				l, err := s.Acquire(context.Background())
+				l, err := s.Lock(context.Background())
 				got <- lockResult{l, err, time.Now()}
 			}()
 		}

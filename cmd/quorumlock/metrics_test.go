@@ -184,8 +184,8 @@ func TestRunServesMetrics(t *testing.T) {
 		if s, err = scrape(t, url); err != nil {
 			t.Fatal(err)
 		}
-		n, _ := s.sum("quorumlock_lock_attempt_seconds_count", "outcome=contended", "shape=mutex")
-		return n >= 1
+		v, _ := s.sum("quorumlock_node_calls_total", "op=acquire", "vote=taken")
+		return v >= 2
 	})
 	if v, n := s.sum("quorumlock_run_lock_held", "lock="+name); n != 1 || v != 0 {
 		t.Errorf("while waiting: quorumlock_run_lock_held %v (%d series), want 0", v, n)
@@ -221,7 +221,7 @@ func TestRunServesMetrics(t *testing.T) {
 		{"quorumlock_run_lock_held", []string{"lock=" + name}, 1},
 		{"quorumlock_lock_wait_seconds_count", []string{"outcome=ok", "shape=mutex"}, 1},
 		{"quorumlock_lock_wait_seconds_count", nil, 1}, // and no other outcome
-		{"quorumlock_lock_attempt_seconds_count", []string{"outcome=ok", "shape=mutex"}, 1},
+		{"quorumlock_lock_attempts_count", []string{"outcome=ok", "shape=mutex"}, 1},
 	} {
 		if v, _ := s.sum(c.name, c.labels...); v != c.want {
 			t.Errorf("while held: %s%v = %v, want %v", c.name, c.labels, v, c.want)

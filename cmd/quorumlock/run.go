@@ -764,28 +764,27 @@ func (rc *runConfig) acquirer(c *redlock.Client) (func(context.Context) (*redloc
 	once := !rc.wait.forever && rc.wait.d == 0
 	switch {
 	case rc.shared || rc.excl:
-		rw, err := c.NewRWMutex(rc.name, opts...)
+		reader, writer, err := c.NewRWMutex(rc.name, opts...)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case rc.shared && once:
-			return rw.TryRLock, nil
-		case rc.shared:
-			return rw.RLock, nil
-		case once:
-			return rw.TryLock, nil
+		m := writer
+		if rc.shared {
+			m = reader
 		}
-		return rw.Lock, nil
+		if once {
+			return m.TryLock, nil
+		}
+		return m.Lock, nil
 	case rc.sem > 0:
 		s, err := c.NewSemaphore(rc.name, rc.sem, opts...)
 		if err != nil {
 			return nil, err
 		}
 		if once {
-			return s.TryAcquire, nil
+			return s.TryLock, nil
 		}
-		return s.Acquire, nil
+		return s.Lock, nil
 	}
 	if rc.fencing {
 		opts = append(opts, redlock.WithFencing())

@@ -189,15 +189,15 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 		}
 	}
 
-	rw, err := c.NewRWMutex("jobs:config")
+	reader, _, err := c.NewRWMutex("jobs:config")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := rw.TryRLock(ctx)
+	r1, err := reader.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := rw.TryRLock(ctx)
+	r2, err := reader.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +230,11 @@ func TestStatusOnPasswordAndACLMasters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := sem.TryAcquire(ctx)
+	s1, err := sem.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := sem.TryAcquire(ctx)
+	s2, err := sem.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,9 @@ const (
 // locker is one client's lock of the scenario's shape.
 type locker struct {
 	mu    *redlock.Mutex // Mutex and Reentrant
-	rw    *redlock.RWMutex
-	sem   *redlock.Semaphore
+	rw    *redlock.Mutex // RW: the reader (the writer is w)
+	w     *redlock.Mutex
+	sem   *redlock.Mutex
 	el    *redlock.Election
 	owner string // Reentrant; Election: the candidate's value
 	k     int    // Semaphore
@@ -48,7 +49,7 @@ func newLocker(rc *redlock.Client, sh Shape, k, places int, name string, opts []
 	case Mutex:
 		l.mu, err = rc.NewMutex(name, opts...)
 	case RW:
-		l.rw, err = rc.NewRWMutex(name, append(opts, redlock.WithWriterPreference())...)
+		l.rw, l.w, err = rc.NewRWMutex(name, append(opts, redlock.WithWriterPreference())...)
 	case Semaphore:
 		l.k = places
 		l.sem, err = rc.NewSemaphore(name, places, opts...)
@@ -73,12 +74,12 @@ func (l locker) lock(ctx context.Context) (*redlock.Lease, history.Event, error)
 	switch {
 	case l.rw != nil && rand.IntN(4) > 0:
 		ev.Shared = true
-		lease, err = l.rw.RLock(ctx)
-	case l.rw != nil:
 		lease, err = l.rw.Lock(ctx)
+	case l.rw != nil:
+		lease, err = l.w.Lock(ctx)
 	case l.sem != nil:
 		ev.Limit = l.k
-		lease, err = l.sem.Acquire(ctx)
+		lease, err = l.sem.Lock(ctx)
 	case l.el != nil:
 		var lead *redlock.Leadership
 		if lead, err = l.el.Campaign(ctx, l.owner); err == nil {

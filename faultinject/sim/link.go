@@ -71,7 +71,6 @@ var (
 	_ redlock.FencingNode = (*link)(nil)
 	_ redlock.ShapeNode   = (*link)(nil)
 	_ redlock.QueueNode   = (*link)(nil)
-	_ redlock.WatchNode   = (*link)(nil)
 )
 
 // Addr is the master's address, or for an alias another spelling of it.

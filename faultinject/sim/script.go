@@ -78,8 +78,8 @@ type OpKind int
 
 // Client operations.
 const (
-	// OpLock makes one attempt (TryLock; a semaphore's TryAcquire; a
-	// read-write lock's TryLock for client 0, TryRLock for the others).
+	// OpLock makes one attempt (TryLock: a semaphore's, a
+	// read-write lock's writer's for client 0, its reader's for the others).
 	OpLock OpKind = iota
 	// OpWrite writes to the protected resource if the lease is valid.
 	OpWrite
@@ -262,13 +262,13 @@ func RunScript(s Script) Result {
 		}
 		w.clients = append(w.clients, cl)
 		mus := make([]*redlock.Mutex, 1)
-		rws := make([]*redlock.RWMutex, 1)
-		sems := make([]*redlock.Semaphore, 1)
+		rws := make([][2]*redlock.Mutex, 1)
+		sems := make([]*redlock.Mutex, 1)
 		switch s.Shape.Kind {
 		case MutexLock:
 			mus[0], err = cl.NewMutex(scriptName, lopts...)
 		case RWLock:
-			rws[0], err = cl.NewRWMutex(scriptName, lopts...)
+			rws[0][0], rws[0][1], err = cl.NewRWMutex(scriptName, lopts...)
 		case SemaphoreLock:
 			sems[0], err = cl.NewSemaphore(scriptName, s.Shape.K, lopts...)
 		default:
@@ -374,12 +374,12 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			write := false
 			switch sh.Kind {
 			case RWLock:
-				try, write = w.rws[c][0].TryRLock, c == 0
+				try, write = w.rws[c][0][0].TryLock, c == 0
 				if write {
-					try = w.rws[c][0].TryLock
+					try = w.rws[c][0][1].TryLock
 				}
 			case SemaphoreLock:
-				try = w.sems[c][0].TryAcquire
+				try = w.sems[c][0].TryLock
 			}
 			ctx, cancel := ctxFor(time.Second)
 			l, err := try(ctx)
@@ -468,7 +468,6 @@ var (
 	_ redlock.FencingNode = (*scriptLink)(nil)
 	_ redlock.ShapeNode   = (*scriptLink)(nil)
 	_ redlock.QueueNode   = (*scriptLink)(nil)
-	_ redlock.WatchNode   = (*scriptLink)(nil)
 )
 
 // take takes the idle connection, or dials a new one; it reports false

@@ -11,7 +11,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// A script's links carry the waiting line's calls (QueueNode, WatchNode) as
+// A script's links carry the waiting line's calls (QueueNode, its Watch included) as
 // the script says, like its other calls: a waiter's acquire is the
 // acquisition's CallAcquire, its LeaveQueue a CallLeave, a subscription a
 // CallWatch (it listens from its ApplyAt). They also record what the line
@@ -119,7 +119,7 @@ func (l *scriptLink) LeaveQueue(ctx context.Context, key string, wt redlock.Wait
 }
 
 // Watch subscribes to the master's release notifications
-// (redlock.WatchNode): a CallWatch, which listens from its ApplyAt (a
+// (redlock.QueueNode.Watch): a CallWatch, which listens from its ApplyAt (a
 // release before then goes unheard) or never (DropRequest: it fails at
 // ctx's end); notifications arrive at once.
 func (l *scriptLink) Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error) {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Watch implements redlock.WatchNode over the master's own Watch: the
+// Watch implements redlock.QueueNode's Watch over the master's own Watch: the
 // subscription is always established (a real node subscribes again after a
 // reconnect), and the link's weather acts on each notification, as on a
 // reply from the master:

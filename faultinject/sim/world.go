@@ -46,7 +46,7 @@ type Result struct {
 	Holds    int // leases granted
 	Attempts int
 	// Queued counts fair acquires sent (AcquireQueued) and Notified the
-	// release notifications delivered to the clients (WatchNode, after the
+	// release notifications delivered to the clients (QueueNode.Watch, after the
 	// links' weather), Lost those the links dropped.
 	Queued, Notified, Lost int
 	// Goroutines: most goroutines seen in the process while it ran.
@@ -75,9 +75,9 @@ type world struct {
 	masters []*memnode.Node
 	links   [][]*link // [client][master]
 	clients []*redlock.Client
-	mutexes [][]*redlock.Mutex     // [client][name]: a mutex, or a reentrant mutex
-	rws     [][]*redlock.RWMutex   // [client][name] for RWLock names
-	sems    [][]*redlock.Semaphore // [client][name] for SemaphoreLock names
+	mutexes [][]*redlock.Mutex    // [client][name]: a mutex, or a reentrant mutex
+	rws     [][][2]*redlock.Mutex // [client][name] for RWLock names: the reader and the writer
+	sems    [][]*redlock.Mutex    // [client][name] for SemaphoreLock names
 	stores  []*memnode.FencedStore
 
 	deliveries deliveries
@@ -194,8 +194,8 @@ func Run(plan Plan) Result {
 		}
 		w.clients = append(w.clients, cl)
 		mus := make([]*redlock.Mutex, len(plan.Names))
-		rws := make([]*redlock.RWMutex, len(plan.Names))
-		sems := make([]*redlock.Semaphore, len(plan.Names))
+		rws := make([][2]*redlock.Mutex, len(plan.Names))
+		sems := make([]*redlock.Mutex, len(plan.Names))
 		for i, name := range plan.Names {
 			var err error
 			switch sh := plan.shape(i); sh.Kind {
@@ -212,7 +212,7 @@ func Run(plan Plan) Result {
 				if sh.Prefer {
 					o = append(slices.Clip(lopts), redlock.WithWriterPreference())
 				}
-				rws[i], err = cl.NewRWMutex(name, o...)
+				rws[i][0], rws[i][1], err = cl.NewRWMutex(name, o...)
 			case SemaphoreLock:
 				sems[i], err = cl.NewSemaphore(name, sh.K, lopts...)
 			}
@@ -474,12 +474,12 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 		switch sh.Kind {
 		case RWLock:
 			rw := w.rws[c][ni]
-			tryLock, lock = rw.TryRLock, rw.RLock
+			tryLock, lock = rw[0].TryLock, rw[0].Lock
 			if write = rng.IntN(3) == 0; write {
-				tryLock, lock = rw.TryLock, rw.Lock
+				tryLock, lock = rw[1].TryLock, rw[1].Lock
 			}
 		case SemaphoreLock:
-			tryLock, lock = w.sems[c][ni].TryAcquire, w.sems[c][ni].Acquire
+			tryLock, lock = w.sems[c][ni].TryLock, w.sems[c][ni].Lock
 		}
 		timeout := time.Duration(300e6 + rng.Int64N(1000e6))
 		if p.CancelP > 0 && rng.Float64() < p.CancelP {

@@ -3,7 +3,7 @@ package nodecheck
 import "fmt"
 
 // The one rule for a master's persistence, which quorumlock doctor and the
-// client's check at first contact (redlock's ServerCheckEvent) share. What
+// client's check at first contact (redlock's NodeStateEvent.Findings) share. What
 // each setting means for the lock:
 //
 //	setting                          mutual exclusion            fencing tokens

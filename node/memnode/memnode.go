@@ -105,7 +105,6 @@ var (
 	_ redlock.FenceExpiryNode = (*Node)(nil)
 	_ redlock.PeekNode        = (*Node)(nil)
 	_ redlock.QueueNode       = (*Node)(nil)
-	_ redlock.WatchNode       = (*Node)(nil)
 )
 
 // New returns a running node named addr (its Addr), with no delay and a

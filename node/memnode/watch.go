@@ -30,7 +30,7 @@ type note struct {
 	next string
 }
 
-// Watch implements redlock.WatchNode. After each Release that removes
+// Watch implements redlock.QueueNode. After each Release that removes
 // key's value while someone waits in key's line, each ReleaseHold that
 // removes one of its holds (also a late command that applies after its
 // caller gave up), and after a LeaveQueue of the first waiter of a free

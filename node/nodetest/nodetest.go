@@ -64,10 +64,9 @@ import (
 // so newNode may empty and reuse one server. The Fencing checks run when the
 // node is a redlock.FencingNode (its Retention checks when it is also a
 // redlock.FenceExpiryNode), the Peek checks when it is a redlock.PeekNode,
-// the Shapes and Kinds checks when it is a redlock.ShapeNode, the Queue
-// checks when it is a redlock.QueueNode and the Watch checks when it is a
-// redlock.WatchNode (some of them when it is also a QueueNode or a
-// ShapeNode); DerivedKeys runs the part the node's capabilities allow. The rest are
+// the Shapes and Kinds checks when it is a redlock.ShapeNode, the Queue and
+// Watch checks when it is a redlock.QueueNode (some of them when it is also
+// a ShapeNode); DerivedKeys runs the part the node's capabilities allow. The rest are
 // skipped with a message that says why.
 //
 // down is optional: nil skips the Down checks. Otherwise down(t, n) takes
@@ -175,7 +174,7 @@ type checker struct {
 	p     redlock.PeekNode        // nil when n is not one
 	s     redlock.ShapeNode       // nil when n is not one
 	qn    redlock.QueueNode       // nil when n is not one
-	wn    redlock.WatchNode       // nil when n is not one
+	wn    redlock.QueueNode       // its Watch; nil when n is not a QueueNode
 	down  func(t *testing.T, n redlock.Node) func()
 	errs  []error
 	last  string // the last call made, for messages
@@ -190,7 +189,7 @@ func newChecker(t *testing.T, n redlock.Node, down func(t *testing.T, n redlock.
 	c.p, _ = n.(redlock.PeekNode)
 	c.s, _ = n.(redlock.ShapeNode)
 	c.qn, _ = n.(redlock.QueueNode)
-	c.wn, _ = n.(redlock.WatchNode)
+	c.wn = c.qn
 	return c
 }
 

@@ -362,7 +362,7 @@ func (p plain) Release(ctx context.Context, key, value string, guard time.Durati
 }
 
 // TestPlainNodeSkipsCapabilities: a node without FencingNode, ShapeNode,
-// QueueNode and WatchNode passes; the checks of those capabilities say why they skip.
+// and QueueNode passes; the checks of those capabilities say why they skip.
 func TestPlainNodeSkipsCapabilities(t *testing.T) {
 	for _, f := range []func(*checker){fenceMax, sharedGroup, mutexThenHold, downServer, queueOrder, watchRelease, queueName} {
 		errs, skip := newChecker(t, plain{memnode.New("plain")}, nil).run(f)

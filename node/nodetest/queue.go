@@ -11,12 +11,12 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// The checks of the two capabilities behind Lock's wake-ups and
-// WithFairQueue: redlock.QueueNode (a waiting line per lock: only its first
-// live fair waiter may take a free key; a plain waiter in line may take it
-// whatever its place, a newcomer only when nobody else is in line) and
-// redlock.WatchNode (a notification with the line's first waiter after each
-// release that removed something while someone waited). A notification's absence is proved by order, never by
+// The checks of the capability behind Lock's wake-ups and WithFairQueue,
+// redlock.QueueNode: a waiting line per lock (only its first live fair
+// waiter may take a free key; a plain waiter in line may take it whatever
+// its place, a newcomer only when nobody else is in line) and Watch (a
+// notification with the line's first waiter after each release that
+// removed something while someone waited). A notification's absence is proved by order, never by
 // waiting: a check makes the absent notification and a real one whose
 // content differs, and the first notification received must be the real
 // one.
@@ -29,7 +29,7 @@ func (c *checker) needQueue() {
 
 func (c *checker) needWatch() {
 	if c.wn == nil {
-		panic(skipCheck{fmt.Sprintf("%T is not a redlock.WatchNode", c.n)})
+		panic(skipCheck{fmt.Sprintf("%T is not a redlock.QueueNode (Watch)", c.n)})
 	}
 }
 

@@ -26,8 +26,7 @@
 // slot, so the scripts run through a Redis Cluster client. A lock key that
 // contains '}' must carry a valid hash tag (a non-empty {...}).
 //
-// Release notifications and the fair queue (redlock.WatchNode and
-// redlock.QueueNode): a release publishes the first live waiter of the
+// Release notifications and the fair queue (redlock.QueueNode): a release publishes the first live waiter of the
 // lock's queue on the pub/sub channel "{key}:released", and Node.Watch
 // subscribes to it through one PubSub connection per Node, read by one
 // goroutine from the first Watch until Close. The queue is two sorted sets,

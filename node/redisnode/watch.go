@@ -15,7 +15,7 @@ import (
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-var _ redlock.WatchNode = (*Node)(nil)
+var _ redlock.QueueNode = (*Node)(nil)
 
 // Health checks of the watch connection: after watchCheck without a reply
 // the reader sends a PING, and a connection that answers nothing within
@@ -35,7 +35,7 @@ const (
 // Redis pub/sub messages on the channel "{key}:released" ("key:released"
 // when key has a hash tag), or that channel followed by ":" and group for a
 // watch of a group (a notification naming a waiter whose ID has a group,
-// "group.rest", goes to its group's channel: see redlock.WatchNode), which
+// "group.rest", goes to its group's channel: see redlock.QueueNode.Watch), which
 // the release scripts publish; they can be lost (a reconnect) or late.
 // group must not contain a newline.
 //
@@ -54,7 +54,7 @@ const (
 // redlock.ErrNodeDenied and the NOPERM reply and names the node), or when
 // the Node is closed. stop ends the watch without waiting for the network;
 // it may be called more than once. A notification being delivered while
-// stop runs may still call fn once. It implements redlock.WatchNode.
+// stop runs may still call fn once. It implements redlock.QueueNode.
 func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string)) (stop func(), err error) {
 	if fn == nil {
 		return nil, fmt.Errorf("redisnode: %s: Watch of key %s with a nil fn", n.addr, quote(key))

@@ -13,9 +13,9 @@
 // attributes are quorumlock.lock.name, quorumlock.lock.shape,
 // quorumlock.outcome, and quorumlock.attempts, quorumlock.fence.token and
 // quorumlock.renewal where they apply; a failed operation records its error
-// and has status Error. Each attempt, each node's answer
-// (quorumlock.node.call), the fencing token and the lease's end are span
-// events. The node calls run under the operation's context, so the spans
+// and has status Error. Each node's answer (quorumlock.node.call), a
+// fencing token that started a new epoch (quorumlock.fence.epoch on the
+// acquire span) and the lease's end are span events or attributes. The node calls run under the operation's context, so the spans
 // of the node's own client become the operation's children: add go-redis's
 // redisotel tracing hook to the clients you give redisnode.New (the
 // package Example shows it). There are no per-command metrics here:
@@ -27,7 +27,7 @@
 // locks exists; docs/observability.md lists them with a dashboard query):
 //
 //	quorumlock.lock.wait.duration     s          histogram  quorumlock.lock.shape, quorumlock.outcome
-//	quorumlock.lock.attempt.duration  s          histogram  quorumlock.lock.shape, quorumlock.outcome
+//	quorumlock.lock.attempts          {attempt}  histogram  quorumlock.lock.shape, quorumlock.outcome
 //	quorumlock.lock.extend.duration   s          histogram  quorumlock.lock.shape, quorumlock.outcome, quorumlock.renewal
 //	quorumlock.lock.release.duration  s          histogram  quorumlock.lock.shape, quorumlock.outcome
 //	quorumlock.lease.hold.duration    s          histogram  quorumlock.lock.shape, quorumlock.lease.end
@@ -38,10 +38,15 @@
 //	quorumlock.release.backlog.changes {change}  counter    quorumlock.node, quorumlock.backlog.change
 //	quorumlock.server.findings        {finding}  counter    quorumlock.node, quorumlock.check, quorumlock.check.level
 //
-// Attribute values are the redlock constants (Shape, Outcome, Vote,
-// LeaseEnd, NodeOp, BacklogChange) and node addresses: a few values each.
-// Lock names go on spans only; WithLockClass adds quorumlock.lock.class to
-// the metrics about a lock.
+// Attribute values are a few each: node addresses, redlock.Op values,
+// redlock.LockInfo.Shape, and what each event's Err means, derived in one
+// place, the labels redlock.WithLogger writes too: quorumlock.outcome (ok,
+// contended, no_quorum, too_late, lost, ended, canceled, closed, denied,
+// invalid), quorumlock.vote (yes, taken, not_held, quarantined, busy,
+// timeout, refused, denied, canceled, error), quorumlock.lease.end
+// (released, expired, lost) and quorumlock.backlog.change (queued, done,
+// dropped, abandoned). Lock names go on spans only; WithLockClass adds
+// quorumlock.lock.class to the metrics about a lock.
 package redlockotel
 
 import (
@@ -54,6 +59,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quorumlock/quorumlock/internal/obslabel"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -94,10 +100,11 @@ type Observer struct {
 	tracer trace.Tracer
 	class  func(string) string
 
-	wait, attempt, extend, release, held metric.Float64Histogram
-	calls, quarantines, epochs, changes  metric.Int64Counter
-	findings                             metric.Int64Counter
-	backlog                              metric.Int64UpDownCounter
+	wait, extend, release, held         metric.Float64Histogram
+	attempts                            metric.Int64Histogram
+	calls, quarantines, epochs, changes metric.Int64Counter
+	findings                            metric.Int64Counter
+	backlog                             metric.Int64UpDownCounter
 }
 
 var _ redlock.Observer = (*Observer)(nil)
@@ -129,6 +136,8 @@ func WithLockClass(class func(name string) string) Option {
 var (
 	opBuckets   = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	holdBuckets = []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600}
+	// attemptBuckets are the boundaries of quorumlock.lock.attempts.
+	attemptBuckets = []float64{1, 2, 3, 5, 10, 20, 50, 100, 1000}
 )
 
 // New returns an Observer. Its error comes from the MeterProvider, which
@@ -158,7 +167,10 @@ func New(opts ...Option) (*Observer, error) {
 		return c
 	}
 	o.wait = hist("quorumlock.lock.wait.duration", "Time to acquire a lock (Lock, TryLock, Do's wait, Campaign), every attempt and the backoff between them included.", opBuckets)
-	o.attempt = hist("quorumlock.lock.attempt.duration", "Time of one acquisition attempt (one round over the nodes, its fencing write-back or rollback included).", opBuckets)
+	var err error
+	o.attempts, err = m.Int64Histogram("quorumlock.lock.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts of one acquisition (one round over the nodes each)."), metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	errs = append(errs, err)
 	o.extend = hist("quorumlock.lock.extend.duration", "Time of an Extend or automatic renewal.", opBuckets)
 	o.release = hist("quorumlock.lock.release.duration", "Time of an Unlock or Resign.", opBuckets)
 	o.held = hist("quorumlock.lease.hold.duration", "Time from a lease's acquisition to its end (released, expired or lost).", holdBuckets)
@@ -167,7 +179,6 @@ func New(opts ...Option) (*Observer, error) {
 	o.epochs = counter("quorumlock.fence.epochs", "{epoch}", "Fencing tokens that started a new epoch from the clock.")
 	o.findings = counter("quorumlock.server.findings", "{finding}", "Findings (warn, bad) of the clients' checks of a server's settings, made once per run of the server at first contact.")
 	o.changes = counter("quorumlock.release.backlog.changes", "{change}", "Changes of a node's release backlog: queued, done, dropped, abandoned.")
-	var err error
 	o.backlog, err = m.Int64UpDownCounter("quorumlock.release.backlog", metric.WithUnit("{release}"), metric.WithDescription("Releases waiting on a node for a retry."))
 	errs = append(errs, err)
 	for _, err := range errs {
@@ -180,7 +191,7 @@ func New(opts ...Option) (*Observer, error) {
 
 // lockAttrs returns the metric attributes of an event about lock l.
 func (o *Observer) lockAttrs(l redlock.LockInfo, kv ...attribute.KeyValue) metric.MeasurementOption {
-	kv = append(kv, AttrLockShape.String(string(l.Shape)))
+	kv = append(kv, AttrLockShape.String(l.Shape))
 	if o.class != nil {
 		kv = append(kv, AttrLockClass.String(o.class(l.Name)))
 	}
@@ -189,7 +200,7 @@ func (o *Observer) lockAttrs(l redlock.LockInfo, kv ...attribute.KeyValue) metri
 
 // OpStart implements redlock.Observer: it starts the operation's span.
 func (o *Observer) OpStart(ctx context.Context, e redlock.OpEvent) context.Context {
-	attrs := []attribute.KeyValue{AttrLockName.String(e.Lock.Name), AttrLockShape.String(string(e.Lock.Shape))}
+	attrs := []attribute.KeyValue{AttrLockName.String(e.Lock.Name), AttrLockShape.String(e.Lock.Shape)}
 	if e.Op == redlock.OpExtend {
 		attrs = append(attrs, AttrRenewal.Bool(e.Renewal))
 	}
@@ -201,10 +212,15 @@ func (o *Observer) OpStart(ctx context.Context, e redlock.OpEvent) context.Conte
 // records its duration.
 func (o *Observer) OpDone(ctx context.Context, e redlock.OpEvent) {
 	s := e.Took.Seconds()
-	outcome := AttrOutcome.String(string(e.Outcome))
+	label := obslabel.Outcome(e.Err)
+	outcome := AttrOutcome.String(label)
 	switch e.Op {
 	case redlock.OpAcquire:
 		o.wait.Record(ctx, s, o.lockAttrs(e.Lock, outcome))
+		o.attempts.Record(ctx, int64(e.Attempts), o.lockAttrs(e.Lock, outcome))
+		if e.FenceEpoch {
+			o.epochs.Add(ctx, 1, o.lockAttrs(e.Lock))
+		}
 	case redlock.OpExtend:
 		o.extend.Record(ctx, s, o.lockAttrs(e.Lock, outcome, AttrRenewal.Bool(e.Renewal)))
 	case redlock.OpRelease:
@@ -220,28 +236,23 @@ func (o *Observer) OpDone(ctx context.Context, e redlock.OpEvent) {
 	}
 	if e.Fence != 0 {
 		span.SetAttributes(AttrFenceToken.Int64(e.Fence))
+		if e.Op == redlock.OpAcquire {
+			span.SetAttributes(AttrFenceEpoch.Bool(e.FenceEpoch))
+		}
 	}
 	if e.Err != nil {
 		span.RecordError(e.Err)
-		span.SetStatus(codes.Error, string(e.Outcome))
+		span.SetStatus(codes.Error, label)
 	}
 	span.End()
 }
 
-// Attempt implements redlock.Observer.
-func (o *Observer) Attempt(ctx context.Context, e redlock.AttemptEvent) {
-	o.attempt.Record(ctx, e.Took.Seconds(), o.lockAttrs(e.Lock, AttrOutcome.String(string(e.Outcome))))
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("quorumlock.attempt", trace.WithAttributes(AttrOutcome.String(string(e.Outcome)),
-			attribute.Int("quorumlock.yes", e.Yes), attribute.Int("quorumlock.quorum", e.Quorum), attribute.Bool("quorumlock.rolled_back", e.RolledBack)))
-	}
-}
-
 // NodeCall implements redlock.Observer.
 func (o *Observer) NodeCall(ctx context.Context, e redlock.NodeEvent) {
-	o.calls.Add(ctx, 1, o.lockAttrs(e.Lock, AttrNode.String(e.Node), AttrNodeOp.String(string(e.Op)), AttrVote.String(string(e.Vote))))
+	vote := AttrVote.String(obslabel.Vote(e.Err))
+	o.calls.Add(ctx, 1, o.lockAttrs(e.Lock, AttrNode.String(e.Node), AttrNodeOp.String(string(e.Op)), vote))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		attrs := []attribute.KeyValue{AttrNode.String(e.Node), AttrNodeOp.String(string(e.Op)), AttrVote.String(string(e.Vote)),
+		attrs := []attribute.KeyValue{AttrNode.String(e.Node), AttrNodeOp.String(string(e.Op)), vote,
 			attribute.Float64("quorumlock.took_ms", float64(e.Took.Microseconds())/1000)}
 		if e.Err != nil {
 			attrs = append(attrs, attribute.String("error.message", e.Err.Error()))
@@ -252,44 +263,32 @@ func (o *Observer) NodeCall(ctx context.Context, e redlock.NodeEvent) {
 
 // LeaseEnd implements redlock.Observer.
 func (o *Observer) LeaseEnd(ctx context.Context, e redlock.LeaseEndEvent) {
-	o.held.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Lock, AttrLeaseEnd.String(string(e.End))))
+	end := AttrLeaseEnd.String(obslabel.LeaseEnd(e.Err, e.Expired))
+	o.held.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Lock, end))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("quorumlock.lease.end", trace.WithAttributes(AttrLeaseEnd.String(string(e.End)),
-			attribute.Float64("quorumlock.held_s", e.Held.Seconds())))
+		span.AddEvent("quorumlock.lease.end", trace.WithAttributes(end, attribute.Float64("quorumlock.held_s", e.Held.Seconds())))
 	}
 }
 
-// Fence implements redlock.Observer.
-func (o *Observer) Fence(ctx context.Context, e redlock.FenceEvent) {
-	if e.Epoch {
-		o.epochs.Add(ctx, 1, o.lockAttrs(e.Lock))
+// NodeState implements redlock.Observer: a server run met (its quarantine,
+// and one count per finding, each also a span event when ctx has a
+// recording span), or a backlog change.
+func (o *Observer) NodeState(ctx context.Context, e redlock.NodeStateEvent) {
+	if e.RunID == "" {
+		if e.Delta != 0 {
+			o.backlog.Add(ctx, int64(e.Delta), metric.WithAttributes(AttrNode.String(e.Node)))
+		}
+		o.changes.Add(ctx, 1, o.lockAttrs(e.Lock, AttrNode.String(e.Node), AttrChange.String(obslabel.BacklogChange(e.Err, e.Delta))))
+		return
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("quorumlock.fence", trace.WithAttributes(AttrFenceToken.Int64(e.Token), AttrFenceEpoch.Bool(e.Epoch)))
-	}
-}
-
-// Quarantine implements redlock.Observer.
-func (o *Observer) Quarantine(ctx context.Context, e redlock.QuarantineEvent) {
-	o.quarantines.Add(ctx, 1, metric.WithAttributes(AttrNode.String(e.Node), AttrRestart.Bool(e.Restart)))
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("quorumlock.quarantine", trace.WithAttributes(AttrNode.String(e.Node), AttrRestart.Bool(e.Restart),
-			attribute.Float64("quorumlock.quarantine_s", e.For.Seconds())))
-	}
-}
-
-// Backlog implements redlock.Observer.
-func (o *Observer) Backlog(ctx context.Context, e redlock.BacklogEvent) {
-	if e.Delta != 0 {
-		o.backlog.Add(ctx, int64(e.Delta), metric.WithAttributes(AttrNode.String(e.Node)))
-	}
-	o.changes.Add(ctx, 1, o.lockAttrs(e.Lock, AttrNode.String(e.Node), AttrChange.String(string(e.Change))))
-}
-
-// ServerCheck implements redlock.Observer: one count per finding, and a
-// span event per finding when ctx has a recording span.
-func (o *Observer) ServerCheck(ctx context.Context, e redlock.ServerCheckEvent) {
 	span := trace.SpanFromContext(ctx)
+	if e.Quarantine > 0 {
+		o.quarantines.Add(ctx, 1, metric.WithAttributes(AttrNode.String(e.Node), AttrRestart.Bool(e.Restart)))
+		if span.IsRecording() {
+			span.AddEvent("quorumlock.quarantine", trace.WithAttributes(AttrNode.String(e.Node), AttrRestart.Bool(e.Restart),
+				attribute.Float64("quorumlock.quarantine_s", e.Quarantine.Seconds())))
+		}
+	}
 	for _, f := range e.Findings {
 		o.findings.Add(ctx, 1, metric.WithAttributes(AttrNode.String(e.Node), AttrCheck.String(f.Check), AttrCheckLevel.String(f.Level)))
 		if span.IsRecording() {

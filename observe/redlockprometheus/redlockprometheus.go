@@ -9,7 +9,7 @@
 // The metrics (docs/observability.md lists them with a dashboard query):
 //
 //	quorumlock_lock_wait_seconds{shape,outcome}          histogram: Lock, TryLock, Do's wait, Campaign, every attempt and backoff included
-//	quorumlock_lock_attempt_seconds{shape,outcome}       histogram: one attempt (one round over the nodes)
+//	quorumlock_lock_attempts{shape,outcome}              histogram: the attempts of one acquisition (one round over the nodes each)
 //	quorumlock_lock_extend_seconds{shape,outcome,renewal} histogram: Extend and renewals
 //	quorumlock_lock_release_seconds{shape,outcome}       histogram: Unlock, Resign
 //	quorumlock_lease_held_seconds{shape,end}             histogram: from acquisition to the lease's end (released, expired, lost)
@@ -20,10 +20,15 @@
 //	quorumlock_release_backlog_changes_total{node,change} counter: queued, done, dropped, abandoned
 //	quorumlock_server_findings_total{node,check,level}    counter: findings of the checks of a server's settings at first contact
 //
-// Label values are the redlock constants (redlock.Outcome, Vote, LeaseEnd,
-// Shape, NodeOp, BacklogChange) and node addresses: a few values each. Lock
-// names are not labels (there may be millions); WithLockClass adds a
-// "class" label that maps each name to a class of your own.
+// Label values are a few each: node addresses, redlock.Op values,
+// redlock.LockInfo.Shape, and what each event's Err means, derived in one
+// place, the labels redlock.WithLogger writes too: outcome (ok, contended,
+// no_quorum, too_late, lost, ended, canceled, closed, denied, invalid),
+// vote (yes, taken, not_held, quarantined, busy, timeout, refused, denied,
+// canceled, error), end (released, expired, lost) and change (queued, done,
+// dropped, abandoned). Lock names are not labels (there may be millions);
+// WithLockClass adds a "class" label that maps each name to a class of your
+// own.
 package redlockprometheus
 
 import (
@@ -32,6 +37,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quorumlock/quorumlock/internal/obslabel"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -41,10 +47,10 @@ import (
 type Observer struct {
 	class func(name string) string
 
-	wait, attempt, extend, release, held *prometheus.HistogramVec
-	calls, quarantines, epochs, changes  *prometheus.CounterVec
-	findings                             *prometheus.CounterVec
-	backlog                              *prometheus.GaugeVec
+	wait, attempts, extend, release, held *prometheus.HistogramVec
+	calls, quarantines, epochs, changes   *prometheus.CounterVec
+	findings                              *prometheus.CounterVec
+	backlog                               *prometheus.GaugeVec
 }
 
 var _ redlock.Observer = (*Observer)(nil)
@@ -66,8 +72,8 @@ func WithLockClass(class func(name string) string) Option {
 }
 
 // WithBuckets sets the histogram buckets, in seconds, of the operations
-// (wait, attempt, extend, release) and of the hold durations. nil keeps a
-// default: DefaultOpBuckets, DefaultHoldBuckets.
+// (wait, extend, release) and of the hold durations. nil keeps a default:
+// DefaultOpBuckets, DefaultHoldBuckets.
 func WithBuckets(ops, holds []float64) Option {
 	return func(c *config) {
 		if ops != nil {
@@ -85,6 +91,9 @@ var (
 	DefaultOpBuckets   = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	DefaultHoldBuckets = []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600}
 )
+
+// attemptBuckets are the buckets of lock_attempts.
+var attemptBuckets = []float64{1, 2, 3, 5, 10, 20, 50, 100, 1000}
 
 const namespace = "quorumlock"
 
@@ -111,8 +120,8 @@ func New(opts ...Option) *Observer {
 		class: cfg.class,
 		wait: hist("lock_wait_seconds", "Time to acquire a lock (Lock, TryLock, Do's wait, Campaign), every attempt and the backoff between them included, by how it ended.",
 			cfg.opBuckets, lock("shape", "outcome")),
-		attempt: hist("lock_attempt_seconds", "Time of one acquisition attempt (one round over the nodes, its fencing write-back or rollback included), by how it ended.",
-			cfg.opBuckets, lock("shape", "outcome")),
+		attempts: hist("lock_attempts", "Attempts of one acquisition (Lock, TryLock, Do's wait, Campaign: one round over the nodes each), by how it ended.",
+			attemptBuckets, lock("shape", "outcome")),
 		extend: hist("lock_extend_seconds", "Time of an Extend or automatic renewal, by how it ended.",
 			cfg.opBuckets, lock("shape", "outcome", "renewal")),
 		release: hist("lock_release_seconds", "Time of an Unlock (or Resign), by how it ended.",
@@ -130,7 +139,7 @@ func New(opts ...Option) *Observer {
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.wait, o.attempt, o.extend, o.release, o.held, o.calls, o.quarantines, o.epochs, o.backlog, o.changes, o.findings}
+	return []prometheus.Collector{o.wait, o.attempts, o.extend, o.release, o.held, o.calls, o.quarantines, o.epochs, o.backlog, o.changes, o.findings}
 }
 
 // Describe implements prometheus.Collector.
@@ -161,52 +170,43 @@ func (o *Observer) OpStart(ctx context.Context, _ redlock.OpEvent) context.Conte
 // OpDone implements redlock.Observer.
 func (o *Observer) OpDone(_ context.Context, e redlock.OpEvent) {
 	s := e.Took.Seconds()
+	outcome := obslabel.Outcome(e.Err)
 	switch e.Op {
 	case redlock.OpAcquire:
-		o.wait.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape), string(e.Outcome))...).Observe(s)
+		o.wait.WithLabelValues(o.labels(e.Lock, e.Lock.Shape, outcome)...).Observe(s)
+		o.attempts.WithLabelValues(o.labels(e.Lock, e.Lock.Shape, outcome)...).Observe(float64(e.Attempts))
+		if e.FenceEpoch {
+			o.epochs.WithLabelValues(o.labels(e.Lock, e.Lock.Shape)...).Inc()
+		}
 	case redlock.OpExtend:
-		o.extend.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape), string(e.Outcome), strconv.FormatBool(e.Renewal))...).Observe(s)
+		o.extend.WithLabelValues(o.labels(e.Lock, e.Lock.Shape, outcome, strconv.FormatBool(e.Renewal))...).Observe(s)
 	case redlock.OpRelease:
-		o.release.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape), string(e.Outcome))...).Observe(s)
+		o.release.WithLabelValues(o.labels(e.Lock, e.Lock.Shape, outcome)...).Observe(s)
 	}
-}
-
-// Attempt implements redlock.Observer.
-func (o *Observer) Attempt(_ context.Context, e redlock.AttemptEvent) {
-	o.attempt.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape), string(e.Outcome))...).Observe(e.Took.Seconds())
 }
 
 // NodeCall implements redlock.Observer.
 func (o *Observer) NodeCall(_ context.Context, e redlock.NodeEvent) {
-	o.calls.WithLabelValues(o.labels(e.Lock, e.Node, string(e.Op), string(e.Vote))...).Inc()
+	o.calls.WithLabelValues(o.labels(e.Lock, e.Node, string(e.Op), obslabel.Vote(e.Err))...).Inc()
 }
 
 // LeaseEnd implements redlock.Observer.
 func (o *Observer) LeaseEnd(_ context.Context, e redlock.LeaseEndEvent) {
-	o.held.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape), string(e.End))...).Observe(e.Held.Seconds())
+	o.held.WithLabelValues(o.labels(e.Lock, e.Lock.Shape, obslabel.LeaseEnd(e.Err, e.Expired))...).Observe(e.Held.Seconds())
 }
 
-// Fence implements redlock.Observer.
-func (o *Observer) Fence(_ context.Context, e redlock.FenceEvent) {
-	if e.Epoch {
-		o.epochs.WithLabelValues(o.labels(e.Lock, string(e.Lock.Shape))...).Inc()
+// NodeState implements redlock.Observer: a server run met (its quarantine,
+// one count per finding), or a backlog change.
+func (o *Observer) NodeState(_ context.Context, e redlock.NodeStateEvent) {
+	if e.RunID != "" {
+		if e.Quarantine > 0 {
+			o.quarantines.WithLabelValues(e.Node, strconv.FormatBool(e.Restart)).Inc()
+		}
+		for _, f := range e.Findings {
+			o.findings.WithLabelValues(e.Node, f.Check, f.Level).Inc()
+		}
+		return
 	}
-}
-
-// Quarantine implements redlock.Observer.
-func (o *Observer) Quarantine(_ context.Context, e redlock.QuarantineEvent) {
-	o.quarantines.WithLabelValues(e.Node, strconv.FormatBool(e.Restart)).Inc()
-}
-
-// Backlog implements redlock.Observer.
-func (o *Observer) Backlog(_ context.Context, e redlock.BacklogEvent) {
 	o.backlog.WithLabelValues(e.Node).Add(float64(e.Delta)) // summed over the clients that share the Observer
-	o.changes.WithLabelValues(o.labels(e.Lock, e.Node, string(e.Change))...).Inc()
-}
-
-// ServerCheck implements redlock.Observer: one count per finding.
-func (o *Observer) ServerCheck(_ context.Context, e redlock.ServerCheckEvent) {
-	for _, f := range e.Findings {
-		o.findings.WithLabelValues(e.Node, f.Check, f.Level).Inc()
-	}
+	o.changes.WithLabelValues(o.labels(e.Lock, e.Node, obslabel.BacklogChange(e.Err, e.Delta))...).Inc()
 }

@@ -55,7 +55,8 @@ func startMasters(t *testing.T, n int) *masters {
 }
 
 // metrics reads reg: every sample as "name{label=value,...}" (labels
-// sorted) -> its value, a histogram's sample count under "name_count{...}".
+// sorted) -> its value, a histogram's sample count under "name_count{...}"
+// and its sum under "name_sum{...}".
 func metrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -72,6 +73,7 @@ func metrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 			switch mf.GetType() {
 			case dto.MetricType_HISTOGRAM:
 				out[mf.GetName()+"_count"+key] = float64(m.GetHistogram().GetSampleCount())
+				out[mf.GetName()+"_sum"+key] = m.GetHistogram().GetSampleSum()
 			case dto.MetricType_COUNTER:
 				out[mf.GetName()+key] = m.GetCounter().GetValue()
 			case dto.MetricType_GAUGE:
@@ -153,7 +155,8 @@ func TestMetricsOnRealMasters(t *testing.T) {
 		})
 		got := metrics(t, reg)
 		assert.Equal(t, 1.0, got["quorumlock_lock_wait_seconds_count{class=cycle,outcome=ok,shape=mutex}"])
-		assert.Equal(t, 1.0, got["quorumlock_lock_attempt_seconds_count{class=cycle,outcome=ok,shape=mutex}"])
+		assert.Equal(t, 1.0, got["quorumlock_lock_attempts_count{class=cycle,outcome=ok,shape=mutex}"])
+		assert.Equal(t, 1.0, got["quorumlock_lock_attempts_sum{class=cycle,outcome=ok,shape=mutex}"], "one attempt")
 		assert.Equal(t, 1.0, got["quorumlock_lock_release_seconds_count{class=cycle,outcome=ok,shape=mutex}"])
 		assert.Equal(t, 1.0, got["quorumlock_lease_held_seconds_count{class=cycle,end=released,shape=mutex}"])
 		assert.Equal(t, 1.0, got["quorumlock_fence_epochs_total{class=cycle,shape=mutex}"], "a new lock's first token starts an epoch")
@@ -186,17 +189,18 @@ func TestMetricsOnRealMasters(t *testing.T) {
 			}
 			done <- err
 		}()
-		waitFor(t, "a contended attempt", func() bool {
-			return metrics(t, reg)["quorumlock_lock_attempt_seconds_count{class=contended,outcome=contended,shape=mutex}"] >= 2
+		waitFor(t, "two contended attempts", func() bool {
+			return sum(metrics(t, reg), "quorumlock_node_calls_total", "class=contended", "op=acquire", "vote=taken") >= 4
 		})
 		require.NoError(t, held.Unlock(ctx))
 		require.NoError(t, <-done)
 		got := metrics(t, reg)
 		assert.Equal(t, 1.0, got["quorumlock_lock_wait_seconds_count{class=contended,outcome=ok,shape=mutex}"], "one wait, ended by the lock")
-		contended := got["quorumlock_lock_attempt_seconds_count{class=contended,outcome=contended,shape=mutex}"]
+		attempts := got["quorumlock_lock_attempts_sum{class=contended,outcome=ok,shape=mutex}"]
+		assert.GreaterOrEqual(t, attempts, 3.0, "two contended attempts, then the one that got the lock")
 		// Each contended attempt was decided by two "taken" votes (N=3:
-		// more than N-quorum noes), reported before the attempt.
-		assert.GreaterOrEqual(t, sum(got, "quorumlock_node_calls_total", "class=contended", "op=acquire", "vote=taken"), 2*contended)
+		// more than N-quorum noes), reported before the wait ended.
+		assert.GreaterOrEqual(t, sum(got, "quorumlock_node_calls_total", "class=contended", "op=acquire", "vote=taken"), 2*(attempts-1))
 	})
 
 	t.Run("rollback", func(t *testing.T) {
@@ -212,7 +216,8 @@ func TestMetricsOnRealMasters(t *testing.T) {
 				got["quorumlock_release_backlog{node="+ms.servers[1].Addr()+"}"] == 1
 		})
 		got := metrics(t, reg)
-		assert.Equal(t, 1.0, got["quorumlock_lock_attempt_seconds_count{class=rollback,outcome=contended,shape=mutex}"])
+		assert.Equal(t, 1.0, got["quorumlock_lock_wait_seconds_count{class=rollback,outcome=contended,shape=mutex}"])
+		assert.Equal(t, 1.0, got["quorumlock_lock_attempts_sum{class=rollback,outcome=contended,shape=mutex}"])
 		assert.Equal(t, 1.0, got["quorumlock_node_calls_total{class=rollback,node="+ms.servers[1].Addr()+",op=acquire,vote=timeout}"])
 		assert.Equal(t, 1.0, got["quorumlock_release_backlog_changes_total{change=queued,class=rollback,node="+ms.servers[1].Addr()+"}"])
 		require.NoError(t, ms.servers[1].Resume())
@@ -294,7 +299,7 @@ func TestEveryMetricIsDescribed(t *testing.T) {
 		descs = append(descs, d.String())
 	}
 	assert.Len(t, descs, 11)
-	for _, name := range []string{"quorumlock_lock_wait_seconds", "quorumlock_lock_attempt_seconds", "quorumlock_lock_extend_seconds",
+	for _, name := range []string{"quorumlock_lock_wait_seconds", "quorumlock_lock_attempts", "quorumlock_lock_extend_seconds",
 		"quorumlock_lock_release_seconds", "quorumlock_lease_held_seconds", "quorumlock_node_calls_total",
 		"quorumlock_node_quarantines_total", "quorumlock_fence_epochs_total", "quorumlock_release_backlog",
 		"quorumlock_release_backlog_changes_total", "quorumlock_server_findings_total"} {
