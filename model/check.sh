@@ -92,14 +92,15 @@ configs=(
 "queue-live-plain|queue|-DLIVE -DPLAIN -DC=2 -DNO_BACKOFF -DGIVEUPS=1|pass|quick|ltl granted"
 "queue-live-faults|queue|-DLIVE -DC=2 -DLOSSN -DDIES=1|pass|quick|ltl granted"
 "queue-live-late|queue|-DLIVE -DC=2 -DSPLIT -DDELAY -DLATES=1|pass||ltl granted"
+"queue-split|queue|-DLIVE -DC=2 -DLOSSN -DSPLIT -DLATES=1|pass||ltl granted"
 # each rule switched off: a counterexample each
 "NoLeaveTombstone|queue|-DC=3 -DDELAY -DLATES=1 -DGIVEUPS=1 -DNO_TOMBSTONE|violate kept-out|quick"
 "NoFairRequeue|queue|-DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1 -DNO_REQUEUE|violate kept-out|quick"
 "NoFreshLook|queue|-DLIVE -DC=2 -DNO_BACKOFF -DNO_FRESH|violate granted|quick|ltl granted"
+"GrantTombstone|queue|-DLIVE -DC=2 -DLOSSN -DSPLIT -DLATES=1 -DGRANT_TOMB|violate granted||ltl granted"
 # limits the model found (docs/verification.md, "The waiting line")
 "queue-tombstone-ttl|queue|-DC=2 -DDELAY -DSTRAG=3|violate kept-out|quick"
 "queue-late-reply|queue|-DLIVE -DC=2 -DNO_BACKOFF -DSPLIT -DLATES=1|violate granted|quick|ltl granted"
-"queue-split-livelock|queue|-DLIVE -DC=2 -DLOSSN -DSPLIT -DLATES=1|violate granted||ltl granted"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"
