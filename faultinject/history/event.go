@@ -75,6 +75,10 @@ const (
 	// applied there, or its acquire took the key there in a binding (fair)
 	// line. Note says which.
 	Left Kind = "left"
+	// Queued: master Node refused the acquire of waiter Token for Client's
+	// Lock call while another value held the lock key, and the waiter is
+	// in the master's line; Late as for Refused.
+	Queued Kind = "queued"
 )
 
 // What the protected resource itself kept.

@@ -13,9 +13,13 @@ import (
 // that has not left it; never for the waiter's own tombstone (it left that
 // line, and the same ID came back), never while it is first, and never
 // behind a waiter that left that line (its LeaveQueue, or its fair grant,
-// applied there: a Left event) and came back. An acquire that applied after
-// its caller stopped waiting (Refused.Late: a copy the network delayed) is
-// not judged: keeping such copies out is what the tombstones are for.
+// applied there: a Left event) and came back by a copy the network delayed
+// (a waiter whose own current acquire applied there since, Refused or
+// Queued and not Late, is back in its place: a grant leaves no tombstone,
+// and a rolled-back waiter keeps its arrival). An acquire that applied
+// after its caller stopped waiting (Refused.Late: a copy the network
+// delayed) is not judged: keeping such copies out is what the tombstones
+// and the requeue are for. Events at one instant count in their order.
 var KeptOut = Invariant{
 	Name:  "kept-out",
 	About: "a master refuses a waiter the free key only for a live waiter ahead of it in its line that has not left that line",
@@ -45,33 +49,41 @@ func judgeKeptOut(v *view, _ *Findings) []Violation {
 		node  int
 		token string
 	}
+	events := slices.Clone(v.events)
+	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
+	// left: when a waiter left a master's line, while it has not come
+	// back by its own current acquire.
 	left := map[at]time.Duration{}
-	for _, e := range v.of(Left) {
-		k := at{e.Lock, e.Node, e.Token}
-		if t, ok := left[k]; !ok || e.At < t {
-			left[k] = e.At
-		}
-	}
 	var out []Violation
-	for _, e := range v.of(Refused) {
-		if e.Late {
-			continue
-		}
-		why := ""
-		switch pos := slices.Index(e.Line, e.Token); {
-		case pos < 0:
-			why = "it is not in that line (it left it: its own tombstone keeps it out)"
-		case pos == 0:
-			why = "it is first in that line"
-		default:
-			head := e.Line[0]
-			if t, ok := left[at{e.Lock, e.Node, head}]; ok && t <= e.At {
-				why = fmt.Sprintf("the first in line, %s, had left that line at %v and came back", head, t)
+	for _, e := range events {
+		k := at{e.Lock, e.Node, e.Token}
+		switch {
+		case e.Kind == Left:
+			if _, ok := left[k]; !ok {
+				left[k] = e.At
 			}
-		}
-		if why != "" {
-			out = append(out, Violation{Lock: e.Lock, At: e.At, Client: e.Client, Token: e.Token,
-				What: fmt.Sprintf("%sm%d refused c%d's waiter %s the free key at %v (line %q): %s", on(e.Lock), e.Node, e.Client, e.Token, e.At, e.Line, why)})
+		case e.Kind == Queued && !e.Late:
+			delete(left, k)
+		case e.Kind == Refused && !e.Late:
+			why := ""
+			switch pos := slices.Index(e.Line, e.Token); {
+			case pos < 0:
+				why = "it is not in that line (it left it: its own tombstone keeps it out)"
+			case pos == 0:
+				why = "it is first in that line"
+			default:
+				head := e.Line[0]
+				if t, ok := left[at{e.Lock, e.Node, head}]; ok {
+					why = fmt.Sprintf("the first in line, %s, had left that line at %v and came back", head, t)
+				}
+			}
+			if why != "" {
+				out = append(out, Violation{Lock: e.Lock, At: e.At, Client: e.Client, Token: e.Token,
+					What: fmt.Sprintf("%sm%d refused c%d's waiter %s the free key at %v (line %q): %s", on(e.Lock), e.Node, e.Client, e.Token, e.At, e.Line, why)})
+			}
+			if slices.Contains(e.Line, e.Token) {
+				delete(left, k) // its own current acquire: back in its place
+			}
 		}
 	}
 	return out

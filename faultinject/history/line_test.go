@@ -8,8 +8,9 @@ import (
 
 // TestKeptOut: a refusal of the free key is a violation when the waiter is
 // not in the line (its own tombstone), when it is first, or behind a
-// waiter that had left that master's line; not behind a live waiter that
-// never left it (or left another master's line, or left after), nor for a
+// waiter that had left that master's line and came back by a late copy;
+// not behind a live waiter that never left it (or left another master's
+// line, or left after, or came back by its own current acquire), nor for a
 // late copy.
 func TestKeptOut(t *testing.T) {
 	left := func(tok string, node int, at time.Duration) Event {
@@ -17,6 +18,9 @@ func TestKeptOut(t *testing.T) {
 	}
 	refused := func(tok string, line ...string) Event {
 		return Event{Client: 1, Kind: Refused, At: 20 * ms, Token: tok, Node: 0, Line: line}
+	}
+	queued := func(tok string, at time.Duration, late bool) Event {
+		return Event{Client: 1, Kind: Queued, At: at, Token: tok, Node: 0, Late: late}
 	}
 	late := refused("w2")
 	late.Late = true
@@ -32,6 +36,9 @@ func TestKeptOut(t *testing.T) {
 		{"behind a waiter that left another line", []Event{left("w1", 1, 10*ms), refused("w2", "w1", "w2")}, ""},
 		{"behind a waiter that left later", []Event{left("w1", 0, 30*ms), refused("w2", "w1", "w2")}, ""},
 		{"a late copy", []Event{left("w2", 0, 10*ms), late}, ""},
+		{"behind a waiter back by its own acquire", []Event{left("w1", 0, 10*ms), queued("w1", 15*ms, false), refused("w2", "w1", "w2")}, ""},
+		{"behind a waiter back by a late copy", []Event{left("w1", 0, 10*ms), queued("w1", 15*ms, true), refused("w2", "w1", "w2")}, "the first in line, w1, had left that line at 10ms and came back"},
+		{"behind a waiter that left after its acquire", []Event{queued("w1", 5*ms, false), left("w1", 0, 10*ms), refused("w2", "w1", "w2")}, "the first in line, w1, had left that line at 10ms and came back"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +83,8 @@ func (l *scriptLink) AcquireQueued(ctx context.Context, key, value string, ttl t
 
 // lined records what a waiter's acquire that applied did in the line: a
 // fair waiter that took the key left the line (Left); an acquire refused
-// while the key is free is Refused, with the line as the master has it
+// while another value holds the key, the waiter in line, is Queued; one
+// refused while the key is free is Refused, with the line as the master has it
 // now (read right after the acquire, at the same instant of the bubble's
 // clock).
 func (l *scriptLink) lined(key string, wt redlock.Waiter, ok, late bool) {
@@ -91,10 +93,13 @@ func (l *scriptLink) lined(key string, wt redlock.Waiter, ok, late bool) {
 	case ok && wt.Fair:
 		l.w.record(history.Event{Client: l.client, Kind: history.Left, At: at, Lock: key, Token: wt.ID, Node: l.master, Note: "acquired"})
 	case !ok:
+		line := l.m.Line(key)
 		if _, held := l.m.Keys()[key]; held {
+			if slices.Contains(line, wt.ID) {
+				l.w.record(history.Event{Client: l.client, Kind: history.Queued, At: at, Lock: key, Token: wt.ID, Node: l.master, Late: late})
+			}
 			return
 		}
-		line := l.m.Line(key)
 		l.w.record(history.Event{Client: l.client, Kind: history.Refused, At: at, Lock: key, Token: wt.ID, Node: l.master, Line: line, Late: late})
 		l.w.log("c%d's waiter %s refused the free key on m%d (line %s, late %v)", l.client, wt.ID, l.master, strings.Join(line, " "), late)
 	}
