@@ -42,18 +42,7 @@ func TestKeptOut(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := Check(tc.ev)
-			if tc.want == "" {
-				if len(f.Violations) != 0 {
-					t.Fatalf("clean history, got:\n%s", whats(f.Violations))
-				}
-				return
-			}
-			vs := f.Of(&KeptOut)
-			if len(vs) != 1 || len(f.Violations) != 1 || !strings.Contains(vs[0].What, tc.want) {
-				t.Fatalf("want one kept-out violation containing %q, got:\n%s", tc.want, whats(f.Violations))
-			}
-			if v := vs[0]; v.Client != 1 || v.Token != "w2" || v.At != 20*ms {
+			if v, ok := onlyViolation(t, &KeptOut, tc.ev, tc.want); ok && (v.Client != 1 || v.Token != "w2" || v.At != 20*ms) {
 				t.Errorf("violation %+v: want c1's waiter w2 at 20ms", v)
 			}
 		})
@@ -87,18 +76,24 @@ func TestGranted(t *testing.T) {
 		{"no bound", concat(lease(0, "a", 0, 990*ms, -1, 100*ms), []Event{{Client: 1, Kind: Waiting, At: 10 * ms}, gaveUp(3 * time.Second)}), ""},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := Check(tc.ev)
-			if tc.want == "" {
-				if len(f.Violations) != 0 {
-					t.Fatalf("clean history, got:\n%s", whats(f.Violations))
-				}
-				return
-			}
-			vs := f.Of(&Granted)
-			if len(vs) != 1 || len(f.Violations) != 1 || !strings.Contains(vs[0].What, tc.want) {
-				t.Fatalf("want one granted violation containing %q, got:\n%s", tc.want, whats(f.Violations))
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { onlyViolation(t, &Granted, tc.ev, tc.want) })
 	}
+}
+
+// onlyViolation checks ev's history: clean when want is "", else exactly
+// one violation, of inv, whose text contains want (returned, ok true).
+func onlyViolation(t *testing.T, inv *Invariant, ev []Event, want string) (Violation, bool) {
+	t.Helper()
+	f := Check(ev)
+	if want == "" {
+		if len(f.Violations) != 0 {
+			t.Fatalf("clean history, got:\n%s", whats(f.Violations))
+		}
+		return Violation{}, false
+	}
+	vs := f.Of(inv)
+	if len(vs) != 1 || len(f.Violations) != 1 || !strings.Contains(vs[0].What, want) {
+		t.Fatalf("want one %s violation containing %q, got:\n%s", inv.Name, want, whats(f.Violations))
+	}
+	return vs[0], true
 }

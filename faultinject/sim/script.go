@@ -357,10 +357,7 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			w.record(history.Event{Client: c, Kind: history.Waiting, At: w.at(time.Now()), Lock: p.Names[0], Within: w.wait})
 			l, err := w.mutexes[c][0].Lock(ctx)
 			cancel()
-			w.mu.Lock()
-			w.attempts++
-			w.mu.Unlock()
-			w.checkErr("lock", err, lockErrs)
+			w.tried("lock", err)
 			if err != nil {
 				w.record(history.Event{Client: c, Kind: history.GaveUp, At: w.at(time.Now()), Lock: p.Names[0], Err: err.Error()})
 				w.log("c%d: waiting lock failed: %v", c, err)
@@ -384,10 +381,7 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			ctx, cancel := ctxFor(time.Second)
 			l, err := try(ctx)
 			cancel()
-			w.mu.Lock()
-			w.attempts++
-			w.mu.Unlock()
-			w.checkErr("lock", err, lockErrs)
+			w.tried("lock", err)
 			if err != nil {
 				w.log("c%d: lock failed: %v", c, err)
 				break

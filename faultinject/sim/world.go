@@ -405,6 +405,14 @@ var (
 	unlockErrs = []error{redlock.ErrLockLost, redlock.ErrNotReleased, redlock.ErrReleased}
 )
 
+// tried counts a lock attempt and checks its error (checkErr).
+func (w *world) tried(op string, err error) {
+	w.mu.Lock()
+	w.attempts++
+	w.mu.Unlock()
+	w.checkErr(op, err, lockErrs)
+}
+
 func (w *world) checkErr(op string, err error, allowed []error) {
 	if err == nil {
 		return
@@ -500,10 +508,7 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 			lease, err = tryLock(ctx)
 		}
 		cancel()
-		w.mu.Lock()
-		w.attempts++
-		w.mu.Unlock()
-		w.checkErr("lock", err, lockErrs)
+		w.tried("lock", err)
 		w.checkStats(c)
 		if err != nil {
 			// Back off on the schedule's stream (not redlock's jitter).
@@ -558,10 +563,7 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 		})
 	}()
 	if lease == nil {
-		w.mu.Lock()
-		w.attempts++
-		w.mu.Unlock()
-		w.checkErr("do", err, lockErrs)
+		w.tried("do", err)
 		sleep(backoff, nil)
 		return
 	}
