@@ -57,6 +57,13 @@ type Locker interface {
 	Close() error
 }
 
+// retryCounter is a Locker that counts, over its Lock calls that acquired,
+// the attempts that failed after the first (quorumlock's, from its
+// Observer); the contention table shows them per acquisition.
+type retryCounter interface {
+	failedRetries() int64
+}
+
 // Cycle runs one Lock and, when it succeeded, the Unlock.
 func Cycle(ctx context.Context, l Locker) error {
 	if err := l.Lock(ctx); err != nil {

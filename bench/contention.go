@@ -94,8 +94,12 @@ type centry struct {
 	cpu            time.Duration
 	srv            serverTally
 	mallocs, bytes uint64
-	gLoop, gClose  int
-	err            error
+	// retries: the lockers' failed attempts after the first (retryCounter),
+	// counted is false when they do not count them.
+	retries       int64
+	counted       bool
+	gLoop, gClose int
+	err           error
 }
 
 func (e *centry) id(cond string) string { return entryID(e.c.Name, e.n, cond) }
@@ -226,7 +230,7 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 	for i := range es {
 		e := &es[i]
 		lo := left[e.id(cond)]
-		r := Row{Contender: e.c.Name, N: e.n, Condition: cond, Clients: ct.Clients,
+		r := Row{Contender: e.c.Name, N: e.n, Condition: cond, Clients: ct.Clients, FailedRetriesPerAcq: -1,
 			Cycles: e.acquisitions, Errors: e.errors, Overlaps: e.overlaps,
 			OrphanKeys: lo.keys, GuardKeys: lo.guards, QueueKeys: lo.queue, GoroutinesAfterLoop: e.gLoop, GoroutinesAfterClose: e.gClose,
 			LongestWaitMs: ms(e.longest)}
@@ -249,6 +253,9 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 			r.BytesPerCycle = float64(e.bytes) / float64(e.acquisitions)
 			r.CPUPerCycleUs = float64(e.cpu.Microseconds()) / float64(e.acquisitions)
 			e.srv.fill(&r, e.acquisitions)
+			if e.counted {
+				r.FailedRetriesPerAcq = float64(e.retries) / float64(e.acquisitions)
+			}
 		}
 		if e.err != nil {
 			r.Err = e.err.Error()
@@ -274,6 +281,20 @@ func (e *centry) runSlice(d, cycleTimeout time.Duration) {
 	defer cancel()
 	pprof.SetGoroutineLabels(e.lctx)
 	defer pprof.SetGoroutineLabels(context.Background())
+	retries := func() (n int64, ok bool) {
+		for _, l := range e.lockers {
+			if rc, is := l.(retryCounter); is {
+				n, ok = n+rc.failedRetries(), true
+			}
+		}
+		return n, ok
+	}
+	retries0, _ := retries()
+	defer func() {
+		n, ok := retries()
+		e.retries += n - retries0
+		e.counted = e.counted || ok
+	}()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	cpu0 := cpuTime()

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -68,7 +69,7 @@ func quorumlockContender(name, settings string, opts ...redlock.LockOption) Cont
 				q.owned = append(q.owned, nd)
 				nodes[i] = nd
 			}
-			var copts []redlock.ClientOption
+			copts := []redlock.ClientOption{redlock.WithObserver(&q.retries)}
 			if len(nodes) == 2 {
 				copts = append(copts, redlock.WithQuorum(2))
 			}
@@ -87,6 +88,7 @@ func quorumlockContender(name, settings string, opts ...redlock.LockOption) Cont
 }
 
 type quorumlock struct {
+	retries retryCount
 	c       *redlock.Client
 	m       *redlock.Mutex
 	lease   *redlock.Lease
@@ -101,6 +103,25 @@ func (q *quorumlock) Lock(ctx context.Context) error {
 }
 
 func (q *quorumlock) Unlock(ctx context.Context) error { return q.lease.Unlock(ctx) }
+
+// retryCount is an Observer counting, over the Lock calls that acquired,
+// the attempts that failed after the first: the first attempt of a call
+// that meets a held lock fails and puts it in line; each later one is a
+// woken (or backed-off) attempt, and every failed one beyond the winning
+// attempt is a wake-up that did not get the lock.
+type retryCount struct {
+	redlock.NopObserver
+	n atomic.Int64
+}
+
+func (r *retryCount) OpDone(_ context.Context, e redlock.OpEvent) {
+	if e.Op == redlock.OpAcquire && e.Err == nil && e.Attempts > 2 {
+		r.n.Add(int64(e.Attempts - 2))
+	}
+}
+
+// failedRetries implements retryCounter.
+func (q *quorumlock) failedRetries() int64 { return q.retries.n.Load() }
 
 // Close waits for the client's background releases (Client.Close), then
 // closes the go-redis clients.

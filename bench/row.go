@@ -91,6 +91,11 @@ type Row struct {
 	// time between two acquisitions (one hold-and-handoff period).
 	LongestWaitMs float64 `json:"longest_wait_ms"`
 	MeanPeriodMs  float64 `json:"mean_period_ms"`
+	// FailedRetriesPerAcq is, per acquisition, the attempts of the Lock
+	// calls that acquired that failed after their first (a wake-up that
+	// did not get the lock); -1 when the contender does not report them
+	// (only quorumlock's do, from its Observer).
+	FailedRetriesPerAcq float64 `json:"failed_retries_per_acq"`
 	// Overlaps counts acquisitions whose Lock returned before the previous
 	// holder called Unlock: two holders at once (0 for a safe lock).
 	Overlaps int `json:"overlaps"`
@@ -173,16 +178,20 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 }
 
 func writeContention(b *strings.Builder, rs []Row) {
-	b.WriteString("| contender | N | acquisitions | errors | acq/s | same-client re-locks | handoff p50 ms | handoff p99 ms | wait p50 ms | wait p99 ms | longest wait ms | longest wait / period | CPU µs/acq | server CPU µs/acq | scripts µs/acq | allocs/acq | goroutines loop / close | orphan keys | overlaps |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| contender | N | acquisitions | errors | acq/s | same-client re-locks | handoff p50 ms | handoff p99 ms | wait p50 ms | wait p99 ms | longest wait ms | longest wait / period | failed retries/acq | CPU µs/acq | server CPU µs/acq | scripts µs/acq | allocs/acq | goroutines loop / close | orphan keys | overlaps |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rs {
 		periods := ""
 		if r.MeanPeriodMs > 0 {
 			periods = fmt.Sprintf("%.1f", r.LongestWaitMs/r.MeanPeriodMs)
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %.0f%% | %.3f | %.3f | %.3f | %.3f | %.1f | %s | %.0f | %.0f | %.1f | %.1f | %d / %d | %s | %d |\n",
+		retries := ""
+		if r.FailedRetriesPerAcq >= 0 {
+			retries = fmt.Sprintf("%.2f", r.FailedRetriesPerAcq)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %.0f%% | %.3f | %.3f | %.3f | %.3f | %.1f | %s | %s | %.0f | %.0f | %.1f | %.1f | %d / %d | %s | %d |\n",
 			r.Contender, r.N, r.Cycles, r.Errors, r.AcquisitionsPerSec, 100*r.SameClientShare,
-			r.HandoffP50Ms, r.HandoffP99Ms, r.P50Ms, r.P99Ms, r.LongestWaitMs, periods,
+			r.HandoffP50Ms, r.HandoffP99Ms, r.P50Ms, r.P99Ms, r.LongestWaitMs, periods, retries,
 			r.CPUPerCycleUs, r.ServerCPUPerCycleUs, r.ScriptUsPerCycle, r.AllocsPerCycle, r.GoroutinesAfterLoop, r.GoroutinesAfterClose, orphans(r), r.Overlaps)
 	}
 }

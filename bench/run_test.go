@@ -427,6 +427,10 @@ func TestContentionSmoke(t *testing.T) {
 		if r.SameClientShare < 1 && r.HandoffP50Ms <= 0 {
 			t.Errorf("%s: handoffs to another client but handoff p50 %v", r.Contender, r.HandoffP50Ms)
 		}
+		// Only quorumlock's Observer counts failed retries.
+		if counted := r.FailedRetriesPerAcq >= 0; counted != (r.Contender == "quorumlock") {
+			t.Errorf("%s: failed retries per acquisition %v: counted %v", r.Contender, r.FailedRetriesPerAcq, counted)
+		}
 	}
 	if seen != 2 {
 		t.Errorf("%d contention rows, want 2", seen)

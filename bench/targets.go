@@ -30,7 +30,8 @@ const (
 // 1.25x healthy with its goroutines and no orphan key; under contention
 // (N=5) acquisitions/s at least 0.8x redsync's with at least 75% of
 // handoffs to another client and client CPU per acquisition at most 1.3x
-// redsync's; the fair-mode goals (every handoff to another client, handoff
+// redsync's, and fewer than 1.5 woken attempts that fail per acquisition
+// (Row.FailedRetriesPerAcq); the fair-mode goals (every handoff to another client, handoff
 // p99 at most rueidislock's in the same run, no wait longer than 8
 // hold-and-handoff periods), which only a contender named
 // "quorumlock-fair" can meet, and its healthy N=5 p50 at most 1.15x the
@@ -153,6 +154,12 @@ func WriteTargets(w io.Writer, rows []Row) error {
 			x >= 0.8 && other >= 0.75 && cpu <= 1.3, true)
 	} else {
 		line(contGoal, "", false, false)
+	}
+	wakeGoal := "contention, N=5: woken attempts that fail per acquisition < 1.5"
+	if okq && cq.FailedRetriesPerAcq >= 0 {
+		line(wakeGoal, fmt.Sprintf("%.2f", cq.FailedRetriesPerAcq), cq.FailedRetriesPerAcq < 1.5, true)
+	} else {
+		line(wakeGoal, "", false, false)
 	}
 	fairGoal := "fair mode, N=5: 100% of handoffs to another client, handoff p99 <= rueidislock's, longest wait <= 8 periods"
 	if okf && okr {
