@@ -58,3 +58,23 @@ func TestTLSConfigWithoutTLSFilesFailsToStart(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "not ready"), err.Error())
 }
+
+// TestPauseReturnsOnceStopped: a command sent right after Pause returned is
+// not answered until Resume (Pause waits for the process to stop: SIGSTOP
+// is delivered asynchronously), and is answered after it.
+func TestPauseReturnsOnceStopped(t *testing.T) {
+	s := redisproc.StartT(t, redisproc.Config{})
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2, DisableIdentity: true, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer rc.Close()
+	ctx := context.Background()
+	require.NoError(t, rc.Ping(ctx).Err(), "the connection is open before the pause")
+	for range 5 {
+		require.NoError(t, s.Pause())
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := rc.Ping(short).Err()
+		cancel()
+		require.Error(t, err, "a paused server answered")
+		require.NoError(t, s.Resume())
+		require.NoError(t, rc.Ping(ctx).Err(), "the resumed server answers")
+	}
+}

@@ -4,6 +4,7 @@
 package redisproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -325,8 +326,32 @@ func (s *Server) signal(sig syscall.Signal) error {
 }
 
 // Pause stops the process with SIGSTOP: connections are still accepted by the
-// kernel, nothing answers.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// kernel, nothing answers. It returns once the process has stopped (where
+// /proc tells: Linux), for at most five seconds: the signal is delivered
+// asynchronously, and on a loaded machine the server could otherwise still
+// answer a command sent after Pause returned.
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid := s.PID()
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // no /proc: nothing to wait on
+		}
+		// The state follows the command's closing parenthesis: T or t.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redisproc: %s (pid %d) did not stop within 5s of SIGSTOP", s.addr, pid)
+		}
+		time.Sleep(time.Millisecond) // polling the kernel's state, bounded above
+	}
+}
 
 // Resume continues a paused process with SIGCONT.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
