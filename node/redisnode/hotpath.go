@@ -74,6 +74,45 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	return a, nil
 }
 
+// waiterArgs is a waiter's boxed arguments to acquire_queued.lua, which its
+// Lock call's attempts send to every node unchanged: its ID, arrival (Unix
+// milliseconds), entry TTL (milliseconds) and mode. It is never changed
+// once published in waiterCache.
+type waiterArgs struct {
+	id              string
+	arrival, ttl    int64
+	fair            bool
+	idArg, arrArg   any
+	ttlArg, modeArg any
+}
+
+var waiterCache [argCacheSize]atomic.Pointer[waiterArgs]
+
+// The modes of acquire_queued.lua, boxed once.
+var (
+	modeFair any = "fair"
+	modeLine any = "line"
+)
+
+// waiterArgsFor returns the boxed arguments of waiter id with arrival,
+// ttl (in milliseconds) and fair, from the cache when the same waiter
+// was sent before (the attempt's other nodes, its earlier attempts).
+func waiterArgsFor(id string, arrival, ttl int64, fair bool) *waiterArgs {
+	slot := &waiterCache[maphash.String(argSeed, id)%argCacheSize]
+	if w := slot.Load(); w != nil && w.id == id && w.arrival == arrival && w.ttl == ttl && w.fair == fair {
+		return w
+	}
+	w := &waiterArgs{id: id, arrival: arrival, ttl: ttl, fair: fair, modeArg: modeLine}
+	// Pointers to w's own fields box without an allocation (go-redis
+	// writes a *string and an *int64 as their values).
+	w.idArg, w.arrArg, w.ttlArg = &w.id, &w.arrival, &w.ttl
+	if fair {
+		w.modeArg = modeFair
+	}
+	slot.Store(w)
+	return w
+}
+
 // ms returns ms boxed, without an allocation when it is a's TTL.
 func (a *lockArgs) ms(ms int64) any {
 	if ms == a.ttl {
