@@ -209,5 +209,8 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 			return m.c.members[i].queue == nil || granted(acq.calls[i])
 		}
 	}
-	return m.c.fanout(context.WithoutCancel(ctx), o)
+	if ctx.Done() != nil { // a ctx that cannot end needs no detaching (as release's)
+		ctx = context.WithoutCancel(ctx)
+	}
+	return m.c.fanout(ctx, o)
 }
