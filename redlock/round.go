@@ -317,7 +317,7 @@ func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
 		// and is then not sent: a node that is slow to release is not
 		// asked, and a hung one builds no chain of calls each waiting for
 		// the one before.
-		if !o.waitBefore(ctx, i, o.timeout) {
+		if !o.waitBefore(ctx, i, o.timeout, r.timers) {
 			cl.err = errBehind
 			c.report(ctx, i, o, errBehind, 0)
 			c.finish(r, i)
@@ -339,12 +339,13 @@ func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
 var errBehind = fmt.Errorf("%w: the node's previous call on this lock is still running", ErrNodeBusy)
 
 // waitBefore waits up to limit, or until ctx ends, for node i's calls in
-// o.before, and reports whether they all finished.
-func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration) bool {
+// o.before, and reports whether they all finished. Its timer comes from
+// tp.
+func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration, tp *timerPool) bool {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
-			t.Stop()
+			tp.put(t)
 		}
 	}()
 	for _, b := range o.before {
@@ -356,7 +357,7 @@ func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration) bool {
 			continue
 		}
 		if t == nil {
-			t = time.NewTimer(limit)
+			t = tp.get(limit)
 		}
 		select {
 		case <-ch:
@@ -572,8 +573,8 @@ func (c *Client) results(r *round, d decision) []NodeResult {
 	return out
 }
 
-// timerPool recycles the timers of wait and settle (two or three per
-// cycle). Since Go 1.23 a stopped or reset timer never delivers a stale
+// timerPool recycles the timers of wait, settle, waitBefore and a waiting
+// Lock call's backoff (two or three per cycle). Since Go 1.23 a stopped or reset timer never delivers a stale
 // value, so a recycled timer needs no draining. Each Client has its own, so
 // that a timer never leaves the testing/synctest bubble its client runs in.
 type timerPool struct{ p sync.Pool }

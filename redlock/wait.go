@@ -90,8 +90,8 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		// The next attempt would start after the bound.
 		return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
+	t := m.c.timers.get(delay)
+	defer m.c.timers.put(t)
 	select {
 	case <-t.C:
 		return nil
