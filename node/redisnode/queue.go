@@ -81,10 +81,13 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	if err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	a, err := lineArgsFor(key)
+	if err != nil {
 		return err
 	}
-	_, err = n.run(ctx, leaveQueueScript, []string{key, wire.QueueKey(key), wire.QueueTTLKey(key)}, w.ID, wire.Channel(key, ""), wms, noTombstone())
+	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
+	s := leaveFast
+	_, err = n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.queueArg, a.qttlArg, wa.idArg, a.chArg, wa.ttlArg, noTombstone()})
 	return err
 }
 
