@@ -162,6 +162,9 @@ type waiter struct {
 	taken   []bool
 	free    int
 	wake    chan struct{} // signalled when a new attempt is worth making
+	// Up to smallRound nodes, seen and taken live in the waiter (one
+	// allocation).
+	seenBuf, takenBuf [smallRound]bool
 }
 
 // waitFor registers a waiting Lock call of m (its waiter ID id in the
@@ -208,7 +211,12 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 		c.unwatch(w)
 		return nil, nil, false
 	}
-	wt = &waiter{id: id, seen: make([]bool, len(c.members)), taken: make([]bool, len(c.members)), wake: make(chan struct{}, 1)}
+	wt = &waiter{id: id, wake: make(chan struct{}, 1)}
+	if n := len(c.members); n <= smallRound {
+		wt.seen, wt.taken = wt.seenBuf[:n], wt.takenBuf[:n]
+	} else {
+		wt.seen, wt.taken = make([]bool, n), make([]bool, n)
+	}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
 	w.mu.Unlock()
