@@ -297,8 +297,8 @@ func (w *watch) check(wt *waiter) {
 // error settles nothing, so only the backoff wakes it), and wakes it at
 // once when the reports that came while the attempt ran are enough.
 func (w *watch) settle(wt *waiter, err error) {
-	var qe *QuorumError
-	if !errors.As(err, &qe) || len(qe.Nodes) != len(wt.taken) {
+	qe := asQuorumError(err)
+	if qe == nil || len(qe.Nodes) != len(wt.taken) {
 		return
 	}
 	w.mu.Lock()
