@@ -157,12 +157,34 @@ func (p *place) requeue(ctx context.Context) {
 // always: its entry must not hold the line up; a TryLock's 1ms entry
 // never): after the acquisition acq on the nodes that did not grant it
 // (those that did took p out themselves), or on every node when acq is nil
-// (a Lock call that gave up).
+// (a Lock call that gave up). When every node that keeps a line had
+// granted acq already, there is nothing to send (leaveQueue would skip
+// every node): no round.
 func (p *place) leave(ctx context.Context, acq *round) {
-	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond {
+	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond && !p.m.grantedAll(acq) {
 		p.m.leaveQueue(ctx, p.w, acq)
 	}
 }
+
+// grantedAll reports whether acq's call to every node that keeps a line
+// has finished and was granted (the node said yes, whether or not its vote
+// counted): each took the waiter out of its line itself. False for a nil
+// acq.
+func (m *Mutex) grantedAll(acq *round) bool {
+	if acq == nil {
+		return false
+	}
+	for i, cl := range acq.calls {
+		if m.c.members[i].queue != nil && !(cl.finished() && granted(cl)) {
+			return false
+		}
+	}
+	return true
+}
+
+// granted reports whether a finished acquire call left the key with its
+// value on its node: the node said yes (its vote may not have counted).
+func granted(cl *call) bool { return cl.err == nil || cl.held }
 
 // leaveQueue takes q out of the line in the background, on every node, or,
 // when acq is an acquisition that succeeded, on the nodes where it did not
@@ -184,8 +206,11 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 	if acq != nil {
 		o.before = [2][]*call{acq.calls}
 		o.skip = func(i int) bool {
-			return m.c.members[i].queue == nil || acq.calls[i].err == nil || acq.calls[i].held
+			return m.c.members[i].queue == nil || granted(acq.calls[i])
 		}
 	}
-	return m.c.fanout(context.WithoutCancel(ctx), o)
+	if ctx.Done() != nil { // a ctx that cannot end needs no detaching (as release's)
+		ctx = context.WithoutCancel(ctx)
+	}
+	return m.c.fanout(ctx, o)
 }

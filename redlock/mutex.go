@@ -111,8 +111,8 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 // denied reports whether a failed attempt's error names a node that denied
 // access (ErrNodeDenied): retrying cannot help.
 func denied(err error) bool {
-	var qe *QuorumError
-	if !errors.As(err, &qe) {
+	qe := asQuorumError(err)
+	if qe == nil {
 		return false
 	}
 	for _, r := range qe.Nodes {
@@ -121,6 +121,20 @@ func denied(err error) bool {
 		}
 	}
 	return false
+}
+
+// asQuorumError is errors.As(err, &qe) for a *QuorumError, without its
+// allocation (its target escapes) when err is one itself, as a failed
+// attempt's error is; nil when err holds none.
+func asQuorumError(err error) *QuorumError {
+	if qe, ok := err.(*QuorumError); ok {
+		return qe
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		return qe
+	}
+	return nil
 }
 
 // withCtxErr makes err wrap ctx.Err() when ctx has ended, so that a caller

@@ -127,6 +127,10 @@ const identifyTimeout = time.Second
 // the round (a starved scheduler): no call has less than o.timeout -
 // lateStart.
 //
+// A call that waits for nothing and that o skips (its node needs no call)
+// is decided at once, on the caller's goroutine: no worker, and no share of
+// the deadline, which a round of such calls only does without.
+//
 // Up to smallRound nodes the round and its calls are one allocation; each
 // call's goroutine is the other per-node cost.
 func (c *Client) fanout(ctx context.Context, o op) *round {
@@ -143,17 +147,22 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 	} else {
 		slab, r.calls = make([]call, n), make([]*call, n)
 	}
-	var wbuf [smallRound]bool
+	var wbuf, sbuf [smallRound]bool
 	waits := wbuf[:0] // the call waits for o.before: no shared deadline
+	skips := sbuf[:0] // the call needs no node call (o.skip), known now
 	if n > smallRound {
-		waits = make([]bool, 0, n)
+		waits, skips = make([]bool, 0, n), make([]bool, 0, n)
 	}
-	waits = waits[:n]
+	waits, skips = waits[:n], skips[:n]
 	shared := 0
 	for i := range slab {
 		r.calls[i] = &slab[i]
 		waits[i] = o.waits(i)
-		if !waits[i] {
+		// A call that waits for nothing and needs no node call is
+		// decided here, as runCall would decide it: no worker, no
+		// deadline (a rollback's nodes that refused the acquire).
+		skips[i] = !waits[i] && o.skips(i)
+		if !waits[i] && !skips[i] {
 			shared++
 		}
 	}
@@ -171,7 +180,7 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 	}
 	r.o = o
 	r.running.Store(int32(n))
-	if n == 1 && o.inline {
+	if n == 1 && o.inline && !skips[0] {
 		// One node: its call runs on the caller's goroutine (no handoff
 		// to a worker and back), before fanout returns.
 		c.work.add() // done by runWaiting or runShared
@@ -183,9 +192,26 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 		return r
 	}
 	for i := range n {
+		if skips[i] {
+			r.calls[i].skip(o.no)
+			c.finish(r, i)
+			continue
+		}
 		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
 	return r
+}
+
+// skips reports whether node i needs no call (op.skip, op.exec's skip).
+func (o *op) skips(i int) bool {
+	return (o.exec != nil && o.exec.skip(i)) || (o.skip != nil && o.skip(i))
+}
+
+// skip records that the call's node needed none: it counts as a "no".
+func (cl *call) skip(no error) {
+	cl.replied = true
+	cl.skipped = true
+	cl.err = no
 }
 
 // task is one node call of a round, for a worker.
@@ -291,7 +317,7 @@ func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
 		// and is then not sent: a node that is slow to release is not
 		// asked, and a hung one builds no chain of calls each waiting for
 		// the one before.
-		if !o.waitBefore(ctx, i, o.timeout) {
+		if !o.waitBefore(ctx, i, o.timeout, r.timers) {
 			cl.err = errBehind
 			c.report(ctx, i, o, errBehind, 0)
 			c.finish(r, i)
@@ -313,12 +339,13 @@ func (c *Client) runWaiting(ctx context.Context, r *round, i int, o op) {
 var errBehind = fmt.Errorf("%w: the node's previous call on this lock is still running", ErrNodeBusy)
 
 // waitBefore waits up to limit, or until ctx ends, for node i's calls in
-// o.before, and reports whether they all finished.
-func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration) bool {
+// o.before, and reports whether they all finished. Its timer comes from
+// tp.
+func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration, tp *timerPool) bool {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
-			t.Stop()
+			tp.put(t)
 		}
 	}()
 	for _, b := range o.before {
@@ -330,7 +357,7 @@ func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration) bool {
 			continue
 		}
 		if t == nil {
-			t = time.NewTimer(limit)
+			t = tp.get(limit)
 		}
 		select {
 		case <-ch:
@@ -422,9 +449,8 @@ func (c *Client) report(ctx context.Context, i int, o op, err error, took time.D
 // runCall is callNode without the report.
 func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) error {
 	m := c.members[i]
-	if (o.exec != nil && o.exec.skip(i)) || (o.skip != nil && o.skip(i)) {
-		cl.replied = true
-		cl.skipped = true
+	if o.skips(i) {
+		cl.skip(o.no)
 		return o.no
 	}
 	if err := ctx.Err(); err != nil {
@@ -547,8 +573,8 @@ func (c *Client) results(r *round, d decision) []NodeResult {
 	return out
 }
 
-// timerPool recycles the timers of wait and settle (two or three per
-// cycle). Since Go 1.23 a stopped or reset timer never delivers a stale
+// timerPool recycles the timers of wait, settle, waitBefore and a waiting
+// Lock call's backoff (two or three per cycle). Since Go 1.23 a stopped or reset timer never delivers a stale
 // value, so a recycled timer needs no draining. Each Client has its own, so
 // that a timer never leaves the testing/synctest bubble its client runs in.
 type timerPool struct{ p sync.Pool }

@@ -90,8 +90,8 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		// The next attempt would start after the bound.
 		return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
+	t := m.c.timers.get(delay)
+	defer m.c.timers.put(t)
 	select {
 	case <-t.C:
 		return nil
@@ -162,6 +162,9 @@ type waiter struct {
 	taken   []bool
 	free    int
 	wake    chan struct{} // signalled when a new attempt is worth making
+	// Up to smallRound nodes, seen and taken live in the waiter (one
+	// allocation).
+	seenBuf, takenBuf [smallRound]bool
 }
 
 // waitFor registers a waiting Lock call of m (its waiter ID id in the
@@ -208,7 +211,12 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 		c.unwatch(w)
 		return nil, nil, false
 	}
-	wt = &waiter{id: id, seen: make([]bool, len(c.members)), taken: make([]bool, len(c.members)), wake: make(chan struct{}, 1)}
+	wt = &waiter{id: id, wake: make(chan struct{}, 1)}
+	if n := len(c.members); n <= smallRound {
+		wt.seen, wt.taken = wt.seenBuf[:n], wt.takenBuf[:n]
+	} else {
+		wt.seen, wt.taken = make([]bool, n), make([]bool, n)
+	}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
 	w.mu.Unlock()
@@ -289,8 +297,8 @@ func (w *watch) check(wt *waiter) {
 // error settles nothing, so only the backoff wakes it), and wakes it at
 // once when the reports that came while the attempt ran are enough.
 func (w *watch) settle(wt *waiter, err error) {
-	var qe *QuorumError
-	if !errors.As(err, &qe) || len(qe.Nodes) != len(wt.taken) {
+	qe := asQuorumError(err)
+	if qe == nil || len(qe.Nodes) != len(wt.taken) {
 		return
 	}
 	w.mu.Lock()

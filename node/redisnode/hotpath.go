@@ -74,6 +74,70 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	return a, nil
 }
 
+// lineArgs is what LeaveQueue sends for a lock key whatever the waiter:
+// the key, its line's two keys and its release channel, boxed. It is never
+// changed once published in lineCache.
+type lineArgs struct {
+	key, queue, queueTTL, channel    string
+	keyArg, queueArg, qttlArg, chArg any
+}
+
+var lineCache [argCacheSize]atomic.Pointer[lineArgs]
+
+// lineArgsFor returns the shared LeaveQueue arguments of key.
+func lineArgsFor(key string) (*lineArgs, error) {
+	slot := &lineCache[maphash.String(argSeed, key)%argCacheSize]
+	if a := slot.Load(); a != nil && a.key == key {
+		return a, nil
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	a := &lineArgs{key: key, queue: wire.QueueKey(key), queueTTL: wire.QueueTTLKey(key), channel: wire.Channel(key, "")}
+	a.keyArg, a.queueArg, a.qttlArg, a.chArg = &a.key, &a.queue, &a.queueTTL, &a.channel
+	slot.Store(a)
+	return a, nil
+}
+
+// waiterArgs is a waiter's boxed arguments to acquire_queued.lua, which its
+// Lock call's attempts send to every node unchanged: its ID, arrival (Unix
+// milliseconds), entry TTL (milliseconds) and mode. It is never changed
+// once published in waiterCache.
+type waiterArgs struct {
+	id              string
+	arrival, ttl    int64
+	fair            bool
+	idArg, arrArg   any
+	ttlArg, modeArg any
+}
+
+var waiterCache [argCacheSize]atomic.Pointer[waiterArgs]
+
+// The modes of acquire_queued.lua, boxed once.
+var (
+	modeFair any = "fair"
+	modeLine any = "line"
+)
+
+// waiterArgsFor returns the boxed arguments of waiter id with arrival,
+// ttl (in milliseconds) and fair, from the cache when the same waiter
+// was sent before (the attempt's other nodes, its earlier attempts).
+func waiterArgsFor(id string, arrival, ttl int64, fair bool) *waiterArgs {
+	slot := &waiterCache[maphash.String(argSeed, id)%argCacheSize]
+	if w := slot.Load(); w != nil && w.id == id && w.arrival == arrival && w.ttl == ttl && w.fair == fair {
+		return w
+	}
+	w := &waiterArgs{id: id, arrival: arrival, ttl: ttl, fair: fair, modeArg: modeLine}
+	// Pointers to w's own fields box without an allocation (go-redis
+	// writes a *string and an *int64 as their values).
+	w.idArg, w.arrArg, w.ttlArg = &w.id, &w.arrival, &w.ttl
+	if fair {
+		w.modeArg = modeFair
+	}
+	slot.Store(w)
+	return w
+}
+
 // ms returns ms boxed, without an allocation when it is a's TTL.
 func (a *lockArgs) ms(ms int64) any {
 	if ms == a.ttl {
@@ -99,6 +163,7 @@ var (
 	extendFast  = newScript(extendScript, extendSrc, 1)
 	releaseFast = newScript(releaseScript, releaseSrc, 4)
 	queuedFast  = newScript(acquireQueuedScript, acquireQueuedSrc, 5)
+	leaveFast   = newScript(leaveQueueScript, leaveQueueSrc, 3)
 )
 
 // eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,

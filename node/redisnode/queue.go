@@ -47,14 +47,11 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
-	mode := "line"
-	if w.Fair {
-		mode = "fair"
-	}
+	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
 	s := queuedFast
 	var acquired, counter int64
 	err = n.evalCmd(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg,
-		a.valueArg, a.ms(ms), w.ID, w.Arrival.UnixMilli(), wms, mode, anyRun()}, func(cmd *redis.Cmd) error {
+		a.valueArg, a.ms(ms), wa.idArg, wa.arrArg, wa.ttlArg, wa.modeArg, anyRun()}, func(cmd *redis.Cmd) error {
 		res, err := cmd.Slice()
 		if err != nil {
 			return err
@@ -84,10 +81,13 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	if err != nil {
 		return err
 	}
-	if err := checkKey(key); err != nil {
+	a, err := lineArgsFor(key)
+	if err != nil {
 		return err
 	}
-	_, err = n.run(ctx, leaveQueueScript, []string{key, wire.QueueKey(key), wire.QueueTTLKey(key)}, w.ID, wire.Channel(key, ""), wms, noTombstone())
+	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
+	s := leaveFast
+	_, err = n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.queueArg, a.qttlArg, wa.idArg, a.chArg, wa.ttlArg, noTombstone()})
 	return err
 }
 

@@ -42,7 +42,8 @@ var (
 
 	acquireQueuedSrc    = mustRead("scripts/acquire_queued.lua")
 	acquireQueuedScript = redis.NewScript(acquireQueuedSrc)
-	leaveQueueScript    = mustScript("scripts/leave_queue.lua")
+	leaveQueueSrc       = mustRead("scripts/leave_queue.lua")
+	leaveQueueScript    = redis.NewScript(leaveQueueSrc)
 )
 
 func mustScript(name string) *redis.Script { return redis.NewScript(mustRead(name)) }

@@ -280,23 +280,22 @@ func (w *watcher) read(client redis.UniversalClient, ps *redis.PubSub) {
 		} else {
 			msg, err = ps.ReceiveTimeout(context.Background(), watchCheck)
 		}
-		var rerr redis.Error
-		var nerr net.Error
+		reply, timeout := readError(err)
 		switch {
 		case err == nil:
-		case errors.As(err, &rerr):
+		case reply != nil:
 			// An error reply is an answer too. A refused SUBSCRIBE is the
 			// oldest one pending (replies come in order).
-			if subscribeDenied(rerr) {
+			if subscribeDenied(reply) {
 				w.mu.Lock()
 				if len(w.pending) > 0 {
-					w.resolve(w.pending[0], rerr)
+					w.resolve(w.pending[0], reply)
 				}
 				w.mu.Unlock()
 			}
 			pinged, fails = false, 0
 			continue
-		case !pinged && errors.As(err, &nerr) && nerr.Timeout():
+		case !pinged && timeout:
 			ctx, cancel := context.WithTimeout(context.Background(), watchPingTimeout)
 			_ = ps.Ping(ctx)
 			cancel()
@@ -346,6 +345,22 @@ func (w *watcher) read(client redis.UniversalClient, ps *redis.PubSub) {
 			clear(fns)
 		}
 	}
+}
+
+// readError classifies a failed read of the watch connection: reply is
+// the server's error reply, timeout whether it is a network timeout; both
+// zero for a nil err. A function of its own, so that the variables errors.As
+// needs escape only when a read fails, not on every message.
+func readError(err error) (redis.Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return reply, false
+	}
+	var nerr net.Error
+	return nil, errors.As(err, &nerr) && nerr.Timeout()
 }
 
 // clientClosed reports whether the Node's client was closed (a PubSub says
