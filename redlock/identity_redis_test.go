@@ -210,6 +210,15 @@ func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
 				warm, err := b.TryLock(ctx) // B meets every server before the restart
 				require.NoError(t, err)
 				require.NoError(t, warm.Unlock(ctx))
+				// Unlock returns at a quorum: its last release may still run.
+				waitFor(t, "B's warm-up key gone from every master", func() bool {
+					for _, r := range ms.raw {
+						if r.Exists(ctx, lockName).Val() != 0 {
+							return false
+						}
+					}
+					return true
+				})
 			}
 			require.NoError(t, ms.raw[2].Set(ctx, lockName, "foreign", time.Minute).Err())
 			held, err := a.TryLock(ctx) // A holds {0, 1}
