@@ -40,6 +40,11 @@
  * and DELAY act at most n times), NO_BACKOFF, ETTL=n (entry TTL in
  * ticks), STRAG=n, BACKOFF=n,
  * LIVE (the LTL property `granted`, for the liveness search).
+ * Properties (assertions, "EV violate NAME"): mutual-exclusion (at a
+ * grant, nobody else holds the lock), kept-out (at an acquire); with
+ * GRANT also holds (at a grant, the call's current value is on a quorum
+ * of masters; NO_HOLDS: not checked) and grant-released (at every tick,
+ * no key holds a value of a call that gave up or unlocked).
  * Rules switched off: NO_TOMBSTONE (LeaveQueue leaves no tombstone),
  * NO_REQUEUE (knob NoFairRequeue), NO_FRESH (no fresh look after the
  * watch starts), NO_POLITE (plain acquires barge in: a newcomer takes a
@@ -400,7 +405,10 @@ inline hgrant(m, c, v) {
 #endif
 		sn[CM(c,m)] = 1;
 		if
-		:: st[c] == WAIT && gn[CM(c,0)] + gn[CM(c,1)] + gn[CM(c,2)] >= Q -> hold(c)
+		:: st[c] == WAIT && gn[CM(c,0)] + gn[CM(c,1)] + gn[CM(c,2)] >= Q ->
+			/* its failed round's yes were rolled back: the grants are its keys */
+			ao[CM(c,0)] = 0; ao[CM(c,1)] = 0; ao[CM(c,2)] = 0;
+			hold(c)
 		:: st[c] == WAIT -> check(c)
 		:: else -> skip
 		fi
