@@ -103,7 +103,6 @@ configs=(
 "grant-safe-quick|queue|-DGRANT -DC=2 -DLOSSN -DGIVEUPS=1 -DDIES=1|pass|quick"
 "grant-safe|queue|-DGRANT -DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1|pass|"
 "grant-plain|queue|-DGRANT -DPLAIN -DC=2 -DSPLIT -DDELAY -DLATES=1 -DGIVEUPS=1|pass|"
-"grant-3|queue|-DGRANT -DC=3 -DNO_BACKOFF|pass|"
 "grant-live|queue|-DLIVE -DGRANT -DC=2 -DNO_BACKOFF -DGIVEUPS=1|pass|quick|ltl granted"
 "grant-live-plain|queue|-DLIVE -DGRANT -DPLAIN -DC=2 -DNO_BACKOFF -DGIVEUPS=1|pass|quick|ltl granted"
 "grant-live-faults|queue|-DLIVE -DGRANT -DC=2 -DLOSSN -DDIES=1|pass|quick|ltl granted"
