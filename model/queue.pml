@@ -64,10 +64,12 @@
  * of an ID releases a key the master granted that ID (and that release
  * grants the next waiter). A dead waiter's keys expire (EXPIRE: before
  * the next tick). Values are a client and a parity that flips at each
- * attempt (what an older use of a parity left is checked or forgotten).
- * Sub-rules switched off: NO_TAKEOVER, NO_LEAVE_RELEASE, NO_CURVAL (a
- * grant heard for any value of the call's ID counts, until the call
- * ends).
+ * attempt (at an attempt's start, whatever holds the new parity's
+ * earlier use is relabelled: every older value is one). Plain calls too
+ * requeue after an unanswered call. Every notification is a step of its
+ * own. Sub-rules switched off: NO_TAKEOVER, NO_LEAVE_RELEASE, NO_CURVAL
+ * (a grant heard for any value of the call's ID counts, until the call
+ * ends), NO_PLAIN_REQUEUE (plain calls keep their ID, as without GRANT).
  */
 
 #ifndef C
@@ -563,9 +565,9 @@ inline wipe(c, g) {
 	xj = 0
 }
 
-/* an attempt begins: requeue first (a fair call whose last attempt a
- * master may have granted: its old ID leaves every line, the call goes on
- * under a new one with the same arrival) */
+/* an attempt begins: requeue first (a fair call, or with GRANT any call,
+ * whose last attempt a master may have granted: its old ID leaves every
+ * line, the call goes on under a new one with the same arrival) */
 inline attempt(c) {
 #if (FAIR || (defined(GRANT) && !defined(NO_PLAIN_REQUEUE))) && !defined(NO_REQUEUE)
 	if
