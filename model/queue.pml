@@ -40,10 +40,36 @@
  * and DELAY act at most n times), NO_BACKOFF, ETTL=n (entry TTL in
  * ticks), STRAG=n, BACKOFF=n,
  * LIVE (the LTL property `granted`, for the liveness search).
+ * Properties (assertions, "EV violate NAME"): mutual-exclusion (at a
+ * grant, nobody else holds the lock), kept-out (at an acquire); with
+ * GRANT also holds (at a grant, the call's current value is on a quorum
+ * of masters; NO_HOLDS: not checked) and grant-released (at every tick,
+ * no key holds a value of a call that gave up or unlocked).
  * Rules switched off: NO_TOMBSTONE (LeaveQueue leaves no tombstone),
  * NO_REQUEUE (knob NoFairRequeue), NO_FRESH (no fresh look after the
  * watch starts), NO_POLITE (plain acquires barge in: a newcomer takes a
  * free key whoever waits).
+ *
+ * GRANT: the one-round-trip handoff. Each entry records the value of
+ * its waiter's latest acquire there (ev); a release (or a LeaveQueue of
+ * the line's first waiter leaving a free key) that finds a live waiter
+ * sets the key to that waiter's recorded value, takes it out of the line
+ * (no tombstone), records that the master granted that ID (mg) and
+ * notifies the waiter (LOSSN: the notification may be lost). A call holds
+ * the lock when grants heard for its current value and its current
+ * round's yes make a quorum (at the round's end, or on hearing a grant
+ * while it waits): no new round. A call's acquire on a master whose key
+ * still holds what that master granted its ID takes the key over (sets
+ * it to the attempt's value: a yes, rolled back as any yes); LeaveQueue
+ * of an ID releases a key the master granted that ID (and that release
+ * grants the next waiter). A dead waiter's keys expire (EXPIRE: before
+ * the next tick). Values are a client and a parity that flips at each
+ * attempt (at an attempt's start, whatever holds the new parity's
+ * earlier use is relabelled: every older value is one). Plain calls too
+ * requeue after an unanswered call. Every notification is a step of its
+ * own. Sub-rules switched off: NO_TAKEOVER, NO_LEAVE_RELEASE, NO_CURVAL
+ * (a grant heard for any value of the call's ID counts, until the call
+ * ends), NO_PLAIN_REQUEUE (plain calls keep their ID, as without GRANT).
  */
 
 #ifndef C
@@ -84,7 +110,8 @@
 #define WAIT 3		/* waiting (settled) for a wake-up or the backoff */
 #define HOLD 4
 #define DONE 5		/* unlocked */
-#define GONE 6		/* gave up or died */
+#define GONE 6		/* gave up */
+#define DEAD 7		/* died */
 #define CALLING(c) (st[c] == ATT || st[c] == WSTART || st[c] == WAIT)
 
 /* a call (aq) */
@@ -108,8 +135,16 @@
 	if :: !(cond) -> printf(msg); assert(cond) \
 	   :: else -> skip fi
 
+/* a client's key value: its current one (GRANT: client and value parity) */
+#ifdef GRANT
+#define KV(c) (1 + (c)*2 + cv[c])
+#define OWNER(v) (((v)-1)/2)
+#else
+#define KV(c) ((c)+1)
+#endif
+
 /* masters */
-byte kv[N];
+byte kv[N];		/* 0 free, else KV of its holder */
 byte en[N*C*2];		/* live entry: ticks left, 0 not in the line */
 byte tb[N*C*2];		/* tombstone: ticks left */
 /* A grant leaves no tombstone, and a call requeues (goes on under a new
@@ -136,6 +171,19 @@ bit lf[N*C*2];		/* the ID left this master's line (property kept-out:
 #define LF0(x)
 #define LFX(x) 0
 #endif
+#ifdef GRANT
+bit ev[N*C*2];		/* the value (parity) of the entry's latest acquire */
+byte mg[N];		/* the key holds what m granted waiter (c,g): c*2+g+1 */
+bit cv[C];		/* the call's current value (parity): flips at each attempt */
+bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
+bit lv[C*N];		/* the value of a late copy */
+#define SETEV(x, v) ev[x] = v;
+#define AVAL(c,m,late) (late -> lv[CM(c,m)] : cv[c])
+#define GN(c,m) gn[CM(c,m)]
+#else
+#define SETEV(x, v)
+#define GN(c,m) 0
+#endif
 /* clients */
 byte st[C];
 bit gen[C];		/* the call's current ID */
@@ -149,8 +197,10 @@ bit tk[C*N];		/* settled: refused or unanswered */
 byte fr[C];		/* settled: said yes */
 bit sn[C*N];		/* named by m since the attempt began */
 bit wk[C];		/* woken: its next attempt is due */
-#ifdef LOSSN
-byte nt[N*C];		/* notification on its way from m to c */
+#if defined(LOSSN) || defined(GRANT)
+#define ASYNCN
+byte nt[N*C];		/* notification on its way from m to c (GRANT: every
+			 * notification is a step of its own) */
 #endif
 byte bt[C];		/* backoff ticks left */
 byte hl[C];		/* hold ticks left */
@@ -228,7 +278,7 @@ inline hear(m, c, v) {
 /* PUBLISH on m's channel: to every client's watch */
 inline publish(m, v) {
 	for (xk : 0 .. C-1) {
-#ifdef LOSSN
+#ifdef ASYNCN
 		nt[MC(m,xk)] = v
 #else
 		hear(m, xk, v)
@@ -237,12 +287,40 @@ inline publish(m, v) {
 	xk = 0
 }
 
+#ifdef GRANT
+/* GRANT: m's key was just deleted (a release, a LeaveQueue that released
+ * a grant; any: a LeaveQueue of the line's first waiter leaving a free
+ * key): the line's first live waiter gets the key, set to its recorded
+ * value; it leaves the line (no tombstone), m records the grant, and the
+ * waiter is notified; nobody in line: any names "" */
+inline handoff(m, any) {
+	mg[m] = 0;
+	head(m);
+	if
+	:: hc > 0 ->
+		kv[m] = 1 + (hc-1)*2 + ev[IE(m,hc-1,hg)];
+		mg[m] = (hc-1)*2 + hg + 1;
+		en[IE(m,hc-1,hg)] = 0; ev[IE(m,hc-1,hg)] = 0;
+		if :: FAIR -> LEFT(IE(m,hc-1,hg)) :: else -> skip fi
+		printf("EV handoff m=%d c=%d g=%d val=%d\n", m, hc-1, hg, (kv[m]-1)%2);
+		nt[MC(m,hc-1)] = 4 + hg*2 + (kv[m]-1)%2
+	:: else -> printf("EV handoff m=%d none\n", m);
+		if :: any -> publish(m, N_ANY) :: else -> skip fi
+	fi;
+	hc = 0; hg = 0
+}
+#endif
+
 /* release.lua, the key being c's: delete; if someone is in line, name its
  * first waiter */
 inline release(c, m) {
 	if
-	:: kv[m] == c+1 ->
+	:: kv[m] == KV(c) ->
 		kv[m] = 0;
+#ifdef GRANT
+		printf("EV release c=%d m=%d\n", c, m);
+		handoff(m, 0)
+#else
 		head(m);
 		if
 		:: hc > 0 -> printf("EV release c=%d m=%d next=%d g=%d\n", c, m, hc-1, hg);
@@ -251,6 +329,7 @@ inline release(c, m) {
 		:: else -> printf("EV release c=%d m=%d next=none\n", c, m)
 		fi;
 		hc = 0; hg = 0
+#endif
 	:: else -> skip	/* not ours: a guard (late copies never take the key) */
 	fi
 }
@@ -268,6 +347,14 @@ inline leaveq(c, g, m) {
 #endif
 	LEFT(IE(m,c,g))
 	printf("EV leave c=%d m=%d g=%d\n", c, m, g);
+#ifdef GRANT
+	SETEV(IE(m,c,g), 0)
+#ifndef NO_LEAVE_RELEASE
+	/* the key holds what m granted this ID: released */
+	if :: mg[m] == c*2 + g + 1 -> kv[m] = 0; xt = 2; printf("EV leave-release c=%d m=%d g=%d\n", c, m, g) :: else -> skip fi;
+#endif
+	if :: xt -> handoff(m, xt == 1) :: else -> skip fi;
+#else
 	if
 	:: xt -> head(m);
 		if
@@ -277,37 +364,108 @@ inline leaveq(c, g, m) {
 		hc = 0; hg = 0
 	:: else -> skip
 	fi;
+#endif
 	xt = 0
 }
+/* the lock is c's: by its round's yes, or (GRANT) with grants */
+inline hold(c) {
+	PROP("EV violate mutual-exclusion\n", !(0
+		|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
+#if C > 2
+		|| (c != 2 && st[2] == HOLD)
+#endif
+	));
+#ifdef GRANT
+	/* its value is on a quorum of masters */
+	yes = (kv[0] == KV(c)) + (kv[1] == KV(c)) + (kv[2] == KV(c));
+#ifndef NO_HOLDS
+	PROP("EV violate holds\n", yes >= Q);
+#endif
+	yes = 0;
+#endif
+	printf("EV grant c=%d g=%d\n", c, gen[c]);
+	st[c] = HOLD; hl[c] = HT; wst[c] = 0;
+	/* out of the line where it did not acquire */
+	if :: ao[CM(c,0)] != O_YES && !GN(c,0) -> leaveq(c, gen[c], 0) :: else -> skip fi;
+	if :: ao[CM(c,1)] != O_YES && !GN(c,1) -> leaveq(c, gen[c], 1) :: else -> skip fi;
+	if :: ao[CM(c,2)] != O_YES && !GN(c,2) -> leaveq(c, gen[c], 2) :: else -> skip fi
+}
+
+#ifdef GRANT
+/* a grant's notification (v = 4 + g*2 + value) from m reaches c's watch:
+ * it counts when it names the call's current ID and value (NO_CURVAL:
+ * any value of the ID); a waiting call whose grants make a quorum holds
+ * the lock, else the wake-up rule decides (the grant names it) */
+inline hgrant(m, c, v) {
+	if
+	:: wst[c] && (st[c] == ATT || st[c] == WAIT) && (v-4)/2 == gen[c] ->
+		printf("EV gnote m=%d c=%d val=%d\n", m, c, (v-4)%2);
+#ifndef NO_CURVAL
+		if :: (v-4)%2 == cv[c] -> gn[CM(c,m)] = 1 :: else -> skip fi;
+#else
+		gn[CM(c,m)] = 1;
+#endif
+		sn[CM(c,m)] = 1;
+		if
+		:: st[c] == WAIT && gn[CM(c,0)] + gn[CM(c,1)] + gn[CM(c,2)] >= Q ->
+			/* its failed round's yes were rolled back: the grants are its keys */
+			ao[CM(c,0)] = 0; ao[CM(c,1)] = 0; ao[CM(c,2)] = 0;
+			hold(c)
+		:: st[c] == WAIT -> check(c)
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+#endif
+
+#ifdef GRANT
+inline hearg(m, c, v) {
+	if
+	:: v >= 4 -> hgrant(m, c, v)
+	:: else -> hear(m, c, v)
+	fi
+}
+#endif
+
 
 /* acquire_queued.lua of (c,g) on m; late: a late copy (the release guard
  * its round's rollback left refuses it the key). Sets xt: 1 yes, 0 no. */
 inline acquire(c, g, m, late) {
+#if defined(GRANT) && !defined(NO_TAKEOVER)
+	if
+	:: !late && mg[m] == c*2 + g + 1 ->
+		/* the key holds what m granted this ID: taken over, a yes */
+		printf("EV takeover c=%d m=%d g=%d\n", c, m, g);
+		kv[m] = KV(c); mg[m] = 0; xt = 1;
+		en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
+	:: else ->
+#endif
 	lineexists(m);
 	if
 	:: !xt ->	/* the fast path: nobody in line, no tombstone */
 		if
-		:: kv[m] == 0 && !late -> kv[m] = c+1; xt = 1;
+		:: kv[m] == 0 && !late -> kv[m] = KV(c); xt = 1;
 			if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 		:: kv[m] == 0 -> xt = 0
-		:: kv[m] == c+1 -> xt = 1
-		:: else -> en[IE(m,c,g)] = ETTL; xt = 0;
+		:: kv[m] == KV(c) -> xt = 1
+		:: else -> en[IE(m,c,g)] = ETTL; SETEV(IE(m,c,g), AVAL(c,m,late)) xt = 0;
 			if :: !late -> LF0(IE(m,c,g)) :: else -> skip fi
 		fi
 	:: else ->
 		if
 		:: tb[IE(m,c,g)] > 0 ->	/* left: enters nothing */
-			xt = (kv[m] == c+1 && !late);
+			xt = (kv[m] == KV(c) && !late);
 			/* a call of this ID refused a free key by its own tombstone */
 			PROP("EV violate kept-out\n", late || kv[m] != 0)
 		:: else ->
 			hc = (en[IE(m,c,g)] > 0);	/* in line before this call */
-			en[IE(m,c,g)] = ETTL;
+			en[IE(m,c,g)] = ETTL; SETEV(IE(m,c,g), AVAL(c,m,late))
 			/* the call itself (not a late copy) is a live waiter again */
 			if :: !late -> LF0(IE(m,c,g)) :: else -> skip fi;
 			if
 			:: late -> xt = 0
-			:: kv[m] == c+1 -> xt = 1
+			:: kv[m] == KV(c) -> xt = 1
 			:: kv[m] != 0 -> xt = 0
 			:: else ->
 #if FAIR
@@ -320,7 +478,7 @@ inline acquire(c, g, m, late) {
 				   :: else -> others(m, c, g); xt = !xt fi;
 #endif
 				if
-				:: xt -> kv[m] = c+1
+				:: xt -> kv[m] = KV(c)
 				:: else -> /* refused by the line although the key is free:
 					    * never for a waiter that left this line */
 #ifdef DELAY
@@ -332,13 +490,16 @@ inline acquire(c, g, m, late) {
 				fi
 			fi;
 			if	/* granted: out of the line (a fair waiter stays out) */
-			:: xt -> en[IE(m,c,g)] = 0;
+			:: xt -> en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
 				if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 			:: else -> skip
 			fi;
 			hc = 0; hg = 0
 		fi
 	fi
+#if defined(GRANT) && !defined(NO_TAKEOVER)
+	fi
+#endif
 }
 
 /* What can no longer matter is forgotten, so that it does not multiply
@@ -362,9 +523,26 @@ inline norm() {
 				ao[CM(xi,xj)] = 0; tk[CM(xi,xj)] = 0; sn[CM(xi,xj)] = 0
 			}
 			fr[xi] = 0; bt[xi] = 0; hl[xi] = 0; rq[xi] = 0; wk[xi] = 0
+#ifdef GRANT
+			; cv[xi] = 0
+#endif
 		:: else -> skip
 		fi
+#ifdef GRANT
+		; if
+		:: !CALLING(xi) -> gn[CM(xi,0)] = 0; gn[CM(xi,1)] = 0; gn[CM(xi,2)] = 0
+		:: else -> skip
+		fi
+#endif
 	}
+#ifdef GRANT
+	for (xi : 0 .. N*C*2 - 1) {
+		if :: en[xi] == 0 -> ev[xi] = 0 :: else -> skip fi
+	}
+	for (xi : 0 .. C*N - 1) {
+		if :: lq[xi] == 0 -> lv[xi] = 0 :: else -> skip fi
+	}
+#endif
 	xi = 0; xj = 0
 }
 
@@ -373,18 +551,25 @@ inline wipe(c, g) {
 	for (xj : 0 .. N-1) {
 		en[IE(xj,c,g)] = 0; tb[IE(xj,c,g)] = 0; LF0(IE(xj,c,g))
 		if :: lq[CM(c,xj)] == g+1 -> lq[CM(c,xj)] = 0; lt[CM(c,xj)] = 0 :: else -> skip fi;
-#ifdef LOSSN
-		if :: nt[MC(xj,c)] == g+1 -> nt[MC(xj,c)] = 0 :: else -> skip fi
+#ifdef ASYNCN
+		if :: nt[MC(xj,c)] == g+1 -> nt[MC(xj,c)] = 0 :: else -> skip fi;
 #endif
+#ifdef GRANT
+		/* grants to the old use of the ID: the record names another ID */
+		if :: nt[MC(xj,c)] >= 4 && (nt[MC(xj,c)]-4)/2 == g -> nt[MC(xj,c)] = 0 :: else -> skip fi;
+		if :: mg[xj] == c*2 + g + 1 -> mg[xj] = 0 :: else -> skip fi;
+		ev[IE(xj,c,g)] = 0;
+#endif
+		skip
 	}
 	xj = 0
 }
 
-/* an attempt begins: requeue first (a fair call whose last attempt a
- * master may have granted: its old ID leaves every line, the call goes on
- * under a new one with the same arrival) */
+/* an attempt begins: requeue first (a fair call, or with GRANT any call,
+ * whose last attempt a master may have granted: its old ID leaves every
+ * line, the call goes on under a new one with the same arrival) */
 inline attempt(c) {
-#if FAIR && !defined(NO_REQUEUE)
+#if (FAIR || (defined(GRANT) && !defined(NO_PLAIN_REQUEUE))) && !defined(NO_REQUEUE)
 	if
 	:: rq[c] ->
 		leaveq(c, gen[c], 0); leaveq(c, gen[c], 1); leaveq(c, gen[c], 2);
@@ -393,6 +578,26 @@ inline attempt(c) {
 	fi;
 #endif
 	rq[c] = 0;
+#ifdef GRANT
+	/* a new value. Every value a call used before is one "older value"
+	 * (parity 1 - cv): no release, grant or count tells two older
+	 * values apart (a release names the current value; a grant, a take-
+	 * over and LeaveQueue go by the ID), so what holds the parity's
+	 * earlier use (keys, entries, late copies, notifications) is
+	 * relabelled older */
+	cv[c] = 1 - cv[c];
+	for (xj : 0 .. N-1) {
+		if :: kv[xj] == KV(c) -> kv[xj] = 1 + c*2 + 1 - cv[c] :: else -> skip fi;
+		ev[IE(xj,c,0)] = 1 - cv[c]; ev[IE(xj,c,1)] = 1 - cv[c];
+		lv[CM(c,xj)] = 1 - cv[c];
+		if :: nt[MC(xj,c)] >= 4 -> nt[MC(xj,c)] = 4 + ((nt[MC(xj,c)]-4)/2)*2 + 1 - cv[c] :: else -> skip fi
+	}
+	xj = 0;
+#ifndef NO_CURVAL
+	/* grants heard for an older value no longer count */
+	gn[CM(c,0)] = 0; gn[CM(c,1)] = 0; gn[CM(c,2)] = 0;
+#endif
+#endif
 	printf("EV attempt c=%d g=%d\n", c, gen[c]);
 	for (xj : 0 .. N-1) {
 		sn[CM(c,xj)] = 0; tk[CM(c,xj)] = 0; ao[CM(c,xj)] = 0; aq[CM(c,xj)] = FLY
@@ -420,29 +625,25 @@ inline close(c) {
 		:: aq[CM(c,xj)] == PENDY -> ao[CM(c,xj)] = O_UNK
 		:: aq[CM(c,xj)] == FLY -> ao[CM(c,xj)] = O_UNK;
 #ifdef DELAY
-			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG :: else -> skip fi
+			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG;
+#ifdef GRANT
+				lv[CM(c,xj)] = cv[c]
+#else
+				skip
+#endif
+			   :: else -> skip fi
 #endif
 		:: else -> skip
 		fi;
 		aq[CM(c,xj)] = 0;
-		if :: ao[CM(c,xj)] == O_YES -> yes++ :: else -> skip fi
+		/* GRANT: a grant heard for its value counts as a yes */
+		if :: ao[CM(c,xj)] == O_YES || GN(c,xj) -> yes++ :: else -> skip fi
 	}
 	xj = 0;
 	if
 	:: yes >= Q ->
 		yes = 0;
-		PROP("EV violate mutual-exclusion\n", !(0
-			|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
-#if C > 2
-			|| (c != 2 && st[2] == HOLD)
-#endif
-		));
-		printf("EV grant c=%d g=%d\n", c, gen[c]);
-		st[c] = HOLD; hl[c] = HT; wst[c] = 0;
-		/* out of the line where it did not acquire */
-		if :: ao[CM(c,0)] != O_YES -> leaveq(c, gen[c], 0) :: else -> skip fi;
-		if :: ao[CM(c,1)] != O_YES -> leaveq(c, gen[c], 1) :: else -> skip fi;
-		if :: ao[CM(c,2)] != O_YES -> leaveq(c, gen[c], 2) :: else -> skip fi
+		hold(c)
 	:: else ->
 		yes = 0;
 		printf("EV fail c=%d g=%d\n", c, gen[c]);
@@ -507,10 +708,19 @@ inline close(c) {
 	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d fresh=1\n", c); attempt(c) }
 #endif
 
-#ifdef LOSSN
-/* a notification arrives, or is lost */
+#ifdef GRANT
+#define HEAR hearg
+#define NOTE_NORM norm()
+#else
+#define HEAR hear
+#define NOTE_NORM skip
+#endif
+#ifdef ASYNCN
+/* a notification arrives, or (LOSSN) is lost */
 #define NOTE(m,c) \
-	:: d_step { nt[MC(m,c)] != 0 -> xt = nt[MC(m,c)]; nt[MC(m,c)] = 0; hear(m, c, xt); xt = 0 }
+	:: d_step { nt[MC(m,c)] != 0 -> xt = nt[MC(m,c)]; nt[MC(m,c)] = 0; HEAR(m, c, xt); xt = 0; NOTE_NORM }
+#endif
+#ifdef LOSSN
 #define NLOST(m,c) \
 	:: d_step { nt[MC(m,c)] != 0 -> nt[MC(m,c)] = 0; printf("EV nlost m=%d c=%d\n", m, c) }
 #endif
@@ -520,10 +730,16 @@ inline close(c) {
 #define BACKOFF_WAKE(c) \
 	:: d_step { st[c] == WAIT && bt[c] == 0 -> printf("EV backoff c=%d\n", c); attempt(c) }
 
+/* GRANT: a release to every master (those that granted it, heard or not) */
+#ifdef GRANT
+#define GRANTED 1
+#else
+#define GRANTED 0
+#endif
 #define UNLOCK(c) \
 	:: d_step { st[c] == HOLD -> printf("EV unlock c=%d\n", c); \
 		for (xt : 0 .. N-1) { \
-			if :: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK -> release(c, xt) :: else -> skip fi \
+			if :: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK || GRANTED -> release(c, xt) :: else -> skip fi \
 		} xt = 0; st[c] = DONE; norm() }
 
 /* a waiting call gives up (ctx ended, WithMaxWait): LeaveQueue everywhere */
@@ -533,7 +749,7 @@ inline close(c) {
 /* a waiting call's process dies: nothing more is sent (its late copies
  * are on the network already) */
 #define DIE(c) \
-	:: d_step { st[c] == WAIT && ndie < DIES -> ndie++; printf("EV die c=%d\n", c); st[c] = GONE; wst[c] = 0; norm() }
+	:: d_step { st[c] == WAIT && ndie < DIES -> ndie++; printf("EV die c=%d\n", c); st[c] = DEAD; wst[c] = 0; norm() }
 
 /* ---- the clock ---- */
 
@@ -545,6 +761,14 @@ inline close(c) {
 #define HAS_BACKOFF 0
 #else
 #define HAS_BACKOFF 1
+#endif
+#ifdef GRANT
+/* a dead waiter's key expires (its TTL; no release, no notification) */
+#define EXPIRE(m) \
+	:: d_step { kv[m] != 0 && st[OWNER(kv[m])] == DEAD -> printf("EV expire m=%d\n", m); kv[m] = 0; mg[m] = 0 }
+#define EXP_DUE || (kv[0] != 0 && st[OWNER(kv[0])] == DEAD) || (kv[1] != 0 && st[OWNER(kv[1])] == DEAD) || (kv[2] != 0 && st[OWNER(kv[2])] == DEAD)
+#else
+#define EXP_DUE
 #endif
 #if C == 2
 #define FOR_C(X) X(0) X(1)
@@ -563,6 +787,12 @@ inline close(c) {
 #define LAPPLY_MC(m,c) LAPPLY(c,m)
 
 inline tick() {
+#ifdef GRANT
+	/* no key is left to a call that gave up or unlocked */
+	for (xi : 0 .. N-1) {
+		PROP("EV violate grant-released\n", !(kv[xi] != 0 && (st[OWNER(kv[xi])] == GONE || st[OWNER(kv[xi])] == DONE)))
+	}
+#endif
 	for (xi : 0 .. N*C*2 - 1) {
 		/* a live waiter's current entry does not expire: its backoff
 		 * refreshes it well within the entry TTL */
@@ -584,7 +814,7 @@ inline tick() {
 	norm()
 }
 
-#ifdef LOSSN
+#ifdef ASYNCN
 #define NOTE_PENDING(m,c) || nt[MC(m,c)] != 0
 #else
 #define NOTE_PENDING(m,c)
@@ -594,7 +824,7 @@ proctype world()
 {
 	byte xi, xj, xk, xt, hc, hg, yes, news;
 	do
-	:: d_step { !(0 FOR_C(DUE) FOR_CM(NOTE_PENDING)) -> tick(); printf("EV tick\n") }
+	:: d_step { !(0 FOR_C(DUE) FOR_CM(NOTE_PENDING) EXP_DUE) -> tick(); printf("EV tick\n") }
 	FOR_C(LOCK)
 #ifdef SPLIT
 	FOR_CM(AAPPLY_P_MC)
@@ -610,9 +840,14 @@ proctype world()
 #endif
 	FOR_C(WATCH)
 	FOR_C(WAKE)
-#ifdef LOSSN
+#ifdef ASYNCN
 	FOR_CM(NOTE)
+#endif
+#ifdef LOSSN
 	FOR_CM(NLOST)
+#endif
+#ifdef GRANT
+	EXPIRE(0) EXPIRE(1) EXPIRE(2)
 #endif
 #ifndef NO_BACKOFF
 	FOR_C(BACKOFF_WAKE)
