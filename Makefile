@@ -49,8 +49,9 @@ test-fence:
 test-bench:
 	cd bench && $(GO) test -count=1 -timeout 10m ./...
 
-# test-model runs the quick model configurations (model/check.sh quick: a
-# few seconds), then checks the harness itself (model-harness).
+# test-model runs the quick model configurations (model/check.sh quick:
+# about two minutes, most of it compiling verifiers), then checks the
+# harness itself (model-harness).
 test-model:
 	model/check.sh quick
 	@$(MAKE) --no-print-directory model-harness
