@@ -17,7 +17,7 @@ import (
 // not. The master's shared proxy refuses connections from the kill until
 // the step is made, so no command reaches the new run on its clock before
 // the step. The clock then reads real time + Step (an earlier skew is
-// replaced); Undo sets it back to real time, as ClockJump's does.
+// replaced); Undo reboots the masters with their clocks at real time.
 //
 // With NoPersistence the new run holds no key the step could expire early;
 // with an append-only file the keys it loads (their expiry times absolute)
@@ -44,24 +44,32 @@ func (f ClockStepAfterRestart) Inject(ctx context.Context, c *Cluster) error {
 	if !f.Persistence.known() {
 		return named(f, "injecting", fmt.Errorf("faultinject: persistence %d is not a known Persistence", int(f.Persistence)))
 	}
-	return named(f, "injecting", c.onMasters(f.Nodes, func(m *member) error {
-		was, err := m.hop.suspend()
-		if err != nil {
-			return err
-		}
-		err = m.kill(ctx)
-		if err == nil {
-			err = m.start(ctx, f.Persistence)
-		}
-		if err == nil {
-			err = m.setClock(ctx, f.Step, 1)
-		}
-		return errors.Join(err, m.hop.resume(was))
-	}))
+	return named(f, "injecting", c.onMasters(f.Nodes, func(m *member) error { return m.reboot(ctx, f.Persistence, f.Step) }))
 }
 
+// Undo reboots the masters again, with their clocks right. Setting a
+// running master's clock back would make every key it wrote while stepped
+// live Step longer than its TTL: a key whose holder's lease had ended (a
+// stalled holder) would stay for Step, a leak of the harness's own making.
 func (f ClockStepAfterRestart) Undo(ctx context.Context, c *Cluster) error {
-	return named(f, "undoing", c.resetClock(ctx, f.Nodes...))
+	return named(f, "undoing", c.onMasters(f.Nodes, func(m *member) error { return m.reboot(ctx, f.Persistence, 0) }))
+}
+
+// reboot kills m and starts it again with persistence p, its clock set to
+// real time + step before its shared proxy lets any command through.
+func (m *member) reboot(ctx context.Context, p Persistence, step time.Duration) error {
+	was, err := m.hop.suspend()
+	if err != nil {
+		return err
+	}
+	err = m.kill(ctx)
+	if err == nil {
+		err = m.start(ctx, p)
+	}
+	if err == nil {
+		err = m.setClock(ctx, step, 1)
+	}
+	return errors.Join(err, m.hop.resume(was))
 }
 
 // suspend stops the proxy (connections refused, open ones closed) and

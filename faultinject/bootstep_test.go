@@ -27,8 +27,8 @@ func infoField(t *testing.T, addr, section, field string) string {
 // TestClockStepAfterRestart: the master restarts empty as a new run whose
 // wall clock is stepped 2 minutes forward: INFO uptime_in_seconds reads at
 // least the step, the main thread's CPU time does not, a key set after the
-// step keeps its whole TTL (the step came before it), and Undo sets the
-// clock back.
+// step keeps its whole TTL (the step came before it), and Undo reboots the
+// master with its clock set back (a key set on the stepped clock is gone).
 func TestClockStepAfterRestart(t *testing.T) {
 	f := ClockStepAfterRestart{Nodes: []int{0}, Step: 2 * time.Minute}
 	RequireFault(t, f)
@@ -64,7 +64,11 @@ func TestClockStepAfterRestart(t *testing.T) {
 	assert.Greater(t, ttl, 19*time.Second, "a key set after the step has its whole TTL")
 
 	require.NoError(t, f.Undo(ctx, c))
+	waitUp(t, r)
 	tm, err = r.Time(ctx).Result()
 	require.NoError(t, err)
 	assert.InDelta(t, 0, time.Until(tm), float64(5*time.Second), "Undo sets the clock back")
+	n, err = r.Exists(ctx, "k2").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "Undo reboots: no key set on the stepped clock outlives its TTL")
 }
