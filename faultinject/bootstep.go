@@ -17,7 +17,8 @@ import (
 // not. The master's shared proxy refuses connections from the kill until
 // the step is made, so no command reaches the new run on its clock before
 // the step. The clock then reads real time + Step (an earlier skew is
-// replaced); Undo reboots the masters with their clocks at real time.
+// replaced); Undo, and Cluster.HealAll, reboot the masters with their
+// clocks at real time.
 //
 // With NoPersistence the new run holds no key the step could expire early;
 // with an append-only file the keys it loads (their expiry times absolute)
@@ -68,6 +69,9 @@ func (m *member) reboot(ctx context.Context, p Persistence, step time.Duration) 
 	}
 	if err == nil {
 		err = m.setClock(ctx, step, 1)
+	}
+	if err == nil {
+		m.stepped = step != 0
 	}
 	return errors.Join(err, m.hop.resume(was))
 }

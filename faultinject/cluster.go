@@ -178,6 +178,7 @@ type member struct {
 	killed      bool
 	paused      bool
 	skewed      bool
+	stepped     bool    // its clock was stepped forward at boot: set back by a reboot only
 	strobe      *strobe // ClockStrobe's goroutine, or nil
 	diskFull    bool    // DiskFull in force
 	dropping    bool    // OneWayPartition in force
@@ -628,7 +629,8 @@ func (c *Cluster) netFault(nodes []int, f func(h *hop) error) error {
 
 // HealAll undoes every fault: it stops clock strobes, frees full disks,
 // removes one-way drops, restarts killed masters (with the persistence of
-// their last run), resumes paused ones, resets skewed clocks, and heals the
+// their last run), resumes paused ones, resets skewed clocks (a master
+// whose clock ClockStepAfterRestart stepped is rebooted instead), and heals the
 // network on every shared proxy and every Link. It tries
 // everything and joins the errors.
 func (c *Cluster) HealAll(ctx context.Context) error {
@@ -641,6 +643,11 @@ func (c *Cluster) HealAll(ctx context.Context) error {
 		var errs []error
 		m.stopStrobe()
 		errs = append(errs, m.freeDisk(ctx), m.pass(ctx))
+		if m.stepped {
+			// Setting a running master's clock back would keep the keys it
+			// wrote on the stepped clock Step past their TTL.
+			errs = append(errs, m.reboot(ctx, m.persistence, 0))
+		}
 		if m.killed {
 			errs = append(errs, m.start(ctx, m.persistence))
 		}
