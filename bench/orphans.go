@@ -49,7 +49,7 @@ func leftovers(ctx context.Context, ms []Master, run string) (map[string]leftove
 		switch kind {
 		case wire.Guard:
 			c.guards++
-		case wire.Queue, wire.QueueTTL:
+		case wire.Queue, wire.QueueTTL, wire.QueueVal, wire.GrantRecord:
 			c.queue++
 		default:
 			c.keys++

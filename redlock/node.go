@@ -139,37 +139,57 @@ type Hold struct {
 // WithFairQueue, and behind Lock's prompt wake-ups, one per release
 // (docs/algorithm.md, "Waiting" and "Fair queue"). Without it Lock polls
 // with its backoff alone. The line only ever makes an acquire fail that
-// would otherwise succeed, never the reverse, so it changes no safety
-// argument.
+// would otherwise succeed, and a release hands a key over only to a value
+// a waiter's own acquire asked for, which its client counts only once an
+// acquire of its takes the key over (a yes like any other), so it changes
+// no safety argument (docs/handoff.md).
 type QueueNode interface {
 	Node
 	// AcquireQueued is the Acquire of waiter w. In one atomic step: a
 	// release guard of key and value refuses it (as Acquire's) before
-	// anything changes; when nobody is in key's line it acquires exactly
-	// as Acquire does (and enters w when another value holds key);
-	// otherwise it drops the waiters whose entries expired, enters w when
-	// absent (ordered by w.Arrival, then by w.ID; an entry keeps its first
+	// anything changes; when key holds the value a release handed w (the
+	// grant record names w.ID and that value) it takes the key over: key
+	// is set to value for ttl, the record is deleted, and it reports
+	// acquired; when nobody is in key's line it acquires exactly as
+	// Acquire does (and enters w when another value holds key); otherwise
+	// it drops the waiters whose entries expired, enters w when absent
+	// (ordered by w.Arrival, then by w.ID; an entry keeps its first
 	// arrival), sets w's entry to expire w.TTL from now, and acquires as
-	// Acquire does only when it is w's turn: with w.Fair when w is the line's
-	// first waiter; without, when w was in line before this call or nobody
-	// else is (a newcomer joins the line behind those who wait). It also
-	// reads the lock's fencing counter as AcquireFenced does (0 when
-	// absent). When key holds value afterwards, w leaves the line and
-	// leaves no trace (no tombstone, fair or not): a later AcquireQueued
-	// of w enters it again at its arrival (the client sends none whose
-	// copy may still be late: it goes on under a new ID).
+	// Acquire does only when it is w's turn: with w.Fair when w is the
+	// line's first waiter; without, when w was in line before this call or
+	// nobody else is (a newcomer joins the line behind those who wait).
+	// Whenever w's entry is in the line afterwards, it records value and
+	// ttl as w's (the hand-over's, below). It also reads the lock's fencing
+	// counter as AcquireFenced does (0 when absent). When key holds value
+	// afterwards, w leaves the line and leaves no trace (no tombstone,
+	// fair or not): a later AcquireQueued of w enters it again at its
+	// arrival (the client sends none whose copy may still be late: it goes
+	// on under a new ID).
+	//
+	// The hand-over (docs/handoff.md): a Release that deletes key, or a
+	// LeaveQueue that leaves key free (below), hands key to the line's
+	// first live waiter with a recorded value: key is set to that value
+	// for its recorded ttl, the waiter leaves the line (no tombstone), the
+	// grant record (the waiter's ID and the value) lives as long as key,
+	// and watchers are told the waiter's ID (Watch). A key expiring hands
+	// nothing over.
 	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
-	// LeaveQueue removes w from key's line (a waiter that gave up); the
+	// LeaveQueue removes w from key's line (a waiter that gave up). When
+	// key holds the value a release handed w, that key is deleted and
+	// handed over as after a Release. When w was the line's first waiter
+	// and key is free, key is handed to the next one. Either way the
 	// line's next waiter, if any, is then reported to watchers as after a
-	// release. A waiter that left this way stays out for w.TTL (a
-	// tombstone): an AcquireQueued of w that the node executes later (a
-	// copy that was still on the network) does not enter it again; it
-	// reports true only when key already holds value (a retried copy) and
-	// false otherwise, changing nothing (release guards still come first).
+	// release ("" when the line is empty and key free). A waiter that
+	// left this way stays out for w.TTL (a tombstone): an AcquireQueued of
+	// w that the node executes later (a copy that was still on the
+	// network) does not enter it again; it reports true only when key
+	// already holds value (a retried copy) and false otherwise, changing
+	// nothing (release guards still come first).
 	LeaveQueue(ctx context.Context, key string, w Waiter) error
 	// Watch calls fn each time a release on this node removes key's value
 	// (Release) while someone is in key's waiting line, with the ID of the
-	// line's first live waiter then; each time a LeaveQueue of the line's
+	// line's first live waiter then (the waiter key was handed to, when it
+	// was); each time a LeaveQueue of the line's
 	// first waiter leaves key free, with the next one's ID ("" when none
 	// is left); and each time a release removes one of key's holds
 	// (ReleaseHold), with the line's first waiter or "". A notification

@@ -392,9 +392,10 @@ const maxKeyTTL = 100 * 365 * 24 * time.Hour
 // Redis Cluster hash slot (a name containing '{' or '}' must carry a valid
 // hash tag, a non-empty {...}, which then picks the slot), and names that
 // are another lock's derived keys (internal/wire): a name with a hash tag
-// that ends in ":fence", ":waiting", ":queue", ":queue:ttl" or contains
-// ":release-guard:", for it would read, extend or delete another lock's
-// fencing counter, waiting marks, waiting line or release guards. The name
+// that ends in ":fence", ":waiting", ":queue", ":queue:ttl", ":queue:val",
+// ":grant" or contains ":release-guard:", for it would read, extend or
+// delete another lock's fencing counter, waiting marks, waiting line (its
+// expiries, its values), grant record or release guards. The name
 // is quoted in the error, cut to 64 bytes.
 func checkName(name string) error {
 	if name == "" {

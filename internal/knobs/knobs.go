@@ -4,7 +4,8 @@
 // violation. Production code never sets them; they are internal to this
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
-// RawUptime, WallUptime, NoRunStamp and NoLeaveTombstone are read by the
+// RawUptime, WallUptime, NoRunStamp, NoLeaveTombstone, NoGrant,
+// NoGrantTakeover and NoGrantLeaveRelease are read by the
 // nodes' code (internal/notsent, internal/redisinfo, memnode and
 // redisnode's scripts' arguments) on each call.
 package knobs
@@ -74,6 +75,26 @@ var (
 	// of its acquire enters it again, ahead of the waiters behind it, for
 	// the entry TTL (the waiting line's kept-out, docs/verification.md).
 	NoLeaveTombstone atomic.Bool
+	// NoGrant: a release (release.lua, leave_queue.lua, memnode) only
+	// names the line's first live waiter, as before the one-round-trip
+	// handoff, instead of handing it the key (docs/handoff.md): the
+	// before of the handoff's measurements, not a safety switch.
+	NoGrant atomic.Bool
+	// NoGrantTakeover: an acquire finds the key a release handed its
+	// waiter and does not take it over (acquire_queued.lua, memnode), so
+	// the waiter's next attempt is refused by its own grant, and so is
+	// everyone, until the key's TTL (model/queue.pml, NoGrantTakeover).
+	NoGrantTakeover atomic.Bool
+	// NoGrantLeaveRelease: LeaveQueue leaves the key a release handed the
+	// waiter that leaves (leave_queue.lua, memnode), so a call that gave
+	// up leaves keys nobody releases (model/queue.pml,
+	// NoGrantLeaveRelease: grant-released).
+	NoGrantLeaveRelease atomic.Bool
+	// NoPlainRequeue: a waiter of a plain lock keeps its ID after an
+	// attempt with an unanswered call, so a late copy of its acquire can
+	// put it back in a line, where a release hands it a key its call never
+	// releases (model/queue.pml, GrantPlainNoRequeue: grant-released).
+	NoPlainRequeue atomic.Bool
 	// NoFreshLook: a Lock call whose first attempt failed starts its watch
 	// and waits, without the attempt it makes once the watch listens, so
 	// a release between that attempt and the watch goes unheard and the
@@ -120,6 +141,7 @@ type Set struct {
 	NoLockDelayStretch bool
 	NoFairRequeue      bool
 	NoFreshLook        bool
+	NoPlainRequeue     bool
 	NoBusyRetry        bool
 }
 
@@ -141,6 +163,7 @@ func Load() Set {
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
 		NoFairRequeue:      NoFairRequeue.Load(),
 		NoFreshLook:        NoFreshLook.Load(),
+		NoPlainRequeue:     NoPlainRequeue.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 	}
 }

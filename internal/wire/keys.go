@@ -10,6 +10,8 @@ const (
 	waitingMark  = ":waiting"
 	queueMark    = ":queue"
 	queueTTLMark = ":queue:ttl"
+	queueValMark = ":queue:val"
+	grantMark    = ":grant"
 	guardMark    = ":release-guard:"
 	channelMark  = ":released"
 	termMark     = ":term:"
@@ -41,6 +43,20 @@ func QueueKey(key string) string { return Derive(key, queueMark) }
 // its tombstones (a sorted set: waiter ID -> expiry in server
 // milliseconds): Base(key)+":queue:ttl".
 func QueueTTLKey(key string) string { return Derive(key, queueTTLMark) }
+
+// QueueValKey names the values of the entries of key's waiting line (a
+// hash: waiter ID -> "<TTL in ms> <value>", the TTL and value of the
+// waiter's latest acquire there): Base(key)+":queue:val". A release hands
+// the key to the line's first live waiter at that value.
+func QueueValKey(key string) string { return Derive(key, queueValMark) }
+
+// GrantKey names the record of the latest hand-over of lock key (a string,
+// Grant(id, value), living as long as the key it set): Base(key)+":grant".
+func GrantKey(key string) string { return Derive(key, grantMark) }
+
+// Grant is the record GrantKey holds once a release handed key to waiter
+// id at value: id, a newline, value (IDs hold no newline).
+func Grant(id, value string) string { return id + "\n" + value }
 
 // GuardKey names the release guard of lock key for who (a mutex's value,
 // or a hold's Member): Base(key)+":release-guard:" and 24 hexadecimal
@@ -76,18 +92,20 @@ type Kind uint8
 const (
 	// LockKey: not a derived key (a lock key, or a key quorumlock does not
 	// write).
-	LockKey  Kind = iota
-	Fence         // FenceKey
-	Waiting       // WaitingKey
-	Queue         // QueueKey
-	QueueTTL      // QueueTTLKey
-	Guard         // GuardKey
-	Term          // TermKey
+	LockKey     Kind = iota
+	Fence            // FenceKey
+	Waiting          // WaitingKey
+	Queue            // QueueKey
+	QueueTTL         // QueueTTLKey
+	QueueVal         // QueueValKey
+	GrantRecord      // GrantKey
+	Guard            // GuardKey
+	Term             // TermKey
 )
 
 // String names the kind for people: "lock key", "fencing counter",
-// "waiting marks", "waiting line", "waiting line's expiries", "release
-// guard", "term record".
+// "waiting marks", "waiting line", "waiting line's expiries", "waiting
+// line's values", "grant record", "release guard", "term record".
 func (k Kind) String() string {
 	switch k {
 	case Fence:
@@ -98,6 +116,10 @@ func (k Kind) String() string {
 		return "waiting line"
 	case QueueTTL:
 		return "waiting line's expiries"
+	case QueueVal:
+		return "waiting line's values"
+	case GrantRecord:
+		return "grant record"
 	case Guard:
 		return "release guard"
 	case Term:
@@ -107,7 +129,8 @@ func (k Kind) String() string {
 }
 
 // Mark is what a key of kind k has after its Base (":fence", ":waiting",
-// ":queue", ":queue:ttl", ":release-guard:" and a hash) or after an
+// ":queue", ":queue:ttl", ":queue:val", ":grant", ":release-guard:" and a
+// hash) or after an
 // election's name (":term:" and a token); "" for LockKey.
 func (k Kind) Mark() string {
 	switch k {
@@ -119,6 +142,10 @@ func (k Kind) Mark() string {
 		return queueMark
 	case QueueTTL:
 		return queueTTLMark
+	case QueueVal:
+		return queueValMark
+	case GrantRecord:
+		return grantMark
 	case Guard:
 		return guardMark
 	case Term:
@@ -131,7 +158,8 @@ func (k Kind) Mark() string {
 // key with a valid hash tag that contains ":release-guard:" (whatever
 // follows) is a release guard; else a key that ends in ":term:" and 32
 // lowercase hexadecimal digits is a term record; else a key with a valid
-// hash tag that ends in ":fence", ":waiting", ":queue" or ":queue:ttl" is
+// hash tag that ends in ":fence", ":waiting", ":queue", ":queue:ttl",
+// ":queue:val" or ":grant" is
 // that derived key (redlock refuses a lock name of any of these kinds but
 // a term record); any other key is a LockKey, the lock being key itself. The lock
 // of a derived key is its Base unwrapped when the Base is "{name}" with no
@@ -147,7 +175,7 @@ func Parse(key string) (lock string, k Kind) {
 	} else if !tag {
 		return key, LockKey
 	} else {
-		for _, kind := range []Kind{Fence, Waiting, Queue, QueueTTL} {
+		for _, kind := range []Kind{Fence, Waiting, Queue, QueueTTL, QueueVal, GrantRecord} {
 			if strings.HasSuffix(key, kind.Mark()) {
 				base, k = key[:len(key)-len(kind.Mark())], kind
 				break

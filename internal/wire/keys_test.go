@@ -28,6 +28,8 @@ func TestKeyNames(t *testing.T) {
 		{QueueKey("locks:{t}:x"), "locks:{t}:x:queue"},
 		{QueueTTLKey("k"), "{k}:queue:ttl"},
 		{QueueTTLKey("locks:{t}:x"), "locks:{t}:x:queue:ttl"},
+		{QueueValKey("k"), "{k}:queue:val"},
+		{GrantKey("locks:{t}:x"), "locks:{t}:x:grant"},
 		{GuardKey("k", "v"), "{k}:release-guard:" + vh},
 		{GuardKey("locks:{x}:y", "v"), "locks:{x}:y:release-guard:" + vh},
 		{Channel("lock", ""), "{lock}:released"},
@@ -58,6 +60,8 @@ func TestParse(t *testing.T) {
 		{WaitingKey("jobs:a"), "jobs:a", Waiting},
 		{QueueKey("jobs:a"), "jobs:a", Queue},
 		{QueueTTLKey("jobs:a"), "jobs:a", QueueTTL},
+		{QueueValKey("jobs:a"), "jobs:a", QueueVal},
+		{GrantKey("jobs:a"), "jobs:a", GrantRecord},
 		{GuardKey("jobs:a", "v"), "jobs:a", Guard},
 		{FenceKey("a{t}b"), "a{t}b", Fence},
 		{GuardKey("a{t}b", "v"), "a{t}b", Guard},
@@ -91,7 +95,7 @@ func TestKindMarks(t *testing.T) {
 		name string
 	}{
 		{Fence, FenceKey("k")}, {Waiting, WaitingKey("k")}, {Queue, QueueKey("k")},
-		{QueueTTL, QueueTTLKey("k")}, {Guard, GuardKey("k", "v")}, {Term, TermKey("k", NewToken())},
+		{QueueTTL, QueueTTLKey("k")}, {QueueVal, QueueValKey("k")}, {GrantRecord, GrantKey("k")}, {Guard, GuardKey("k", "v")}, {Term, TermKey("k", NewToken())},
 	} {
 		if !strings.Contains(c.name, c.k.Mark()) || c.k.Mark() == "" {
 			t.Errorf("%v: Mark %q is not in %q", c.k, c.k.Mark(), c.name)
