@@ -153,6 +153,8 @@ func (p *place) requeue(ctx context.Context) {
 		return
 	}
 	if k := p.m.c.cfg.knobs; (p.w.Fair && k.NoFairRequeue) || (!p.w.Fair && k.NoPlainRequeue) {
+		p.tried(p.last) // the finished calls (no wait: the knob's client goes on at once)
+		p.last = nil
 		return
 	}
 	r := p.last
@@ -162,6 +164,8 @@ func (p *place) requeue(ctx context.Context) {
 		late = late || !cl.finished() || cl.unanswered()
 	}
 	if !late {
+		p.tried(r) // every call finished: those that ran on after the attempt count now
+		p.last = nil
 		return
 	}
 	old := p.w

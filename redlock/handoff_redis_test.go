@@ -1,0 +1,134 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// The hand-over on real servers (docs/handoff.md): a release hands the key
+// to the line's first waiter at the value of its latest acquire. Each test
+// runs with the rule and with its knob switched off, and the knob gives
+// the failure the rule prevents. The key's TTL is an hour, so what the
+// rule does not release stays for the whole test.
+
+// inLine waits until a waiter is in key's line on need of the masters
+// and returns those masters.
+func (ms *masters) inLine(t *testing.T, need int) []int {
+	t.Helper()
+	var in []int
+	waitFor(t, "the waiter in the masters' lines", func() bool {
+		in = in[:0]
+		for i, r := range ms.raw {
+			if n, err := r.ZCard(context.Background(), wire.QueueKey(lockName)).Result(); err == nil && n > 0 {
+				in = append(in, i)
+			}
+		}
+		return len(in) >= need
+	})
+	return in
+}
+
+// handedOver waits until the key of each of the masters in holds a grant
+// record: a release handed it to the waiter.
+func (ms *masters) handedOver(t *testing.T, in []int) {
+	t.Helper()
+	waitFor(t, "the key handed to the waiter", func() bool {
+		for _, i := range in {
+			if n, err := ms.raw[i].Exists(context.Background(), wire.GrantKey(lockName)).Result(); err != nil || n == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestHandedKeyIsTakenOver: B waits while A holds; A's Unlock hands B the
+// key at the value of B's last attempt there; B's next attempt (woken by
+// the release) has a new value and takes the key over. Once B unlocked
+// and left the lines (a master whose key was handed to B after B's last
+// attempt was refused there has B's LeaveQueue release it), no key is
+// left. (knobs.NoGrantTakeover fails it deterministically on memnode:
+// TestHandOverKnobs; on real servers a call still running when an attempt
+// is decided makes the next attempt requeue, and the old ID's LeaveQueue
+// releases the handed key, so B may get in all the same.)
+func TestHandedKeyIsTakenOver(t *testing.T) {
+	ms := startMasters(t, 3)
+	a := newMutex(t, realClient(t, ms.nodes), redlock.WithTTL(time.Hour))
+	bc := realClient(t, ms.nodes)
+	b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
+	warmUp(t, b)
+	lease, err := a.TryLock(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := lockAsync(ctx, b)
+	ms.inLine(t, len(ms.raw)/2+1)
+	require.NoError(t, lease.Unlock(context.Background()))
+	r := <-got
+	require.NoError(t, r.err, "B takes over the key handed to it (the key's TTL is an hour)")
+	held := 0
+	for i := range ms.raw {
+		if strings.HasPrefix(ms.keys(t, i)[lockName], r.lease.Token()+"?") {
+			held++
+		}
+	}
+	assert.Greater(t, held, len(ms.raw)/2, "B's value on a quorum of masters")
+	require.NoError(t, r.lease.Unlock(context.Background()))
+	require.NoError(t, bc.Close(context.Background())) // B's removals are done
+	for i := range ms.raw {
+		assert.Empty(t, ms.keys(t, i)[lockName], "master %d: no key once B unlocked and left", i)
+	}
+}
+
+// TestLeaveReleasesHandedKey: B waits without notifications and with a
+// minute's backoff, so it makes no attempt after its first; A's Unlock
+// hands B the key; B gives up (its context ends) and leaves every line,
+// which releases the key handed to it: C takes the lock at once. With
+// knobs.NoGrantLeaveRelease the handed keys stay for their TTL: C is
+// refused.
+func TestLeaveReleasesHandedKey(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "released", true: "NoGrantLeaveRelease"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.NoGrantLeaveRelease.Store(true)
+				defer knobs.NoGrantLeaveRelease.Store(false)
+			}
+			ms := startMasters(t, 3)
+			a := newMutex(t, realClient(t, ms.nodes), redlock.WithTTL(time.Hour))
+			bc := realClient(t, queueOnly(ms.nodes))
+			b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Minute, time.Minute))
+			cc := realClient(t, ms.nodes)
+			c := newMutex(t, cc, redlock.WithTTL(time.Hour))
+			lease, err := a.TryLock(context.Background())
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			got := lockAsync(ctx, b)
+			in := ms.inLine(t, len(ms.raw)/2+1)
+			require.NoError(t, lease.Unlock(context.Background()))
+			ms.handedOver(t, in)
+			cancel()
+			require.ErrorIs(t, (<-got).err, context.Canceled)
+			require.NoError(t, bc.Close(context.Background())) // its removals are done
+			next, err := c.TryLock(context.Background())
+			if knob {
+				require.ErrorIs(t, err, redlock.ErrNotObtained, "the key handed to B, who gave up, stays")
+				return
+			}
+			require.NoError(t, err, "B's LeaveQueue released the key handed to it")
+			require.NoError(t, next.Unlock(context.Background()))
+			require.NoError(t, cc.Close(context.Background())) // every release done (Unlock returns at a quorum)
+			for i := range ms.raw {
+				assert.Empty(t, ms.keys(t, i)[lockName], "master %d", i)
+			}
+		})
+	}
+}
