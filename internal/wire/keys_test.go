@@ -115,7 +115,7 @@ func TestKindMarks(t *testing.T) {
 func TestLockKeysAllocateOnce(t *testing.T) {
 	value := strings.Repeat("f", 32) + "?host=a-host-name&pid=12345&label=some-label"
 	for _, key := range []string{"lock", "locks:{t}:x"} {
-		want := Keys{GuardKey(key, value), QueueKey(key), QueueTTLKey(key), Channel(key, ""), FenceKey(key)}
+		want := Keys{GuardKey(key, value), QueueKey(key), QueueTTLKey(key), QueueValKey(key), GrantKey(key), Channel(key, ""), FenceKey(key)}
 		if got := LockKeys(key, value); got != want {
 			t.Errorf("LockKeys(%q) = %+v, want %+v", key, got, want)
 		}

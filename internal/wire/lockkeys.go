@@ -8,9 +8,10 @@ import (
 
 // Keys are the derived names one acquisition of a mutex sends with its
 // calls (node/redisnode's hot path): GuardKey(key, value), QueueKey(key),
-// QueueTTLKey(key), Channel(key, "") and FenceKey(key).
+// QueueTTLKey(key), QueueValKey(key), GrantKey(key), Channel(key, "") and
+// FenceKey(key).
 type Keys struct {
-	Guard, Queue, QueueTTL, Channel, Fence string
+	Guard, Queue, QueueTTL, QueueVal, Grant, Channel, Fence string
 }
 
 // LockKeys returns the Keys of lock key and value, cut from one
@@ -19,7 +20,7 @@ func LockKeys(key, value string) Keys {
 	h := guardHash(value)
 	tag := HasTag(key)
 	var b strings.Builder
-	b.Grow(4*(len(key)+2) + len(guardMark) + len(h) + len(queueTTLMark) + len(channelMark) + len(fenceMark))
+	b.Grow(6*(len(key)+2) + len(guardMark) + len(h) + len(queueTTLMark) + len(queueValMark) + len(grantMark) + len(channelMark) + len(fenceMark))
 	base := func() {
 		if tag {
 			b.WriteString(key)
@@ -38,12 +39,18 @@ func LockKeys(key, value string) Keys {
 	b.WriteString(queueTTLMark) // QueueKey is its start
 	qt := b.Len()
 	base()
+	b.WriteString(queueValMark)
+	qv := b.Len()
+	base()
+	b.WriteString(grantMark)
+	gr := b.Len()
+	base()
 	b.WriteString(channelMark)
 	ch := b.Len()
 	base()
 	b.WriteString(fenceMark)
 	s := b.String()
-	return Keys{Guard: s[:g], Queue: s[g:q], QueueTTL: s[g:qt], Channel: s[qt:ch], Fence: s[ch:]}
+	return Keys{Guard: s[:g], Queue: s[g:q], QueueTTL: s[g:qt], QueueVal: s[qt:qv], Grant: s[qv:gr], Channel: s[gr:ch], Fence: s[ch:]}
 }
 
 // guardHash is the part of a release guard's name that names who: 24

@@ -32,6 +32,7 @@ const (
 	roleHolds               // a shared lock's holds (AcquireHold)
 	roleWaiting             // a shared lock's waiting writers (AcquireHold)
 	roleQueue               // a waiting line's arrivals or entry expiries (AcquireQueued)
+	roleGrant               // a grant record (a release's hand-over)
 )
 
 // value is one key's value: a string, or a sorted set (set != nil).
@@ -49,6 +50,10 @@ type value struct {
 	// for ever.
 	scored bool
 	role   role
+	// vals, on a waiting line's arrivals, records each waiter's latest
+	// value and TTL (redisnode's "{key}:queue:val" hash): what a release
+	// hands it the key at (queue.go).
+	vals map[string]entryVal
 }
 
 // holdSet is a sorted set of the scripts: member -> expiry.
@@ -200,6 +205,7 @@ func (n *Node) guardKey(key, who string) (string, error) {
 func (n *Node) fenceKey(key string) (string, error)    { return n.derived(key, wire.FenceKey) }
 func (n *Node) queueKey(key string) (string, error)    { return n.derived(key, wire.QueueKey) }
 func (n *Node) queueTTLKey(key string) (string, error) { return n.derived(key, wire.QueueTTLKey) }
+func (n *Node) grantKey(key string) (string, error)    { return n.derived(key, wire.GrantKey) }
 func (n *Node) waitingKey(key string) (string, error)  { return n.derived(key, wire.WaitingKey) }
 
 // quote quotes a key for an error, cut to 100 bytes followed by "..." and

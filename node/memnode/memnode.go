@@ -267,7 +267,7 @@ func (n *Node) forgetLocked() {
 
 // Keys returns the lock keys the node holds now and their values; the keys
 // the node keeps for the locks (release guards, fencing counters, waiting
-// lines) are left out. Tests use it to look for orphan keys. A shared lock
+// lines, grant records) are left out. Tests use it to look for orphan keys. A shared lock
 // (redlock.ShapeNode) shows as its key with its live holds as the value
 // ("<group>\n<id>" each, sorted, space separated), and its waiting writers
 // under the key that holds them on Redis: "{key}:waiting", or
@@ -280,7 +280,7 @@ func (n *Node) Keys() map[string]string {
 	for k := range n.data {
 		v := n.lookupLocked(k, now)
 		switch {
-		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue:
+		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue || v.role == roleGrant:
 		case v.set == nil:
 			out[k] = v.str
 		default:
@@ -597,8 +597,8 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
-			if n.firstLiveLocked(key, now) != "" { // someone waits in line
-				n.notifyLocked(key, now)
+			if next := n.handOverLocked(key, now); next != "" { // someone waits in line
+				n.noteLocked(key, next)
 			}
 		case guard > 0:
 			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)

@@ -26,6 +26,17 @@ import (
 // "{key}:queue:ttl" with an expiry w.TTL from its leaving, so that a late
 // copy of its AcquireQueued does not enter it again; a tombstone is
 // dropped like an expired entry.
+//
+// Each entry also records its waiter's latest value and TTL (the arrivals'
+// vals; redisnode's "{key}:queue:val"), and a release hands the key over
+// at it (handOverLocked; docs/handoff.md), leaving a grant record, the
+// string "{key}:grant" (wire.Grant), that lives as long as the key.
+
+// entryVal is a waiter's latest value and TTL in a line.
+type entryVal struct {
+	value string
+	ttl   time.Duration
+}
 
 // scoredLocked returns key's scored set, nil when key is absent, and
 // errWrongType when key holds a string. n.mu must be held.
@@ -54,6 +65,7 @@ func (n *Node) queueLocked(qk, tk string, now time.Time) (arrivals, expiries hol
 		if now.After(exp) {
 			delete(expiries, m)
 			delete(arrivals, m)
+			n.forgetValLocked(qk, m, now)
 		}
 	}
 	return n.dropEmpty(qk, arrivals), n.dropEmpty(tk, expiries), nil
@@ -91,6 +103,29 @@ func (n *Node) scoredSet(key string, now time.Time) *value {
 		n.sweepLocked(now)
 	}
 	return v
+}
+
+// recordLocked records value and ttl as waiter id's in the line whose
+// arrivals are qk (HSET), when id is in it.
+func (n *Node) recordLocked(qk, id, value string, ttl time.Duration, now time.Time) {
+	q := n.lookupLocked(qk, now)
+	if q == nil || q.set == nil {
+		return
+	}
+	if _, in := q.set[id]; !in {
+		return
+	}
+	if q.vals == nil {
+		q.vals = map[string]entryVal{}
+	}
+	q.vals[id] = entryVal{value, ttl}
+}
+
+// forgetValLocked drops waiter id's value record (HDEL).
+func (n *Node) forgetValLocked(qk, id string, now time.Time) {
+	if q := n.lookupLocked(qk, now); q != nil {
+		delete(q.vals, id)
+	}
 }
 
 // enterLocked enters id in the queue with arrival when absent (ZADD NX) and
@@ -139,6 +174,7 @@ func leftLocked(arrivals, expiries holdSet, id string) bool {
 func (n *Node) leaveLocked(qk, tk, id string, exp time.Time, now time.Time) bool {
 	arrivals, _ := n.scoredLocked(qk, now)
 	_, in := arrivals[id]
+	n.forgetValLocked(qk, id, now)
 	delete(arrivals, id)
 	n.dropEmpty(qk, arrivals)
 	n.scoredSet(tk, now).set[id] = exp
@@ -150,6 +186,7 @@ func (n *Node) leaveLocked(qk, tk, id string, exp time.Time, now time.Time) bool
 // both keys); then both keys expire with the latest entry.
 func (n *Node) dropLocked(qk, tk, id string, now time.Time) {
 	arrivals, _ := n.scoredLocked(qk, now)
+	n.forgetValLocked(qk, id, now)
 	delete(arrivals, id)
 	n.dropEmpty(qk, arrivals)
 	expiries, _ := n.scoredLocked(tk, now)
@@ -191,6 +228,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
+	gk, _ := n.grantKey(key)
 	arrival := time.UnixMilli(w.Arrival.UnixMilli())
 	var ok bool
 	var fence int64
@@ -200,7 +238,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
 		}
-		ok, fail = n.acquireQueuedLocked(key, value, guard, qk, tk, ttl, w, arrival, now)
+		ok, fail = n.acquireQueuedLocked(key, value, guard, qk, tk, gk, ttl, w, arrival, now)
 	})
 	switch {
 	case err != nil:
@@ -212,10 +250,21 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 }
 
 // acquireQueuedLocked is AcquireQueued's step after the counter's read.
-func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Duration, w redlock.Waiter, arrival, now time.Time) (bool, error) {
+func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl time.Duration, w redlock.Waiter, arrival, now time.Time) (bool, error) {
 	exp := now.Add(waiterTTL(w))
+	ttl = ttl.Truncate(time.Millisecond)
 	if n.lookupLocked(guard, now) != nil {
 		return false, nil // a straggler: its release ran first
+	}
+	if held, found, err := n.getLocked(key, now); err != nil {
+		return false, err
+	} else if found && held != value && !knobs.NoGrantTakeover.Load() { // test-only switch
+		if g, _, _ := n.getLocked(gk, now); g == wire.Grant(w.ID, held) {
+			// The key a release handed w: taken over.
+			n.setLocked(key, value, ttl, roleLock, now)
+			delete(n.data, gk)
+			return true, nil
+		}
 	}
 	if n.lookupLocked(qk, now) == nil && n.lookupLocked(tk, now) == nil {
 		// Nobody in line, no tombstone.
@@ -225,6 +274,7 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 			return false, err
 		case !ok:
 			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
+			n.recordLocked(qk, w.ID, value, ttl, now)
 		}
 		return ok, nil
 	}
@@ -236,6 +286,7 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 	left := leftLocked(arrivals, expiries, w.ID)
 	if !left {
 		n.enterLocked(qk, tk, w.ID, arrival, exp, now)
+		n.recordLocked(qk, w.ID, value, ttl, now)
 		arrivals, _, _ = n.queueLocked(qk, tk, now)
 	}
 	held, found, err := n.getLocked(key, now)
@@ -254,20 +305,52 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk string, ttl time.Du
 		if !turn {
 			return false, nil
 		}
-		n.setLocked(key, value, ttl.Truncate(time.Millisecond), roleLock, now)
+		n.setLocked(key, value, ttl, roleLock, now)
 	}
 	n.dropLocked(qk, tk, w.ID, now)
 	return true, nil
+}
+
+// handOverLocked hands key, just deleted, to the first live waiter of its
+// line with a recorded value, as release.lua does: key is set to that
+// value for its recorded TTL, the waiter leaves the line (no tombstone),
+// and the grant record names it and the value for as long. It returns the
+// line's first live waiter ("" when nobody waits), whom the release's
+// notification names, handed the key or not (knobs.NoGrant; a waiter
+// without a record).
+func (n *Node) handOverLocked(key string, now time.Time) string {
+	_, qk, tk, err := n.queueKeys(key)
+	if err != nil {
+		return ""
+	}
+	arrivals, _, err := n.queueLocked(qk, tk, now)
+	if err != nil {
+		return ""
+	}
+	next := firstWaiter(arrivals)
+	if next == "" || knobs.NoGrant.Load() { // test-only switch: name the waiter only
+		return next
+	}
+	rec, ok := n.lookupLocked(qk, now).vals[next]
+	if !ok {
+		return next
+	}
+	gk, _ := n.grantKey(key)
+	n.setLocked(key, rec.value, rec.ttl, roleLock, now)
+	n.setLocked(gk, wire.Grant(next, rec.value), rec.ttl, roleGrant, now)
+	n.dropLocked(qk, tk, next, now)
+	return next
 }
 
 // LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it
 // removes w from key's queue (after dropping the expired entries) and
 // leaves its tombstone, expiring w.TTL (whole milliseconds) from now on
 // the node clock, whether or not w was in the queue (a LeaveQueue that
-// overtook w's first AcquireQueued keeps w out too). When w was the first
-// waiter and key is free (no value, no holds), it reports the new first
-// waiter ("" when none is left) to key's watches as a release does (see
-// Watch). w.TTL must be at least a millisecond and w.ID non-empty without
+// overtook w's first AcquireQueued keeps w out too). A key a release
+// handed w is deleted. When it was, or when w was the first waiter and key
+// is free (no value, no holds), key is handed to the new first waiter
+// (handOverLocked) and that waiter ("" when none is left and w was first)
+// is reported to key's watches as a release does (see Watch). w.TTL must be at least a millisecond and w.ID non-empty without
 // a newline, or it fails with an error wrapping redlock.ErrNotSent.
 func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
 	if err := n.checkWaiter(w); err != nil {
@@ -294,8 +377,23 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 		} else {
 			in = n.leaveLocked(qk, tk, w.ID, now.Add(waiterTTL(w)), now)
 		}
-		if in && wasFirst && n.lookupLocked(key, now) == nil {
-			n.notifyLocked(key, now)
+		// The key a release handed w: released.
+		released := false
+		if !knobs.NoGrantLeaveRelease.Load() { // test-only switch
+			gk, _ := n.grantKey(key)
+			held, found, _ := n.getLocked(key, now)
+			if g, _, _ := n.getLocked(gk, now); found && g == wire.Grant(w.ID, held) {
+				delete(n.data, key)
+				delete(n.data, gk)
+				released = true
+			}
+		}
+		if !released && !(in && wasFirst && n.lookupLocked(key, now) == nil) {
+			return
+		}
+		next := n.handOverLocked(key, now)
+		if next != "" || !released { // a release nobody waits for is not reported
+			n.noteLocked(key, next)
 		}
 	})
 	if err != nil {

@@ -99,7 +99,12 @@ func (n *Node) Watch(ctx context.Context, key, group string, fn func(next string
 // notifyLocked owes key's watches a notification with the first live waiter
 // of key's queue; deliver sends it. n.mu must be held.
 func (n *Node) notifyLocked(key string, now time.Time) {
-	next := n.firstLiveLocked(key, now)
+	n.noteLocked(key, n.firstLiveLocked(key, now))
+}
+
+// noteLocked tells key's watches of waiter next's group that a release
+// names next ("" when nobody is left: the watches of group "").
+func (n *Node) noteLocked(key, next string) {
 	ch, err := n.channel(key, wire.WaiterGroup(next)) // the waiter's group's watches only
 	if err != nil {
 		return

@@ -65,7 +65,8 @@ func mustFor(t *testing.T) func(ok bool, err error) bool {
 
 // TestWatchCallbackMayCallNode: fn runs outside the node's lock, on the
 // releasing goroutine before Release returns (nobody else delivering): it
-// may call the node, and a release it makes is delivered after it returns.
+// may call the node (it finds the key handed to the waiter and releases
+// it), and a release it makes is delivered after it returns.
 func TestWatchCallbackMayCallNode(t *testing.T) {
 	ctx := t.Context()
 	must := mustFor(t)
@@ -75,7 +76,7 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 	mustWatch(t, n, "other", func(next string) { order = append(order, "other:"+next) })
 	mustWatch(t, n, "lock", func(next string) {
 		order = append(order, "lock:"+next+":begin")
-		took = must(n.Acquire(ctx, "lock", "next holder", time.Hour))
+		took = must(n.Release(ctx, "lock", "waiter", 0)) // the hand-over's value
 		must(n.Release(ctx, "other", "o", 0))
 		order = append(order, "lock:"+next+":end")
 	})
@@ -87,7 +88,7 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 		t.Fatal(`Release("lock", "v") = false, want true`)
 	}
 	if !took {
-		t.Error("fn's Acquire of the released lock = false, want true: fn runs after the release's change")
+		t.Error("fn's Release of the waiter's value = false, want true: fn runs after the release's change (the hand-over)")
 	}
 	if want := []string{"lock:waiter:begin", "lock:waiter:end", "other:waiter"}; !slices.Equal(order, want) {
 		t.Errorf("deliveries %q, want %q: synchronous, in order, the nested one after fn returns", order, want)
@@ -121,6 +122,7 @@ func TestWatchStraggler(t *testing.T) {
 			t.Fatalf("notifications %q after the late Release applied, want [\"waiter\"]", got)
 		}
 		n.SetDelay(0)
+		must(n.Release(ctx, "lock", "waiter", 0)) // handed to the waiter; nobody waits now
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
 		waiting(t, n, "lock")
 		resume := n.Pause()
@@ -138,6 +140,7 @@ func TestWatchStraggler(t *testing.T) {
 		if got := r.list(); len(got) != 2 {
 			t.Fatalf("notifications %q after resume, want two", got)
 		}
+		must(n.Release(ctx, "lock", "waiter", 0))
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
 		waiting(t, n, "lock")
 		n.Fail(errors.New("unknown outcome"))
@@ -185,14 +188,27 @@ func TestQueueOnVirtualTime(t *testing.T) {
 		if ok, _, err := n.AcquireQueued(ctx, "lock", "ve", time.Hour, early); ok || err != nil {
 			t.Fatalf("AcquireQueued of early on a held key = %v, %v; want false", ok, err)
 		}
-		must(n.Release(ctx, "lock", "holder", 0))
-		time.Sleep(100 * time.Millisecond)
 		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); ok || err != nil {
-			t.Fatalf("AcquireQueued of late 100ms after early's entry (TTL 100ms) = %v, %v; want false (an entry expiring now still lives, as on Redis)", ok, err)
+			t.Fatalf("AcquireQueued of late on a held key = %v, %v; want false", ok, err)
 		}
-		time.Sleep(time.Millisecond)
-		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); !ok || err != nil {
-			t.Fatalf("AcquireQueued of late 101ms after early's entry (TTL 100ms) = %v, %v; want true", ok, err)
+		time.Sleep(100 * time.Millisecond)
+		must(n.Release(ctx, "lock", "holder", 0))
+		if v := n.Keys()["lock"]; v != "ve" {
+			t.Fatalf("a release 100ms after early's entry (TTL 100ms) left the key at %q, want it handed to early (\"ve\": an entry expiring now still lives, as on Redis)", v)
+		}
+		must(n.Release(ctx, "lock", "ve", 0)) // early's key; late is handed it
+		must(n.Release(ctx, "lock", "vl", 0))
+		must(n.Acquire(ctx, "lock", "holder", time.Hour))
+		if ok, _, err := n.AcquireQueued(ctx, "lock", "ve", time.Hour, early); ok || err != nil {
+			t.Fatalf("AcquireQueued of early on a held key = %v, %v; want false", ok, err)
+		}
+		if ok, _, err := n.AcquireQueued(ctx, "lock", "vl", time.Hour, late); ok || err != nil {
+			t.Fatalf("AcquireQueued of late on a held key = %v, %v; want false", ok, err)
+		}
+		time.Sleep(101 * time.Millisecond)
+		must(n.Release(ctx, "lock", "holder", 0))
+		if v := n.Keys()["lock"]; v != "vl" {
+			t.Fatalf("a release 101ms after early's entry (TTL 100ms) left the key at %q, want it handed to late (\"vl\")", v)
 		}
 	})
 }
@@ -223,8 +239,8 @@ func TestQueueKeys(t *testing.T) {
 
 // TestWatchChannelNames: a watch is for the channel redisnode would use,
 // so "x" and "{x}" share notifications and a name without a valid hash tag
-// is refused; LeaveQueue of the first waiter of a free key reports the next
-// one, "" when none is left.
+// is refused; a release hands the key to the waiter it names, and that
+// waiter's LeaveQueue releases it, unreported when nobody else waits.
 func TestWatchChannelNames(t *testing.T) {
 	ctx := t.Context()
 	must := mustFor(t)
@@ -249,8 +265,11 @@ func TestWatchChannelNames(t *testing.T) {
 	if err := n.LeaveQueue(ctx, "lock", w1); err != nil {
 		t.Fatal(err)
 	}
-	if got := q.list(); !slices.Equal(got, []string{"w1", ""}) {
-		t.Errorf("notifications %q, want [\"w1\" \"\"]: the release, then the first waiter leaving a free key with nobody behind it", got)
+	if got := q.list(); !slices.Equal(got, []string{"w1"}) {
+		t.Errorf("notifications %q, want [\"w1\"]: the release's hand-over, and no report of a release nobody waits for", got)
+	}
+	if v, held := n.Keys()["lock"]; held {
+		t.Errorf("key %q left after the waiter it was handed to left, want none", v)
 	}
 }
 
@@ -280,8 +299,11 @@ func TestWatchPanickingCallback(t *testing.T) {
 		}()
 		_, _ = n.Release(ctx, "lock", "v", 0)
 	}()
+	if ok := must(n.Release(ctx, "lock", "waiter", 0)); !ok {
+		t.Fatal(`Release("lock", "waiter") after the panicking release = false, want true: the release applied (handing the key to the waiter)`)
+	}
 	if ok := must(n.Acquire(ctx, "lock", "w", time.Hour)); !ok {
-		t.Fatal(`Acquire("lock", "w") after the panicking release = false, want true: the release applied`)
+		t.Fatal(`Acquire("lock", "w") = false, want true: the waiter's key was released`)
 	}
 	waiting(t, n, "lock")
 	must(n.Release(ctx, "lock", "w", 0))

@@ -31,6 +31,8 @@ type lockArgs struct {
 	guard      string
 	queue      string // {key}:queue
 	queueTTL   string // {key}:queue:ttl
+	queueVal   string // {key}:queue:val
+	grant      string // {key}:grant
 	channel    string // {key}:released
 	fence      string // {key}:fence
 	ttl        int64  // TTL in ms boxed in ttlArg
@@ -40,6 +42,8 @@ type lockArgs struct {
 	ttlArg     any
 	queueArg   any
 	qttlArg    any
+	qvalArg    any
+	grantArg   any
 	chanArg    any
 	fenceArg   any
 }
@@ -65,21 +69,23 @@ func argsFor(key, value string, ttl int64) (*lockArgs, error) {
 	}
 	a := &lockArgs{key: key, value: value, ttl: ttl, ttlArg: ttl}
 	k := wire.LockKeys(key, value) // one allocation
-	a.guard, a.queue, a.queueTTL, a.channel, a.fence = k.Guard, k.Queue, k.QueueTTL, k.Channel, k.Fence
+	a.guard, a.queue, a.queueTTL, a.queueVal, a.grant, a.channel, a.fence = k.Guard, k.Queue, k.QueueTTL, k.QueueVal, k.Grant, k.Channel, k.Fence
 	// Pointers to a's own strings box without an allocation (go-redis
 	// writes a *string as the string).
 	a.keyArg, a.guardArg, a.valueArg = &a.key, &a.guard, &a.value
 	a.queueArg, a.qttlArg, a.chanArg, a.fenceArg = &a.queue, &a.queueTTL, &a.channel, &a.fence
+	a.qvalArg, a.grantArg = &a.queueVal, &a.grant
 	slot.Store(a)
 	return a, nil
 }
 
 // lineArgs is what LeaveQueue sends for a lock key whatever the waiter:
-// the key, its line's two keys and its release channel, boxed. It is never
-// changed once published in lineCache.
+// the key, its line's three keys, its grant record and its release
+// channel, boxed. It is never changed once published in lineCache.
 type lineArgs struct {
-	key, queue, queueTTL, channel    string
-	keyArg, queueArg, qttlArg, chArg any
+	key, queue, queueTTL, queueVal, grant               string
+	channel                                             string
+	keyArg, queueArg, qttlArg, qvalArg, grantArg, chArg any
 }
 
 var lineCache [argCacheSize]atomic.Pointer[lineArgs]
@@ -93,8 +99,10 @@ func lineArgsFor(key string) (*lineArgs, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	a := &lineArgs{key: key, queue: wire.QueueKey(key), queueTTL: wire.QueueTTLKey(key), channel: wire.Channel(key, "")}
+	k := wire.LockKeys(key, "")
+	a := &lineArgs{key: key, queue: k.Queue, queueTTL: k.QueueTTL, queueVal: k.QueueVal, grant: k.Grant, channel: k.Channel}
 	a.keyArg, a.queueArg, a.qttlArg, a.chArg = &a.key, &a.queue, &a.queueTTL, &a.channel
+	a.qvalArg, a.grantArg = &a.queueVal, &a.grant
 	slot.Store(a)
 	return a, nil
 }
@@ -161,9 +169,9 @@ func newScript(s *redis.Script, src string, keys int) *script {
 var (
 	acquireFast = newScript(acquireScript, acquireSrc, 2)
 	extendFast  = newScript(extendScript, extendSrc, 1)
-	releaseFast = newScript(releaseScript, releaseSrc, 4)
-	queuedFast  = newScript(acquireQueuedScript, acquireQueuedSrc, 5)
-	leaveFast   = newScript(leaveQueueScript, leaveQueueSrc, 3)
+	releaseFast = newScript(releaseScript, releaseSrc, 6)
+	queuedFast  = newScript(acquireQueuedScript, acquireQueuedSrc, 7)
+	leaveFast   = newScript(leaveQueueScript, leaveQueueSrc, 5)
 )
 
 // eval runs s with args (EVALSHA's: "evalsha", digest, number of keys,

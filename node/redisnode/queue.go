@@ -50,8 +50,9 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
 	s := queuedFast
 	var acquired, counter int64
-	err = n.evalCmd(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg,
-		a.valueArg, a.ms(ms), wa.idArg, wa.arrArg, wa.ttlArg, wa.modeArg, anyRun()}, func(cmd *redis.Cmd) error {
+	err = n.evalCmd(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg,
+		a.valueArg, a.ms(ms), wa.idArg, wa.arrArg, wa.ttlArg, wa.modeArg,
+		testFlags(knobs.NoRunStamp.Load(), "anyrun", knobs.NoGrantTakeover.Load(), "notakeover")}, func(cmd *redis.Cmd) error {
 		res, err := cmd.Slice()
 		if err != nil {
 			return err
@@ -87,17 +88,9 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 	}
 	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
 	s := leaveFast
-	_, err = n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.queueArg, a.qttlArg, wa.idArg, a.chArg, wa.ttlArg, noTombstone()})
+	_, err = n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg, wa.idArg, a.chArg, wa.ttlArg,
+		testFlags(knobs.NoLeaveTombstone.Load(), "notomb", knobs.NoGrant.Load(), "nogrant", knobs.NoGrantLeaveRelease.Load(), "norelease")})
 	return err
-}
-
-// noTombstone is leave_queue.lua's test-only argument: "notomb" leaves no
-// tombstone (knobs.NoLeaveTombstone), "" the tombstone.
-func noTombstone() string {
-	if knobs.NoLeaveTombstone.Load() {
-		return "notomb"
-	}
-	return ""
 }
 
 // checkWaiter checks w and returns its TTL in milliseconds.

@@ -103,7 +103,7 @@ func TestLeftWaiterReleaseGuard(t *testing.T) {
 	fence, err := fenceKey("locks:g")
 	require.NoError(t, err)
 	queue, queueTTL := wire.QueueKey("locks:g"), wire.QueueTTLKey("locks:g")
-	raw, err := acquireQueuedScript.Run(ctx, q.admin, []string{"locks:g", guard, fence, queue, queueTTL},
+	raw, err := acquireQueuedScript.Run(ctx, q.admin, []string{"locks:g", guard, fence, queue, queueTTL, wire.QueueValKey("locks:g"), wire.GrantKey("locks:g")},
 		"va", 60000, "a", a.Arrival.UnixMilli(), 60000).Slice()
 	require.NoError(t, err)
 	code, _, okInts := twoInts(raw)

@@ -222,12 +222,29 @@ func fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence st
 // anyRun is the test-only argument of the scripts that read the fencing
 // counter: "anyrun" reads a counter whatever server run wrote it
 // (knobs.NoRunStamp), "" the counter of this run only.
-func anyRun() string {
-	if knobs.NoRunStamp.Load() {
-		return "anyrun"
+func anyRun() any { return testFlags(knobs.NoRunStamp.Load(), "anyrun") }
+
+// testFlags is a script's test-only flags argument (internal/knobs): the
+// names whose switch is on, space-separated; "" (boxed once) when none is,
+// as in production. Its arguments alternate a switch and its flag's name.
+func testFlags(pairs ...any) any {
+	var out string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if on, _ := pairs[i].(bool); on {
+			if out != "" {
+				out += " "
+			}
+			out += pairs[i+1].(string)
+		}
 	}
-	return ""
+	if out == "" {
+		return noFlags
+	}
+	return out
 }
+
+// noFlags is the empty flags argument, boxed once.
+var noFlags any = ""
 
 // RaiseFence raises the lock's fencing counter to token (never lowers it),
 // only while key still holds value, and reports whether key held it; the
@@ -335,7 +352,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		return false, err
 	}
 	s := releaseFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.valueArg, a.ms(gms), a.chanArg})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg, a.valueArg, a.ms(gms), a.chanArg, testFlags(knobs.NoGrant.Load(), "nogrant")})
 	return res == 1, err
 }
 

@@ -16,12 +16,18 @@
 --
 -- In one atomic step: a release guard of this value refuses before
 -- anything changes (the acquire is a straggler: its attempt is over); when
+-- the key holds the value a release handed this waiter (the grant record
+-- KEYS[7] names ARGV[3] and that value; see release.lua) the acquire takes
+-- it over: the key is set to ARGV[1] for ARGV[2] ms, the record is
+-- deleted, and it reports acquired; when
 -- nobody is in line (neither queue key exists) a free key is taken at once,
 -- and a refused waiter enters the line alone; otherwise it drops the entries that expired, enters the waiter when
 -- absent, sets its entry to expire ARGV[5] ms from now, and acquires as
 -- acquire.lua does when its mode allows. It
 -- always reads the lock's fencing counter. When the key holds our value
--- afterwards the waiter leaves the line.
+-- afterwards the waiter leaves the line; while it is in the line, its
+-- entry's value record (KEYS[6]: "<ARGV[2]> <ARGV[1]>") is this call's, the
+-- value and TTL a release hands it the key at.
 --
 -- A waiter that gave up (leave_queue.lua) stays out until its entry
 -- expires: it is a tombstone, an entry of KEYS[5] without one in KEYS[4].
@@ -45,6 +51,10 @@
 --          ms; same hash slot)
 -- KEYS[5]  the line's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot); also holds the tombstones
+-- KEYS[6]  the line's values (hash: waiter ID -> "<TTL ms> <value>"; same
+--          hash slot)
+-- KEYS[7]  the lock's grant record (string: waiter ID, newline, value; same
+--          hash slot), written by release.lua and leave_queue.lua
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
 -- ARGV[3]  the waiter's ID (no newline)
@@ -53,22 +63,27 @@
 -- ARGV[5]  how long the waiter's entry, or its tombstone once it leaves,
 --          lives, in milliseconds (positive)
 -- ARGV[6]  "fair" or "line" (above)
--- ARGV[7]  optional, test-only: "anyrun" reads a counter of any run
---          (knobs.NoRunStamp)
+-- ARGV[7]  optional, test-only flags, space-separated: "anyrun" reads a
+--          counter of any run (knobs.NoRunStamp); "notakeover" takes no
+--          handed key over (knobs.NoGrantTakeover)
 --
--- Commands used: EXISTS, GET, INFO (server, replication), SET; when the key
--- is held or a line exists also TIME,
--- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZADD, ZRANGE, ZCARD, PEXPIRE.
+-- Commands used: EXISTS, GET, INFO (server, replication), SET, DEL; when
+-- the key is held or a line exists also TIME, ZRANGEBYSCORE, ZREM,
+-- ZREMRANGEBYSCORE, ZADD, ZRANGE, ZCARD, PEXPIRE, HSET, HDEL.
 -- (Membership is read from ZADD NX's reply, not ZSCORE, so that the ACL of
 -- docs/nodes.md still suffices.)
 --
 -- Returns: a two-element array
 --   [1]  1 acquired (or the key already held ARGV[1]: a retried copy, its
---        TTL unchanged), 0 held by another value, not the waiter's turn,
+--        TTL unchanged; or a handed key taken over), 0 held by another value, not the waiter's turn,
 --        or the waiter left, -1 refused by a release guard (as
 --        acquire.lua)
 --   [2]  the fencing counter written by this run, 0 when there is none
 local fair = ARGV[6] == 'fair'
+local flags = ' ' .. (ARGV[7] or '') .. ' '
+local function flag(f)
+  return string.find(flags, ' ' .. f .. ' ', 1, true) ~= nil
+end
 
 -- run is the server's run: its run_id and its replication ID. A master that
 -- is demoted, resynced from another and promoted again keeps its run_id,
@@ -97,7 +112,7 @@ local function counter()
   if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
     return nil
   end
-  if ARGV[7] == 'anyrun' or (n and stamp == run()) then
+  if flag('anyrun') or (n and stamp == run()) then
     return v
   end
   return 0
@@ -120,13 +135,20 @@ local function cover()
     local ms = string.format('%d', math.max(tonumber(top[2]) - now, 1))
     redis.call('PEXPIRE', KEYS[4], ms)
     redis.call('PEXPIRE', KEYS[5], ms)
+    redis.call('PEXPIRE', KEYS[6], ms)
   end
+end
+
+-- Records this call's value and TTL as the waiter's (it is in the line).
+local function record()
+  redis.call('HSET', KEYS[6], ARGV[3], ARGV[2] .. ' ' .. ARGV[1])
 end
 
 -- Takes the waiter out of the line; it leaves no tombstone (above).
 local function leave()
   redis.call('ZREM', KEYS[4], ARGV[3])
   redis.call('ZREM', KEYS[5], ARGV[3])
+  redis.call('HDEL', KEYS[6], ARGV[3])
   cover()
 end
 
@@ -139,6 +161,7 @@ end
 local function enter()
   redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
   redis.call('ZADD', KEYS[5], expiry, ARGV[3])
+  record()
   cover()
 end
 
@@ -148,12 +171,22 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   return { -1, fence }
 end
 
+-- The key a release handed this waiter, still at the value it was handed
+-- at: taken over (the waiter left the line at the hand-over).
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] and not flag('notakeover') and redis.call('GET', KEYS[7]) == ARGV[3] .. '\n' .. held then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('DEL', KEYS[7])
+  return { 1, fence }
+end
+
 -- Nobody in line, no tombstone: the waiter would be first and alone.
 if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then
-  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if not held then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return { 1, fence }
   end
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if held == ARGV[1] then
     return { 1, fence }
   end
   clock()
@@ -165,6 +198,7 @@ clock()
 local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
 for _, id in ipairs(dead) do
   redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[6], id)
 end
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. now)
@@ -181,10 +215,10 @@ else
   if timed then
     redis.call('ZADD', KEYS[5], expiry, ARGV[3])
   end
+  record()
   cover()
 end
 
-local held = redis.call('GET', KEYS[1])
 if left then
   if held == ARGV[1] then
     return { 1, fence }

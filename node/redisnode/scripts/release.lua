@@ -3,8 +3,14 @@
 -- release guard so that an acquire for this value that is still in flight
 -- (sent earlier, on another connection, to a node that was slow or paused)
 -- is refused by acquire.lua when it finally executes. After a delete, only
--- when the lock's waiting line exists (acquire_queued.lua) it names the
--- line's first live waiter to the lock's watchers: it publishes that
+-- when the lock's waiting line exists (acquire_queued.lua) it hands the
+-- key to the line's first live waiter (docs/handoff.md): the key is set to
+-- the value recorded in that waiter's entry, for the TTL recorded with it;
+-- the waiter leaves the line (no tombstone); the grant record KEYS[6]
+-- (waiter ID, newline, value) lives as long as the key, so that the
+-- waiter's next acquire takes the key over (acquire_queued.lua) and its
+-- LeaveQueue releases it (leave_queue.lua). It names that waiter to the
+-- lock's watchers: it publishes that
 -- waiter's ID on the channel ARGV[3], or ARGV[3] .. ":" .. its group when
 -- the ID has one (channel() below), so that one waiting call, in whichever
 -- client, makes the next attempt, and only its client hears of it. A lock nobody waits for costs
@@ -18,12 +24,17 @@
 --          same hash slot)
 -- KEYS[4]  the line's expiries (sorted set: waiter ID -> expiry in server
 --          ms; same hash slot)
+-- KEYS[5]  the line's values (hash: waiter ID -> "<TTL ms> <value>"; same
+--          hash slot)
+-- KEYS[6]  the lock's grant record (string; same hash slot)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  guard TTL in milliseconds; 0 leaves no guard
 -- ARGV[3]  the lock's release channel (a pub/sub channel, not a key)
+-- ARGV[4]  optional, test-only: "nogrant" only names the waiter, handing
+--          nothing over (knobs.NoGrant)
 --
 -- Commands used: GET, DEL, EXISTS, SET; when the line exists also TIME,
--- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE and PUBLISH.
+-- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE, HGET, HDEL and PUBLISH.
 --
 -- Returns:
 --   1   the key held our value and was deleted
@@ -50,14 +61,28 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
   for _, id in ipairs(dead) do
     redis.call('ZREM', KEYS[3], id)
+    redis.call('HDEL', KEYS[5], id)
   end
   if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. now)
   end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head then
-    redis.pcall('PUBLISH', channel(head), head)
+  if not head then
+    return 1
   end
+  local rec = ARGV[4] ~= 'nogrant' and redis.call('HGET', KEYS[5], head)
+  local ms, v
+  if rec then
+    ms, v = string.match(rec, '^(%d+) (.*)$')
+  end
+  if v then
+    redis.call('SET', KEYS[1], v, 'PX', ms)
+    redis.call('SET', KEYS[6], head .. '\n' .. v, 'PX', ms)
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    redis.call('HDEL', KEYS[5], head)
+  end
+  redis.pcall('PUBLISH', channel(head), head)
   return 1
 end
 local guard = tonumber(ARGV[2])
