@@ -301,7 +301,9 @@ func grantKeyName(c *checker) {
 
 // watchHandOver: a hand-over's notification names the waiter the key was
 // handed to; a LeaveQueue that releases a handed key names the waiter it
-// hands the key on to, and "" when nobody is left and the key is free.
+// hands the key on to, and, as a release nobody waits for, reports nothing
+// when nobody is left in line (proved by order: the next notification is a
+// later release's, naming a waiter).
 func watchHandOver(c *checker) {
 	c.needWatch()
 	c.needQueue()
@@ -318,6 +320,8 @@ func watchHandOver(c *checker) {
 	c.wantNote(w, 1, "w2", c.last, "w1's LeaveQueue released the key handed to it and handed it on to w2: the notification names w2")
 	c.holds(k, "v2", "the key was handed on to the waiter the notification named")
 	c.leaveQueue(k, w2)
-	c.wantNote(w, 2, "", c.last, "w2's LeaveQueue released the key handed to it, with nobody left in line: the notification says \"\"")
-	c.want(c.acquire(k, "other", long), true, "the key is free")
+	c.want(c.acquire(k, "other", long), true, "w2 left and released the key handed to it: the key is free")
+	c.want(c.acquireQueued(k, "v3", long, waiterAt("w3", 3, long)), fenced{false, 0}, "the key is held: w3 enters the line")
+	c.want(c.release(k, "other", 0), true, "the holder releases its key")
+	c.wantNote(w, 2, "w3", c.last+" (after LeaveQueue of w2, which released the key handed to it with nobody in line)", "a LeaveQueue that releases a handed key with nobody left in line is a release nobody waits for: not reported (it would have said \"\")")
 }

@@ -335,8 +335,9 @@ func lineLeavesNoTrace(c *checker) {
 	c.want(c.acquire("c", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("c", "v3", long, w1), fenced{false, 0}, "the key is held: w1 joins the line")
 	c.want(c.release("c", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("c", "v3", long, w1), fenced{true, 0}, "w1 is in line, alone: it takes over the key the release handed it")
-	c.want(c.release("c", "v3", 0), true, "w1 holds the key")
+	c.holds("c", "v3", "w1 is in line, alone: the release handed it the key")
+	c.want(c.acquireQueued("c", "v3b", long, w1), fenced{true, 0}, "w1 takes over the key the release handed it")
+	c.want(c.release("c", "v3b", 0), true, "w1 holds the key")
 	for _, name := range []string{wire.QueueKey("c"), wire.QueueTTLKey("c"), wire.QueueValKey("c"), wire.GrantKey("c")} {
 		c.want(c.acquire(name, "probe", long), true, "the waiter handed the key left the line with no trace, and its take-over deleted the grant record: no line key is left (a plain SET NX of its name succeeds)")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
@@ -532,18 +533,28 @@ func watchGroupOnly(c *checker) {
 	c.needQueue()
 	const k = "watched group" // released by no other check (see above)
 	g1, g2, plain := c.watchGroup(k, "g1"), c.watchGroup(k, "g2"), c.watch(k)
-	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "x", long, lineAt("g1.w1", 1, long)), fenced{false, 0}, "v holds the key: g1.w1 waits in line")
-	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(g1, 0, "g1.w1", c.last, "the release names g1.w1, on group g1's channel")
-	c.leaveQueue(k, lineAt("g1.w1", 1, long))
-	c.wantNote(plain, 0, "", c.last+" (after a release naming g1.w1)", "g1.w1 left, releasing the key handed to it, with nobody behind it: \"\" goes to group \"\"; the release naming g1.w1 did not")
-	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "y", long, lineAt("g2.w2", 2, long)), fenced{false, 0}, "v holds the key: g2.w2 waits in line")
-	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(g2, 0, "g2.w2", c.last+" (after a release naming g1.w1)", "group g2's first notification names its own waiter: g1's went to g1 only")
-	c.leaveQueue(k, lineAt("g2.w2", 2, long))
-	c.wantNote(plain, 1, "", c.last+" (after a release naming g2.w2)", "g2.w2 left, releasing the key handed to it: the line emptied again; the release naming g2.w2 went to g2 only")
+	// Each group's waiter is named by a release (the key handed to it,
+	// then released with nobody in line: no notification); then it waits
+	// again on a key that expires and leaves first, with nobody behind it:
+	// "" goes to group "".
+	for i, id := range []string{"g1.w1", "g2.w2"} {
+		wt := lineAt(id, i+1, long)
+		ch := []*watched{g1, g2}[i]
+		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.acquireQueued(k, "x", long, wt), fenced{false, 0}, "v holds the key: "+id+" waits in line")
+		c.want(c.release(k, "v", 0), true, "the holder releases its key")
+		what := c.last
+		if i > 0 {
+			what += " (after a release naming g1.w1)"
+		}
+		c.wantNote(ch, 0, id, what, "the release names "+id+", on its group's channel only")
+		c.want(c.release(k, "x", 0), true, "the release handed the key to "+id+"; nobody waits now")
+		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.acquireQueued(k, "y", long, wt), fenced{false, 0}, "v holds the key: "+id+" waits in line again")
+		c.expire(k, "v")
+		c.leaveQueue(k, wt)
+		c.wantNote(plain, i, "", c.last+" (after a release naming "+id+")", "the first waiter left a free key with nobody behind it: \"\" goes to group \"\"; the release naming "+id+" did not")
+	}
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "z", long, lineAt("w3", 3, long)), fenced{false, 0}, "v holds the key: w3 (no group) waits in line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
