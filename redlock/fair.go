@@ -105,38 +105,45 @@ func (p *place) attempt() (*Waiter, []*call) {
 }
 
 // tried records an attempt's round r, whatever its outcome: whether a
-// node may have entered the waiter in its line (it refused the attempt, or
-// the call was sent and not answered). A call still running is not
-// counted: should it be refused, the entry it leaves only expires (a
-// waiter of a plain lock binds nobody; a fair one always leaves).
+// node may have entered the waiter in its line (it refused the attempt,
+// the call was sent and not answered, or it is still running). Such an
+// entry must be taken out when the call ends: it records the attempt's
+// value, and a release hands the key to the line's first waiter at its
+// recorded value (docs/handoff.md), so a stale entry would be handed a key
+// its call never releases.
 func (p *place) tried(r *round) {
 	if p == nil {
 		return
 	}
 	p.last = r
 	for _, cl := range r.calls {
-		if cl.finished() && (errors.Is(cl.err, ErrNodeTaken) || cl.unanswered()) {
+		if !cl.finished() || errors.Is(cl.err, ErrNodeTaken) || cl.unanswered() {
 			p.entered = true
 			return
 		}
 	}
 }
 
-// requeue readies a fair p for its next attempt. A node that grants a
-// waiter takes it out of its line and keeps no trace of it (no tombstone),
-// so that when the attempt then fails (no quorum, rolled back) the next
-// attempt enters it again at its first arrival, in its place. That is
-// safe only while no earlier copy of the waiter's acquire can still reach
-// a node: a late copy would enter a waiter that is gone (or holds the
-// lock), and sit ahead of every later waiter until its entry expired. So
-// after an attempt with a call still running, or sent and not answered,
-// the call goes on under a new ID with the same arrival, and its old ID
-// leaves every line first, leaving the tombstone that stops such a copy:
-// the next attempt's call to each node waits for the removal there
-// (TestFairWaiterGrantedThenRolledBack; model/queue.pml, NoFairRequeue).
-// A waiter of a plain lock binds nobody: it keeps its ID.
+// requeue readies p for its next attempt. A node that grants a waiter,
+// or hands it the key at a release (docs/handoff.md), takes it out of its
+// line and keeps no trace of it (no tombstone), so that when the attempt
+// then fails (no quorum, rolled back) the next attempt enters it again at
+// its first arrival, in its place. That is safe only while no earlier copy
+// of the waiter's acquire can still reach a node: a late copy would enter
+// a waiter that is gone (or holds the lock) and sit ahead of every later
+// waiter until its entry expired, and a release would hand it a key its
+// call never releases. So after an attempt with a call still running, or
+// sent and not answered, the call goes on under a new ID with the same
+// arrival, and its old ID leaves every line first, leaving the tombstone
+// that stops such a copy (and releasing a key handed to it): the next
+// attempt's call to each node waits for the removal there
+// (TestFairWaiterGrantedThenRolledBack; model/queue.pml, NoFairRequeue and
+// GrantPlainNoRequeue). Fair or not.
 func (p *place) requeue(ctx context.Context) {
-	if p == nil || !p.w.Fair || p.last == nil || p.m.c.cfg.knobs.NoFairRequeue {
+	if p == nil || p.last == nil {
+		return
+	}
+	if k := p.m.c.cfg.knobs; (p.w.Fair && k.NoFairRequeue) || (!p.w.Fair && k.NoPlainRequeue) {
 		return
 	}
 	r := p.last
@@ -191,17 +198,29 @@ func granted(cl *call) bool { return cl.err == nil || cl.held }
 // (those that granted it took q out themselves); each call waits for the
 // node's acquire of acq, so that it runs after it. It is bounded by the
 // release timeout and does not depend on ctx ending (a waiter left behind
-// would hold the line up for its entry's TTL); Close waits for it.
+// would hold the line up for its entry's TTL, and be handed keys nobody
+// releases); Close waits for it. A call the in-flight cap keeps from being
+// sent, or that fails, is retried as a release is (the node's backlog).
 func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
+	if ctx.Done() != nil { // a ctx that cannot end needs no detaching (as release's)
+		ctx = context.WithoutCancel(ctx)
+	}
+	c := m.c
+	pend := pendingRelease{key: m.name, value: "\n" + q.ID, kind: m.kind, lock: &m.info, leave: &q}
 	o := op{
-		timeout: m.c.cfg.releaseTimeout,
+		timeout: c.cfg.releaseTimeout,
 		no:      ErrNodeNotHeld,
 		node:    OpLeave,
 		lock:    &m.info,
-		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
-			return true, mb.queue.LeaveQueue(ctx, m.name, q)
+		do: func(cctx context.Context, i int, mb *member) (bool, error) {
+			err := mb.queue.LeaveQueue(cctx, m.name, q)
+			if err != nil && !refusedRelease(err, c.cfg.knobs.NoBusyRetry) {
+				c.queueRelease(ctx, i, pend)
+			}
+			return true, err
 		},
-		skip: func(i int) bool { return m.c.members[i].queue == nil }, // it keeps no line
+		busy: func(i int, _ *member) { c.queueRelease(ctx, i, pend) },
+		skip: func(i int) bool { return c.members[i].queue == nil }, // it keeps no line
 	}
 	if acq != nil {
 		o.before = [2][]*call{acq.calls}
@@ -209,8 +228,5 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 			return m.c.members[i].queue == nil || granted(acq.calls[i])
 		}
 	}
-	if ctx.Done() != nil { // a ctx that cannot end needs no detaching (as release's)
-		ctx = context.WithoutCancel(ctx)
-	}
-	return m.c.fanout(ctx, o)
+	return c.fanout(ctx, o)
 }

@@ -149,8 +149,9 @@ type QueueNode interface {
 	// release guard of key and value refuses it (as Acquire's) before
 	// anything changes; when key holds the value a release handed w (the
 	// grant record names w.ID and that value) it takes the key over: key
-	// is set to value for ttl, the record is deleted, and it reports
-	// acquired; when nobody is in key's line it acquires exactly as
+	// is set to value for ttl, the record is deleted, w leaves the line,
+	// and it reports acquired (a handed value equal to value is a retried
+	// copy's: acquired, nothing changed); when nobody is in key's line it acquires exactly as
 	// Acquire does (and enters w when another value holds key); otherwise
 	// it drops the waiters whose entries expired, enters w when absent
 	// (ordered by w.Arrival, then by w.ID; an entry keeps its first
@@ -168,18 +169,21 @@ type QueueNode interface {
 	//
 	// The hand-over (docs/handoff.md): a Release that deletes key, or a
 	// LeaveQueue that leaves key free (below), hands key to the line's
-	// first live waiter with a recorded value: key is set to that value
-	// for its recorded ttl, the waiter leaves the line (no tombstone), the
-	// grant record (the waiter's ID and the value) lives as long as key,
-	// and watchers are told the waiter's ID (Watch). A key expiring hands
-	// nothing over.
+	// first live waiter when its entry has a recorded value: key is set to
+	// that value for its recorded ttl (the grant record lives as long), the
+	// record is deleted (the waiter
+	// keeps its place until it takes key over or leaves, so a waiter slow
+	// to come loses nothing to those behind it, and its own release of the
+	// handed key hands it nothing back), and watchers are told the
+	// waiter's ID (Watch). A key expiring hands nothing over.
 	AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w Waiter) (acquired bool, fence int64, err error)
 	// LeaveQueue removes w from key's line (a waiter that gave up). When
 	// key holds the value a release handed w, that key is deleted and
 	// handed over as after a Release. When w was the line's first waiter
 	// and key is free, key is handed to the next one. Either way the
 	// line's next waiter, if any, is then reported to watchers as after a
-	// release ("" when the line is empty and key free). A waiter that
+	// release; "" when w was the first and nobody is left (a handed key
+	// released with nobody waiting is not reported). A waiter that
 	// left this way stays out for w.TTL (a tombstone): an AcquireQueued of
 	// w that the node executes later (a copy that was still on the
 	// network) does not enter it again; it reports true only when key

@@ -9,16 +9,23 @@ import (
 )
 
 // pendingRelease is a release that failed on a node that may hold the key,
-// kept to be retried until the node answers.
+// kept to be retried until the node answers; or, with leave set, a
+// waiter's LeaveQueue (its value is then a newline and the waiter's ID):
+// it releases a key the node handed the waiter (docs/handoff.md), so it is
+// kept as a release is.
 type pendingRelease struct {
 	key, value string
 	guard      time.Duration
 	kind       kind      // the lock's kind: removes key=value, or value's hold
 	lock       *LockInfo // for the client's Observer (the Mutex's)
+	leave      *Waiter
 }
 
 // send runs the release on mb.
 func (p pendingRelease) send(ctx context.Context, mb *member) (bool, error) {
+	if p.leave != nil {
+		return true, mb.queue.LeaveQueue(ctx, p.key, *p.leave)
+	}
 	return p.kind.release(ctx, mb, p.key, p.value, p.guard)
 }
 

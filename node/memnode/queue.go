@@ -263,6 +263,10 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 			// The key a release handed w: taken over.
 			n.setLocked(key, value, ttl, roleLock, now)
 			delete(n.data, gk)
+			if _, _, err := n.queueLocked(qk, tk, now); err != nil {
+				return false, err
+			}
+			n.dropLocked(qk, tk, w.ID, now)
 			return true, nil
 		}
 	}
@@ -312,9 +316,10 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 }
 
 // handOverLocked hands key, just deleted, to the first live waiter of its
-// line with a recorded value, as release.lua does: key is set to that
-// value for its recorded TTL, the waiter leaves the line (no tombstone),
-// and the grant record names it and the value for as long. It returns the
+// line when it has a recorded value, as release.lua does: key is set to
+// that value for its recorded TTL, the record is deleted (the waiter keeps
+// its place until it takes the key over), and the grant record names it
+// and the value for as long. It returns the
 // line's first live waiter ("" when nobody waits), whom the release's
 // notification names, handed the key or not (knobs.NoGrant; a waiter
 // without a record).
@@ -338,7 +343,7 @@ func (n *Node) handOverLocked(key string, now time.Time) string {
 	gk, _ := n.grantKey(key)
 	n.setLocked(key, rec.value, rec.ttl, roleLock, now)
 	n.setLocked(gk, wire.Grant(next, rec.value), rec.ttl, roleGrant, now)
-	n.dropLocked(qk, tk, next, now)
+	n.forgetValLocked(qk, next, now)
 	return next
 }
 

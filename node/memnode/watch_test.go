@@ -51,6 +51,20 @@ func waiting(t *testing.T, n *memnode.Node, key string) {
 	}
 }
 
+// handedBack has the waiter that waiting entered, whom a release handed
+// key, take it over and release it: the node is as before waiting, with
+// nobody in line and no notification.
+func handedBack(t *testing.T, n *memnode.Node, key string) {
+	t.Helper()
+	w := redlock.Waiter{ID: "waiter", Arrival: time.Now(), TTL: time.Hour}
+	if ok, _, err := n.AcquireQueued(t.Context(), key, "waiter again", time.Hour, w); err != nil || !ok {
+		t.Fatalf("AcquireQueued(%q) of the waiter handed the key = %v, %v: want it taken over", key, ok, err)
+	}
+	if ok, err := n.Release(t.Context(), key, "waiter again", 0); err != nil || !ok {
+		t.Fatalf("Release(%q) of the waiter's key = %v, %v: want true", key, ok, err)
+	}
+}
+
 // mustFor returns a function that stops t on an error and returns the
 // result of a call that reports a bool.
 func mustFor(t *testing.T) func(ok bool, err error) bool {
@@ -65,8 +79,8 @@ func mustFor(t *testing.T) func(ok bool, err error) bool {
 
 // TestWatchCallbackMayCallNode: fn runs outside the node's lock, on the
 // releasing goroutine before Release returns (nobody else delivering): it
-// may call the node (it finds the key handed to the waiter and releases
-// it), and a release it makes is delivered after it returns.
+// may call the node (the waiter takes over the key handed to it), and a
+// release it makes is delivered after it returns.
 func TestWatchCallbackMayCallNode(t *testing.T) {
 	ctx := t.Context()
 	must := mustFor(t)
@@ -76,7 +90,9 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 	mustWatch(t, n, "other", func(next string) { order = append(order, "other:"+next) })
 	mustWatch(t, n, "lock", func(next string) {
 		order = append(order, "lock:"+next+":begin")
-		took = must(n.Release(ctx, "lock", "waiter", 0)) // the hand-over's value
+		w := redlock.Waiter{ID: "waiter", Arrival: time.Now(), TTL: time.Hour}
+		ok, _, err := n.AcquireQueued(ctx, "lock", "waiter again", time.Hour, w) // takes the handed key over
+		took = must(ok, err)
 		must(n.Release(ctx, "other", "o", 0))
 		order = append(order, "lock:"+next+":end")
 	})
@@ -88,7 +104,7 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 		t.Fatal(`Release("lock", "v") = false, want true`)
 	}
 	if !took {
-		t.Error("fn's Release of the waiter's value = false, want true: fn runs after the release's change (the hand-over)")
+		t.Error("fn's take-over of the waiter's key = false, want true: fn runs after the release's change (the hand-over)")
 	}
 	if want := []string{"lock:waiter:begin", "lock:waiter:end", "other:waiter"}; !slices.Equal(order, want) {
 		t.Errorf("deliveries %q, want %q: synchronous, in order, the nested one after fn returns", order, want)
@@ -122,7 +138,7 @@ func TestWatchStraggler(t *testing.T) {
 			t.Fatalf("notifications %q after the late Release applied, want [\"waiter\"]", got)
 		}
 		n.SetDelay(0)
-		must(n.Release(ctx, "lock", "waiter", 0)) // handed to the waiter; nobody waits now
+		handedBack(t, n, "lock")
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
 		waiting(t, n, "lock")
 		resume := n.Pause()
@@ -140,7 +156,7 @@ func TestWatchStraggler(t *testing.T) {
 		if got := r.list(); len(got) != 2 {
 			t.Fatalf("notifications %q after resume, want two", got)
 		}
-		must(n.Release(ctx, "lock", "waiter", 0))
+		handedBack(t, n, "lock")
 		must(n.Acquire(ctx, "lock", "v", time.Hour))
 		waiting(t, n, "lock")
 		n.Fail(errors.New("unknown outcome"))
@@ -299,9 +315,7 @@ func TestWatchPanickingCallback(t *testing.T) {
 		}()
 		_, _ = n.Release(ctx, "lock", "v", 0)
 	}()
-	if ok := must(n.Release(ctx, "lock", "waiter", 0)); !ok {
-		t.Fatal(`Release("lock", "waiter") after the panicking release = false, want true: the release applied (handing the key to the waiter)`)
-	}
+	handedBack(t, n, "lock") // the release applied: it handed the waiter the key
 	if ok := must(n.Acquire(ctx, "lock", "w", time.Hour)); !ok {
 		t.Fatal(`Acquire("lock", "w") = false, want true: the waiter's key was released`)
 	}

@@ -19,7 +19,7 @@
 -- the key holds the value a release handed this waiter (the grant record
 -- KEYS[7] names ARGV[3] and that value; see release.lua) the acquire takes
 -- it over: the key is set to ARGV[1] for ARGV[2] ms, the record is
--- deleted, and it reports acquired; when
+-- deleted, the waiter leaves the line, and it reports acquired; when
 -- nobody is in line (neither queue key exists) a free key is taken at once,
 -- and a refused waiter enters the line alone; otherwise it drops the entries that expired, enters the waiter when
 -- absent, sets its entry to expire ARGV[5] ms from now, and acquires as
@@ -172,11 +172,13 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 
 -- The key a release handed this waiter, still at the value it was handed
--- at: taken over (the waiter left the line at the hand-over).
+-- at: taken over.
 local held = redis.call('GET', KEYS[1])
 if held and held ~= ARGV[1] and not flag('notakeover') and redis.call('GET', KEYS[7]) == ARGV[3] .. '\n' .. held then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('DEL', KEYS[7])
+  clock()
+  leave()
   return { 1, fence }
 end
 

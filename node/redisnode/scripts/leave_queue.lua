@@ -12,8 +12,8 @@
 -- is deleted: a call that gave up leaves no key behind. When it was
 -- deleted so, or when the waiter was the line's first live one and the key
 -- is free, the key is handed to the line's new first live waiter as
--- release.lua hands it (set to its recorded value and TTL, out of the line,
--- a grant record) and that waiter is published on the channel ARGV[2]
+-- release.lua hands it (set to its recorded value and TTL, the record
+-- deleted, a grant record) and that waiter is published on the channel ARGV[2]
 -- (followed by ":" and the waiter's group when its ID has one), as
 -- release.lua does (under redis.pcall, so that an ACL user without channel
 -- permissions still leaves); when nobody is left in line and the waiter
@@ -79,8 +79,8 @@ end
 -- The key a release handed this waiter: released.
 local released = false
 if not flag('norelease') then
-  local held = redis.call('GET', KEYS[1])
-  if held and redis.call('GET', KEYS[5]) == ARGV[1] .. '\n' .. held then
+  local held = redis.pcall('GET', KEYS[1]) -- a shared lock's holds: no string
+  if type(held) == 'string' and redis.call('GET', KEYS[5]) == ARGV[1] .. '\n' .. held then
     redis.call('DEL', KEYS[1], KEYS[5])
     released = true
   end
@@ -103,8 +103,6 @@ if next and not flag('nogrant') then
   if v then
     redis.call('SET', KEYS[1], v, 'PX', ms)
     redis.call('SET', KEYS[5], next .. '\n' .. v, 'PX', ms)
-    redis.call('ZREM', KEYS[2], next)
-    redis.call('ZREM', KEYS[3], next)
     redis.call('HDEL', KEYS[4], next)
   end
 end

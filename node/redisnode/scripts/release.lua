@@ -5,8 +5,10 @@
 -- is refused by acquire.lua when it finally executes. After a delete, only
 -- when the lock's waiting line exists (acquire_queued.lua) it hands the
 -- key to the line's first live waiter (docs/handoff.md): the key is set to
--- the value recorded in that waiter's entry, for the TTL recorded with it;
--- the waiter leaves the line (no tombstone); the grant record KEYS[6]
+-- the value recorded in that waiter's entry, for the TTL recorded with it,
+-- and the record is deleted (the waiter keeps its place until it takes
+-- the key over, so a waiter slow to come loses nothing to those behind
+-- it); the grant record KEYS[6]
 -- (waiter ID, newline, value) lives as long as the key, so that the
 -- waiter's next acquire takes the key over (acquire_queued.lua) and its
 -- LeaveQueue releases it (leave_queue.lua). It names that waiter to the
@@ -35,6 +37,8 @@
 --
 -- Commands used: GET, DEL, EXISTS, SET; when the line exists also TIME,
 -- ZRANGEBYSCORE, ZREM, ZREMRANGEBYSCORE, ZRANGE, HGET, HDEL and PUBLISH.
+-- (A first waiter without a record, handed the key before, is named and
+-- handed nothing: its own release of a handed key never hands it back.)
 --
 -- Returns:
 --   1   the key held our value and was deleted
@@ -78,8 +82,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   if v then
     redis.call('SET', KEYS[1], v, 'PX', ms)
     redis.call('SET', KEYS[6], head .. '\n' .. v, 'PX', ms)
-    redis.call('ZREM', KEYS[3], head)
-    redis.call('ZREM', KEYS[4], head)
     redis.call('HDEL', KEYS[5], head)
   end
   redis.pcall('PUBLISH', channel(head), head)
