@@ -13,9 +13,10 @@ import (
 // of its waiter's latest AcquireQueued; a Release that deletes the key, or
 // a LeaveQueue that leaves it free, hands the key to the line's first live
 // waiter (the key is set to its recorded value for its recorded TTL, the
-// waiter leaves the line, a grant record names it); that waiter's next
-// AcquireQueued takes the key over; its LeaveQueue releases it and hands
-// it on. The checks see who holds a key through Extend, which reports
+// record is deleted, a grant record names it; the waiter keeps its place);
+// that waiter's next AcquireQueued with another value takes the key over
+// and takes it out of the line; its LeaveQueue releases it and hands it
+// on. The checks see who holds a key through Extend, which reports
 // whether the key holds a value and never creates it, and through a
 // refused Acquire of another value.
 
@@ -50,9 +51,11 @@ func (c *checker) expire(key, value string) {
 }
 
 // handOver: a release that deletes the key hands it to the line's first
-// waiter at the value its AcquireQueued recorded; that waiter leaves the
-// line without a tombstone; the others wait on, a plain waiter as a fair
-// one (the key is not free).
+// waiter at the value its AcquireQueued recorded; the others wait on, a
+// plain waiter as a fair one (the key is not free). The waiter's
+// take-over takes it out of the line with no tombstone: the release of the
+// key it took over hands the key to the next waiter, and its next
+// AcquireQueued enters the line again at its arrival.
 func handOver(c *checker) {
 	c.needQueue()
 	for _, kind := range waiterKinds {
@@ -65,12 +68,42 @@ func handOver(c *checker) {
 		c.holds(k, "v1", "the release handed the key to the line's first waiter, w1, at the value its AcquireQueued recorded")
 		c.want(c.acquire(k, "other", long), false, "the key was handed to w1: a plain Acquire finds it held")
 		c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the release handed the key to w1: w2, in line behind it, finds it held ("+kind.name+" or not)")
-		c.want(c.release(k, "v1", 0), true, "the key handed to w1 holds v1")
-		c.holds(k, "v2", "w1 left the line when the key was handed to it: the release of v1 handed the key to w2")
-		c.want(c.acquireQueued(k, "v1b", long, w1), fenced{false, 0}, "v2 holds the key: w1, which left no tombstone, enters the line again")
+		c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "the key holds v1, which the release handed w1: w1 takes it over")
+		c.want(c.release(k, "v1b", 0), true, "w1 took the key over at v1b")
+		c.holds(k, "v2", "w1 left the line when it took the key over: the release of v1b handed the key to w2")
+		c.want(c.acquireQueued(k, "v1c", long, w1), fenced{false, 0}, "v2 holds the key: w1, which left no tombstone, enters the line again")
 		c.want(c.release(k, "v2", 0), true, "the key handed to w2 holds v2")
-		c.holds(k, "v1b", "w1 left no tombstone when the key was handed to it: its next AcquireQueued entered the line, and the release handed it the key at its new value")
+		c.holds(k, "v1c", "w1 left no tombstone when it took the key over: its next AcquireQueued entered the line again at its arrival (ahead of w2, which keeps its place), and the release handed it the key at its new value")
 	}
+}
+
+// handOverKeepsPlace: the waiter a release hands the key to keeps its
+// place in the line until it takes the key over; its entry's record is
+// gone, so a release of the handed value (its own client's, rolling an
+// attempt back) names it again and hands nothing: the key is free, and a
+// fair waiter behind it cannot take it while its entry lives; its next
+// AcquireQueued takes the free key in its turn.
+func handOverKeepsPlace(c *checker) {
+	c.needQueue()
+	c.needWatch()
+	const k = "watched keeps place" // a Watch check's key: released by no other check
+	w := c.watch(k)
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, "w1", c.last, "the release handed the key to w1: the notification names it")
+	c.holds(k, "v1", "the release handed the key to w1")
+	c.want(c.release(k, "v1", 0), true, "the key handed to w1 holds v1")
+	c.wantNote(w, 1, "w1", c.last, "w1 keeps its place when it is handed the key: the release of the handed value names it again (first in line), handing it nothing")
+	c.holdsNot(k, "v1", "the release of the handed value deleted it, and handed w1 nothing back (its record went with the hand-over)")
+	c.holdsNot(k, "v2", "w1 keeps its place when it is handed the key: the release of the handed value hands nothing to w2, behind it")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is free, but w1's entry lives, first in line: fair w2 waits")
+	c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "w1 is still first in line: it takes the free key")
+	c.want(c.release(k, "v1b", 0), true, "w1 holds the key")
+	c.wantNote(w, 2, "w2", c.last, "w1 left the line when it acquired: the release names w2")
+	c.holds(k, "v2", "w1 left the line when it acquired: the release handed the key to w2")
 }
 
 // handOverRecordsLatestValue: the hand-over uses the value of the waiter's
@@ -88,9 +121,10 @@ func handOverRecordsLatestValue(c *checker) {
 		c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 		c.holdsNot(k, "v1", "the entry records the value of its waiter's latest AcquireQueued: v1 was replaced by v1b")
 		c.holds(k, "v1b", "the release handed the key to w1 at the value of its latest AcquireQueued")
-		c.want(c.release(k, "v1b", 0), true, "the key handed to w1 holds v1b")
+		c.want(c.acquireQueued(k, "v1c", long, w1), fenced{true, 0}, "the key holds v1b, which the release handed w1: w1 takes it over (and leaves the line)")
+		c.want(c.release(k, "v1c", 0), true, "w1 took the key over at v1c")
 		c.holdsNot(k, "v2", "the entry records the value of its waiter's latest AcquireQueued: v2 was replaced by v2b")
-		c.holds(k, "v2b", "the release of v1b handed the key to w2 at the value of its latest AcquireQueued")
+		c.holds(k, "v2b", "the release of the key w1 took over handed it to w2 at the value of its latest AcquireQueued")
 	}
 }
 
@@ -161,12 +195,31 @@ func takeOver(c *checker) {
 		c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 		c.holds(k, "v1", "the release handed the key to w1")
 		c.want(c.acquireQueued(k, "v0", long, w0), fenced{false, 0}, "the key was handed to w1: w0 enters the line, first (it arrived first)")
-		c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "the key holds v1, which a release handed w1: w1 takes it over (though w0 is first in line and w1 no longer in it)")
+		c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "the key holds v1, which a release handed w1: w1 takes it over (though w0 is first in line now, ahead of w1)")
 		c.holdsNot(k, "v1", "the take-over set the key to w1's new value")
 		c.holds(k, "v1b", "the take-over set the key to w1's new value")
 		c.want(c.acquireQueued(k, "v1c", long, w1), fenced{false, 0}, "v1b holds the key, set by w1's take-over, not by a release: no take-over without a grant")
 		c.want(c.release(k, "v1b", 0), true, "w1 holds the key")
 		c.holds(k, "v0", "the release of the key w1 took over hands it to the line's first waiter, w0")
+	}
+}
+
+// takeOverLeavesLine: the take-over takes its waiter out of the line (it
+// kept its place from the hand-over until then): the release of the key
+// it took over hands the key to the waiter behind it, fair or not.
+func takeOverLeavesLine(c *checker) {
+	c.needQueue()
+	for _, kind := range waiterKinds {
+		k := "taken over, out " + kind.name
+		w1, w2 := kind.at("w1", 1, long), kind.at("w2", 2, long)
+		c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+		c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
+		c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+		c.holds(k, "v1", "the release handed the key to w1")
+		c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key was handed to w1: w2 enters the line behind it")
+		c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "the key holds v1, which a release handed w1: w1 takes it over")
+		c.want(c.release(k, "v1b", 0), true, "w1 took the key over at v1b")
+		c.holds(k, "v2", "w1 left the line when it took the key over: the release handed the key to w2 (had w1 stayed, first and without a record, the release would have handed nothing)")
 	}
 }
 

@@ -145,10 +145,10 @@ func queueOrder(c *checker) {
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.holds("lock", "ve", "early arrived 1ms before late: the queue is ordered by Arrival, not by entry, and the release handed the key to early")
 	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key was handed to early")
-	c.want(c.acquireQueued("lock", "ve", long, early), fenced{true, 0}, "the first waiter takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "ve", long, early), fenced{true, 0}, "the key holds ve, the value the release handed early (its AcquireQueued's): acquired, and early leaves the queue")
 	c.want(c.release("lock", "ve", 0), true, "early holds the key")
-	c.holds("lock", "vl", "early left the queue when it was handed the key: late is first, and the release handed it the key")
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "late takes over the key handed to it")
+	c.holds("lock", "vl", "early left the queue when its AcquireQueued found the key at its value: late is first, and the release handed it the key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "the release handed the key to late at this value: acquired")
 }
 
 func queueTies(c *checker) {
@@ -160,7 +160,7 @@ func queueTies(c *checker) {
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.holds("lock", "vb", "a and B arrived in the same millisecond: the tie is broken by ID in byte order, and \"B\" < \"a\": the release handed the key to B")
 	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "the key was handed to B")
-	c.want(c.acquireQueued("lock", "vb", long, b), fenced{true, 0}, "B takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "vb", long, b), fenced{true, 0}, "the release handed the key to B at this value: acquired")
 }
 
 func queueKeepsArrival(c *checker) {
@@ -175,7 +175,7 @@ func queueKeepsArrival(c *checker) {
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.holds("lock", "v2", "an entry keeps its first arrival (+5ms): second (+3ms) is first, and the release handed it the key")
 	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "the key was handed to second")
-	c.want(c.acquireQueued("lock", "v2", long, second), fenced{true, 0}, "second takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "v2", long, second), fenced{true, 0}, "the release handed the key to second at this value: acquired")
 }
 
 func queuePlainAcquire(c *checker) {
@@ -227,7 +227,7 @@ func queueLeave(c *checker) {
 	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "LeaveQueue of another waiter left early first")
 	c.leaveQueue("lock", early)
 	c.holds("lock", "vl", "early, first, left the key free: late is first, and the LeaveQueue handed it the key")
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "late takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "the LeaveQueue handed the key to late at this value: acquired")
 }
 
 func queueFence(c *checker) {
@@ -264,7 +264,7 @@ func queueRetriedCopy(c *checker) {
 	c.want(c.acquireQueued("lock", "v", long, first), fenced{true, 0}, "a retried copy reports the key held, also with another waiter in the queue")
 	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
 	c.holds("lock", "w", "the retried copy left first out of the queue (key held by its value): second is first, and the release handed it the key")
-	c.want(c.acquireQueued("lock", "w", long, second), fenced{true, 0}, "second takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "w", long, second), fenced{true, 0}, "the release handed the key to second at this value: acquired")
 }
 
 func queueLeavesOnSuccess(c *checker) {
@@ -274,11 +274,11 @@ func queueLeavesOnSuccess(c *checker) {
 	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 is first: it takes over the key the release handed it")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "the release handed w1 the key at v1: its AcquireQueued of v1 is acquired")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w1 holds the key")
 	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
 	c.holds("lock", "v2", "w1 left the queue when it acquired: w2 is first, and the release handed it the key")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the release handed the key to w2 at this value: acquired")
 }
 
 // ---- A plain lock's line ----
@@ -299,7 +299,7 @@ func lineNewcomer(c *checker) {
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 is in line now: it takes the free key whatever its place (the line binds nobody)")
 	c.want(c.release("lock", "v2", 0), true, "w2 holds the key")
 	c.holds("lock", "v1", "w1 is in line, first: the release handed it the key")
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 }
 
 // lineAlone: a plain waiter alone takes a free key; one that finds the key
@@ -339,7 +339,7 @@ func lineLeavesNoTrace(c *checker) {
 	c.want(c.acquireQueued("c", "v3b", long, w1), fenced{true, 0}, "w1 takes over the key the release handed it")
 	c.want(c.release("c", "v3b", 0), true, "w1 holds the key")
 	for _, name := range []string{wire.QueueKey("c"), wire.QueueTTLKey("c"), wire.QueueValKey("c"), wire.GrantKey("c")} {
-		c.want(c.acquire(name, "probe", long), true, "the waiter handed the key left the line with no trace, and its take-over deleted the grant record: no line key is left (a plain SET NX of its name succeeds)")
+		c.want(c.acquire(name, "probe", long), true, "the waiter handed the key left the line with no trace at its take-over, which deleted the grant record: no line key is left (a plain SET NX of its name succeeds)")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
 	}
 	c.want(c.acquireQueued("c", "v4", long, w1), fenced{true, 0}, "w1 left no tombstone: a later call of it takes the free key as a newcomer alone")
@@ -356,7 +356,7 @@ func queueLateCopyAfterLeave(c *checker) {
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.leaveQueue("lock", w1)
 	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1 left the queue (releasing the key handed to it, handed on to w2): a late copy of its AcquireQueued does not enter it again and takes nothing")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1's LeaveQueue handed the key on to w2: it takes it over")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1's LeaveQueue handed the key on to w2 at this value: acquired")
 	c.want(c.release("lock", "v2", 0), true, "w2 holds the key")
 	c.want(c.acquire("lock", "other", long), true, "the late copy of w1 entered nothing (its old arrival would have been first): the release found nobody in line and left the key free")
 }
@@ -384,7 +384,7 @@ func queueRejoinsAfterGrant(c *checker) {
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.holds("lock", "v1b", "w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone, and the release handed w1 the key")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key was handed to w1")
-	c.want(c.acquireQueued("lock", "v1b", long, w1), fenced{true, 0}, "w1 takes over the key handed to it")
+	c.want(c.acquireQueued("lock", "v1b", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 }
 
 func queueRejoinsAfterTTL(c *checker) {
@@ -418,7 +418,10 @@ func watchRelease(c *checker) {
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last, "a release names the line's first waiter")
 	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x")
-	c.wantNote(w, 1, "w2", c.last, "w2 is still in line: each release while someone waits is reported, also of a key handed over")
+	c.wantNote(w, 1, "w1", c.last, "each release while someone waits is reported, also of a key handed over: w1 keeps its place when it is handed the key, so the release of x names it again")
+	c.want(c.acquireQueued(k, "x2", long, lineAt("w1", 1, long)), fenced{true, 0}, "w1 is in line and the key is free: it takes it, and leaves the line")
+	c.want(c.release(k, "x2", 0), true, "w1 holds the key")
+	c.wantNote(w, 2, "w2", c.last, "w2 is still in line: each release while someone waits is reported (w1 left the line when it acquired)")
 }
 
 // watchNobodyWaits: a release that deletes a key while nobody is in its
@@ -437,8 +440,8 @@ func watchNobodyWaits(c *checker) {
 	c.want(c.acquireQueued(k, "x2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last+" (after a release of v, which nobody waited for)", "a release nobody waited for is not reported: v's would have reported \"\"")
-	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x; w2 is still in line")
-	c.wantNote(w, 1, "w2", c.last, "while someone is in line, every release is reported")
+	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x; w1 and w2 are still in line")
+	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported: w1, handed the key, kept its place, first")
 }
 
 func watchNextWaiter(c *checker) {
@@ -513,15 +516,17 @@ func watchLeaveQueue(c *checker) {
 	c.leaveQueue(k, w1)
 	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, with the key handed to w1)", "w1 left, releasing the key handed to it: the waiter it is handed on to is reported (w3: w2 stayed out); w2's leaving, with the key held, reported nothing (it would have said \"w1\" or \"w3\")")
 	// The first waiter leaving a key that expired (no release, nothing
-	// handed over) reports the next; one that is not first reports nothing.
+	// handed over) reports the next; one that is not first reports nothing;
+	// w3, handed the key, is first until it leaves.
 	w4, w5, w6 := waiterAt("w4", 4, long), waiterAt("w5", 5, long), waiterAt("w6", 6, long)
 	c.want(c.acquireQueued(k, "v4", long, w4), fenced{false, 0}, "the key was handed to w3: w4 enters the queue")
 	c.want(c.acquireQueued(k, "v5", long, w5), fenced{false, 0}, "the key was handed to w3: w5 enters the queue")
 	c.want(c.acquireQueued(k, "v6", long, w6), fenced{false, 0}, "the key was handed to w3: w6 enters the queue")
 	c.expire(k, "v3")
-	c.leaveQueue(k, w5)
 	c.leaveQueue(k, w4)
-	c.wantNote(w, 2, "w6", c.last+" (after the expiry of the key handed to w3, and LeaveQueue of w5, not first)", "the first waiter left a free key: the next is reported (w6: w5 left); the expiry and w5's leaving reported nothing (they would have said \"w4\")")
+	c.leaveQueue(k, w5)
+	c.leaveQueue(k, w3)
+	c.wantNote(w, 2, "w6", c.last+" (after the expiry of the key handed to w3, and LeaveQueue of w4 and w5)", "w3 kept its place when the key was handed to it: w4 and w5 were not first when they left, and reported nothing (w4 first would have said \"w5\"); w3, first, left a free key: the next, w6, is reported; the expiry reported nothing")
 }
 
 // watchGroup: a notification naming a waiter whose ID has a group
@@ -534,9 +539,9 @@ func watchGroupOnly(c *checker) {
 	const k = "watched group" // released by no other check (see above)
 	g1, g2, plain := c.watchGroup(k, "g1"), c.watchGroup(k, "g2"), c.watch(k)
 	// Each group's waiter is named by a release (the key handed to it,
-	// then released with nobody in line: no notification); then it waits
-	// again on a key that expires and leaves first, with nobody behind it:
-	// "" goes to group "".
+	// taken over, then released with nobody in line: no notification);
+	// then it waits again on a key that expires and leaves first, with
+	// nobody behind it: "" goes to group "".
 	for i, id := range []string{"g1.w1", "g2.w2"} {
 		wt := lineAt(id, i+1, long)
 		ch := []*watched{g1, g2}[i]
@@ -548,7 +553,8 @@ func watchGroupOnly(c *checker) {
 			what += " (after a release naming g1.w1)"
 		}
 		c.wantNote(ch, 0, id, what, "the release names "+id+", on its group's channel only")
-		c.want(c.release(k, "x", 0), true, "the release handed the key to "+id+"; nobody waits now")
+		c.want(c.acquireQueued(k, "x2", long, wt), fenced{true, 0}, "the release handed the key to "+id+": it takes it over, and leaves the line")
+		c.want(c.release(k, "x2", 0), true, id+" took the key over; nobody waits now")
 		c.want(c.acquire(k, "v", long), true, "a free key is taken")
 		c.want(c.acquireQueued(k, "y", long, wt), fenced{false, 0}, "v holds the key: "+id+" waits in line again")
 		c.expire(k, "v")
@@ -641,7 +647,7 @@ func queueName(c *checker) {
 	c.want(c.release("k", "holder", 0), true, "the holder releases its key")
 	c.holds("k", "x", "k's queue is intact: w1 is first, and the release handed it the key at its recorded value")
 	c.want(c.acquireQueued("k", "z", long, w2), fenced{false, 0}, "the key was handed to w1")
-	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "w1 takes over the key handed to it")
+	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 	for i, key := range []func(string) string{wire.QueueKey, wire.QueueTTLKey} {
 		m := fmt.Sprint("m", i)
 		name := key(m)
