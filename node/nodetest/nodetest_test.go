@@ -88,6 +88,7 @@ type broken struct {
 	longEntry string          // entries of the lines of keys containing this live 1000 times their TTL
 	keepTTL   bool            // a take-over leaves the key the TTL of its hand-over (1h in the checks)
 	leaveAll  bool            // LeaveQueue releases the key a waiter acquired, taken over or not
+	handOut   bool            // a waiter handed the key is out of the line (the earlier rule): a release finding it first hands the key to the next
 	watches   map[string][]func(string)
 	left      map[string]int    // noTomb: departures by key and waiter ID
 	firstOf   map[string]call   // firstCall: the first AcquireQueued by key and waiter ID
@@ -139,6 +140,17 @@ func (b *broken) Release(ctx context.Context, key, value string, guard time.Dura
 		guard = 0
 	}
 	ok, err := b.Node.Release(ctx, key, value, guard)
+	if b.handOut && ok && err == nil {
+		// The release found first a waiter without a record (one handed
+		// the key before, which keeps its place) and handed nothing: take
+		// that waiter out, as if the hand-over had; its LeaveQueue, first
+		// with the key free, hands the key to the next one.
+		if line := b.Node.Line(key); len(line) > 0 {
+			if held, _, perr := b.Node.Peek(ctx, key); perr == nil && held == "" {
+				_ = b.Node.LeaveQueue(ctx, key, redlock.Waiter{ID: line[0], TTL: time.Millisecond})
+			}
+		}
+	}
 	if b.noopNote && err == nil && !ok {
 		b.mu.Lock()
 		fns := b.watches[key]
@@ -385,6 +397,12 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Queue/TakeOverTTL", `that w1 took over for 250ms (handed to it for 1h0m0s) expires: another value takes it: not within 3s`},
 		{"no guard before the take-over", func() *broken { return &broken{noGuard: true} }, nil,
 			"Queue/TakeOverGuardFirst", `AcquireQueued("lock", "late", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): the guard of the key and the new value refuses before the take-over`},
+		{"handed waiter out of the line", func() *broken { return &broken{handOut: true} }, nil,
+			"Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v2", 1h0m0s) = true, want false: w1 keeps its place when it is handed the key`},
+		{"handed waiter out of the line: its release hands on", func() *broken { return &broken{handOut: true} }, nil,
+			"Queue/HandOverKeepsPlace", `AcquireQueued("watched keeps place", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): w1 is still first in line`},
+		{"take-over leaves the waiter in line", func() *broken { return &broken{keepIn: true} }, nil,
+			"Queue/TakeOverLeavesLine", `Extend("taken over, out fair", "v2", 1h0m0s) = false, want true: w1 left the line when it took the key over`},
 		{"LeaveQueue releases a taken-over key", func() *broken { return &broken{leaveAll: true} }, nil,
 			"Queue/LeaveKeepsTakenOver", `Extend("taken over, left fair", "v1b", 1h0m0s) = false, want true: the key w1 took over holds its new value`},
 		{"down does nothing", func() *broken { return &broken{} }, noDown,
@@ -476,6 +494,8 @@ func TestHandoffKnobsFail(t *testing.T) {
 		{&knobs.NoGrant, "NoGrant", "DerivedKeys/GrantKeyName", `Extend("{k}:grant", "w1\nv1", 1h0m0s) = false, want true`},
 		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOver", `AcquireQueued("taken over fair", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): the key holds v1, which a release handed w1: w1 takes it over`},
 		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOver", `AcquireQueued("taken over plain", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: false}) = (false, 0), want (true, 0)`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverLeavesLine", `AcquireQueued("taken over, out plain", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: false}) = (false, 0), want (true, 0)`},
+		{&knobs.NoGrant, "NoGrant", "Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v1", 1h0m0s) = false, want true: the release handed the key to w1`},
 		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverTTL", `= (false, 0), want (true, 0): the release handed the key to w1: w1 takes it over`},
 		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverGuardFirst", `AcquireQueued("lock", "v1c", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0)`},
 		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Queue/LeaveReleasesHandOver", `Extend("left handed fair", "v1", 1h0m0s) = true, want false: w1 left while the key handed to it was still there: LeaveQueue deletes it`},
