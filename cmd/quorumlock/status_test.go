@@ -26,7 +26,7 @@ import (
 // commands (mutex, fencing, the lock shapes) and status's (Read and SCAN).
 const aclOperator = "on >Op-pw-7 resetchannels ~jobs:* ~{jobs:* -@all +evalsha +eval +info +get +set +del +exists +pexpire " +
 	"+time +zadd +zrem +zrange +zremrangebyscore +zscore +zcard +pexpireat " +
-	"+type +pttl +zrangebyscore +zcount +scan"
+	"+hset +hget +hdel +type +pttl +zrangebyscore +zcount +scan"
 
 // authMasters starts three masters: the first with a password for the
 // default user, the other two with the ACL users "operator" (aclOperator)

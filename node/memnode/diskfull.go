@@ -92,6 +92,6 @@ func sameValue(a, b *value) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.str == b.str && a.exp.Equal(b.exp) && a.scored == b.scored && a.role == b.role &&
+	return a.str == b.str && a.exp.Equal(b.exp) && a.scored == b.scored && a.role == b.role && maps.Equal(a.vals, b.vals) &&
 		maps.EqualFunc(a.set, b.set, time.Time.Equal) && (a.set == nil) == (b.set == nil)
 }

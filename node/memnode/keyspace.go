@@ -50,9 +50,10 @@ type value struct {
 	// for ever.
 	scored bool
 	role   role
-	// vals, on a waiting line's arrivals, records each waiter's latest
-	// value and TTL (redisnode's "{key}:queue:val" hash): what a release
-	// hands it the key at (queue.go).
+	// vals is a waiting line's values (the hash "{key}:queue:val", as on
+	// Redis): each waiter's latest value and TTL, what a release hands it
+	// the key at (queue.go). A key holding it is neither a string nor a
+	// set (WRONGTYPE to both).
 	vals map[string]entryVal
 }
 
@@ -94,7 +95,7 @@ func (n *Node) getLocked(key string, now time.Time) (s string, ok bool, err erro
 	switch {
 	case v == nil:
 		return "", false, nil
-	case v.set != nil:
+	case v.set != nil || v.vals != nil:
 		return "", false, errWrongType
 	}
 	return v.str, true, nil

@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/wire"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -246,6 +247,7 @@ func copyData(d map[string]*value) map[string]*value {
 	out := make(map[string]*value, len(d))
 	for k, v := range d {
 		c := *v
+		c.vals = maps.Clone(v.vals)
 		if v.set != nil {
 			c.set = make(holdSet, len(v.set))
 			for m, e := range v.set {

@@ -27,8 +27,8 @@ import (
 // copy of its AcquireQueued does not enter it again; a tombstone is
 // dropped like an expired entry.
 //
-// Each entry also records its waiter's latest value and TTL (the arrivals'
-// vals; redisnode's "{key}:queue:val"), and a release hands the key over
+// Each entry also records its waiter's latest value and TTL in a third key,
+// "{key}:queue:val" (a hash on Redis: valsKey), and a release hands the key over
 // at it (handOverLocked; docs/handoff.md), leaving a grant record, the
 // string "{key}:grant" (wire.Grant), that lives as long as the key.
 
@@ -105,9 +105,14 @@ func (n *Node) scoredSet(key string, now time.Time) *value {
 	return v
 }
 
+// valsKey names the values of the line whose arrivals are at qk:
+// wire.QueueValKey of its lock is wire.QueueKey's name followed by ":val".
+func valsKey(qk string) string { return qk + ":val" }
+
 // recordLocked records value and ttl as waiter id's in the line whose
-// arrivals are qk (HSET), when id is in it.
-func (n *Node) recordLocked(qk, id, value string, ttl time.Duration, now time.Time) {
+// arrivals are qk (HSET), when id is in it; the values expire with the
+// line (coverLocked).
+func (n *Node) recordLocked(qk, id, val string, ttl time.Duration, now time.Time) {
 	q := n.lookupLocked(qk, now)
 	if q == nil || q.set == nil {
 		return
@@ -115,16 +120,34 @@ func (n *Node) recordLocked(qk, id, value string, ttl time.Duration, now time.Ti
 	if _, in := q.set[id]; !in {
 		return
 	}
-	if q.vals == nil {
-		q.vals = map[string]entryVal{}
+	vk := valsKey(qk)
+	v := n.lookupLocked(vk, now)
+	if v == nil || v.vals == nil {
+		v = &value{vals: map[string]entryVal{}, role: roleQueue, exp: q.exp}
+		n.data[vk] = v
 	}
-	q.vals[id] = entryVal{value, ttl}
+	v.vals[id] = entryVal{val, ttl}
 }
 
-// forgetValLocked drops waiter id's value record (HDEL).
+// recordOf returns waiter id's record in the line whose arrivals are qk.
+func (n *Node) recordOf(qk, id string, now time.Time) (entryVal, bool) {
+	v := n.lookupLocked(valsKey(qk), now)
+	if v == nil {
+		return entryVal{}, false
+	}
+	rec, ok := v.vals[id]
+	return rec, ok
+}
+
+// forgetValLocked drops waiter id's value record (HDEL), and the values'
+// key with the last one.
 func (n *Node) forgetValLocked(qk, id string, now time.Time) {
-	if q := n.lookupLocked(qk, now); q != nil {
-		delete(q.vals, id)
+	vk := valsKey(qk)
+	if v := n.lookupLocked(vk, now); v != nil && v.vals != nil {
+		delete(v.vals, id)
+		if len(v.vals) == 0 {
+			delete(n.data, vk)
+		}
 	}
 }
 
@@ -156,6 +179,9 @@ func (n *Node) coverLocked(qk, tk string, now time.Time) {
 	t.exp = top
 	if q := n.lookupLocked(qk, now); q != nil {
 		q.exp = top
+	}
+	if v := n.lookupLocked(valsKey(qk), now); v != nil && v.vals != nil {
+		v.exp = top
 	}
 }
 
@@ -336,7 +362,7 @@ func (n *Node) handOverLocked(key string, now time.Time) string {
 	if next == "" || knobs.NoGrant.Load() { // test-only switch: name the waiter only
 		return next
 	}
-	rec, ok := n.lookupLocked(qk, now).vals[next]
+	rec, ok := n.recordOf(qk, next, now)
 	if !ok {
 		return next
 	}

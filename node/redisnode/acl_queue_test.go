@@ -18,7 +18,7 @@ import (
 // leave_queue.lua) and for release notifications (the scripts' PUBLISH;
 // Watch's SUBSCRIBE, UNSUBSCRIBE and health-check PING; the lock names'
 // release channels). Without +publish the releases still succeed, silently.
-const aclQueue = aclLocker + " +time +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
+const aclQueue = aclLocker + " +time +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +hset +hget +hdel +publish +subscribe +unsubscribe +ping &locks:* &{locks:*"
 
 func TestACLForQueueAndWatch(t *testing.T) {
 	srv := redisproc.StartT(t, redisproc.Config{})
