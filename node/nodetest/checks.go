@@ -86,6 +86,7 @@ func groups() []group {
 			{"HandOverSkipsExpired", handOverSkipsExpired},
 			{"TakeOver", takeOver},
 			{"TakeOverLeavesLine", takeOverLeavesLine},
+			{"HandedValueAcquired", handedValueAcquired},
 			{"TakeOverTTL", takeOverTTL},
 			{"TakeOverGuardFirst", takeOverGuardFirst},
 			{"LeaveReleasesHandOver", leaveReleasesHandOver},

@@ -223,6 +223,26 @@ func takeOverLeavesLine(c *checker) {
 	}
 }
 
+// handedValueAcquired: an AcquireQueued of the waiter with the very value
+// a release handed it (a retried copy of the call whose value was handed)
+// is acquired and changes nothing (the key keeps the value, the grant
+// record stays); as any AcquireQueued that finds the key at its value, it
+// takes the waiter out of the line: the release of that value hands the
+// key to the next waiter.
+func handedValueAcquired(c *checker) {
+	c.needQueue()
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire("k", "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued("k", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
+	c.want(c.acquireQueued("k", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
+	c.want(c.release("k", "holder", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("k", "v1", long, w1), fenced{true, 0}, "the key holds v1, the value the release handed w1: acquired (a retried copy)")
+	c.holds("k", "v1", "an AcquireQueued of the handed value changes nothing")
+	c.want(c.extend(wire.GrantKey("k"), wire.Grant("w1", "v1"), long), true, "an AcquireQueued of the handed value is no take-over: the grant record stays")
+	c.want(c.release("k", "v1", 0), true, "w1 holds the key")
+	c.holds("k", "v2", "w1 left the line when its AcquireQueued found the key at its value: the release handed the key to w2")
+}
+
 // takeOverTTL: the take-over sets the key for the new AcquireQueued's TTL
 // (the hand-over's, recorded before, would not end during the check).
 func takeOverTTL(c *checker) {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -89,6 +90,7 @@ type broken struct {
 	keepTTL   bool            // a take-over leaves the key the TTL of its hand-over (1h in the checks)
 	leaveAll  bool            // LeaveQueue releases the key a waiter acquired, taken over or not
 	handOut   bool            // a waiter handed the key is out of the line (the earlier rule): a release finding it first hands the key to the next
+	dropGrant bool            // an AcquireQueued of the value handed to its waiter deletes the grant record
 	watches   map[string][]func(string)
 	left      map[string]int    // noTomb: departures by key and waiter ID
 	firstOf   map[string]call   // firstCall: the first AcquireQueued by key and waiter ID
@@ -193,7 +195,15 @@ func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.
 		// per departure, so that no tombstone of the real ID is ever met.
 		w.ID = b.alias(key, w.ID)
 	}
+	var handed bool
+	if b.dropGrant {
+		held, _, _ := b.Node.Peek(ctx, key)
+		handed = held == value
+	}
 	ok, fence, err := b.Node.AcquireQueued(ctx, key, value, ttl, w)
+	if handed && ok && err == nil {
+		_, _ = b.Node.Release(ctx, wire.GrantKey(key), wire.Grant(w.ID, value), 0) // as if it were a take-over
+	}
 	if b.keepTTL && ok && err == nil && before != "" && before != value {
 		_, _ = b.Node.Extend(ctx, key, value, time.Hour) // as if the take-over had kept the hand-over's TTL
 	}
@@ -401,6 +411,10 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v2", 1h0m0s) = true, want false: w1 keeps its place when it is handed the key`},
 		{"handed waiter out of the line: its release hands on", func() *broken { return &broken{handOut: true} }, nil,
 			"Queue/HandOverKeepsPlace", `AcquireQueued("watched keeps place", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): w1 is still first in line`},
+		{"a retried copy of the handed value deletes the grant", func() *broken { return &broken{dropGrant: true} }, nil,
+			"Queue/HandedValueAcquired", `Extend("{k}:grant", "w1\nv1", 1h0m0s) = false, want true: an AcquireQueued of the handed value is no take-over`},
+		{"a retried copy of the handed value leaves the waiter in line", func() *broken { return &broken{keepIn: true} }, nil,
+			"Queue/HandedValueAcquired", `Extend("k", "v2", 1h0m0s) = false, want true: w1 left the line when its AcquireQueued found the key at its value`},
 		{"take-over leaves the waiter in line", func() *broken { return &broken{keepIn: true} }, nil,
 			"Queue/TakeOverLeavesLine", `Extend("taken over, out fair", "v2", 1h0m0s) = false, want true: w1 left the line when it took the key over`},
 		{"LeaveQueue releases a taken-over key", func() *broken { return &broken{leaveAll: true} }, nil,
