@@ -18,10 +18,12 @@ import (
 // the key to the line's first live waiter: handoff.go) and Watch (a
 // notification with the line's first waiter after each release that
 // removed something while someone waited). A key is free while waiters
-// are in line only once it expired (expire) or when nobody was handed it. A notification's absence is proved by order, never by
-// waiting: a check makes the absent notification and a real one whose
-// content differs, and the first notification received must be the real
-// one.
+// are in line only once it expired (expire), when nobody was handed it, or
+// when a release of a handed value found its waiter first (it keeps its
+// place, and its record went with the hand-over). A notification's
+// absence is proved by order, never by waiting: a check makes the absent
+// notification and a real one whose content differs, and the first
+// notification received must be the real one.
 
 func (c *checker) needQueue() {
 	if c.qn == nil {
