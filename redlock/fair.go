@@ -49,9 +49,10 @@ type place struct {
 	// attempt's call to that node waits for (requeue).
 	last  *round
 	after []*call
-	// entered: an attempt may have entered the line on some node (a node
-	// refused it, or did not reply).
-	entered bool
+	// in: node i's line may hold the waiter under its current ID (a
+	// finished call of one of its attempts was refused, or not answered);
+	// nil while none may.
+	in []bool
 }
 
 // place returns a new Lock call's place in the line, nil when the lock's
@@ -104,25 +105,33 @@ func (p *place) attempt() (*Waiter, []*call) {
 	return &w, after
 }
 
-// tried records an attempt's round r, whatever its outcome: whether a
-// node may have entered the waiter in its line (it refused the attempt,
-// the call was sent and not answered, or it is still running). Such an
-// entry must be taken out when the call ends: it records the attempt's
-// value, and a release hands the key to the line's first waiter at its
-// recorded value (docs/handoff.md), so a stale entry would be handed a key
-// its call never releases.
+// tried records an attempt's round r, whatever its outcome: the nodes
+// whose finished call may have entered the waiter in their line (it
+// refused the attempt, or the call was sent and not answered). A call still
+// running is judged once it finishes, by leave (the next attempt requeues
+// after it: see requeue). Such an entry records the attempt's value, and a
+// release hands the key to the line's first waiter at its recorded value
+// (docs/handoff.md), so a stale one would be handed a key its call never
+// releases: it must be taken out when the call ends.
 func (p *place) tried(r *round) {
 	if p == nil {
 		return
 	}
 	p.last = r
-	for _, cl := range r.calls {
-		if !cl.finished() || errors.Is(cl.err, ErrNodeTaken) || cl.unanswered() {
-			p.entered = true
-			return
+	for i, cl := range r.calls {
+		if cl.finished() && mayEnter(cl) {
+			if p.in == nil {
+				p.in = make([]bool, len(r.calls))
+			}
+			p.in[i] = true
 		}
 	}
 }
+
+// mayEnter reports whether a finished acquire call may have left its
+// waiter in the node's line: refused because the lock was held, or sent
+// and not answered.
+func mayEnter(cl *call) bool { return errors.Is(cl.err, ErrNodeTaken) || cl.unanswered() }
 
 // requeue readies p for its next attempt. A node that grants a waiter,
 // or hands it the key at a release (docs/handoff.md), takes it out of its
@@ -157,51 +166,61 @@ func (p *place) requeue(ctx context.Context) {
 	}
 	old := p.w
 	p.w.ID = p.m.c.waiterID()
-	p.after = p.m.leaveQueue(ctx, old, nil).calls
+	p.in = nil // the old ID leaves every line
+	p.after = p.m.leaveQueue(ctx, old, nil, nil).calls
 }
 
-// leave takes p out of the line when it may have entered it (a fair waiter
-// always: its entry must not hold the line up; a TryLock's 1ms entry
-// never): after the acquisition acq on the nodes that did not grant it
-// (those that did took p out themselves), or on every node when acq is nil
-// (a Lock call that gave up). When every node that keeps a line had
-// granted acq already, there is nothing to send (leaveQueue would skip
-// every node): no round.
+// leave takes p out of the lines that may hold it, when its Lock call
+// ends: after the acquisition acq (the call's last attempt, which
+// succeeded), or when the call gave up (acq nil). A node needs the removal
+// when an earlier attempt's call there may have entered p (tried), or when
+// the last attempt's call there, once finished, may have (mayEnter), and
+// did not leave the key with p's value (granted: the node took p out
+// itself). Each removal waits for that last call. A TryLock's 1ms entry
+// needs none. When no node can need one, there is no round.
 func (p *place) leave(ctx context.Context, acq *round) {
-	if p != nil && (p.w.Fair || p.entered) && p.w.TTL > time.Millisecond && !p.m.grantedAll(acq) {
-		p.m.leaveQueue(ctx, p.w, acq)
+	if p == nil || p.w.TTL <= time.Millisecond {
+		return
 	}
-}
-
-// grantedAll reports whether acq's call to every node that keeps a line
-// has finished and was granted (the node said yes, whether or not its vote
-// counted): each took the waiter out of its line itself. False for a nil
-// acq.
-func (m *Mutex) grantedAll(acq *round) bool {
-	if acq == nil {
-		return false
-	}
-	for i, cl := range acq.calls {
-		if m.c.members[i].queue != nil && !(cl.finished() && granted(cl)) {
+	last := p.last
+	need := func(i int) bool {
+		if p.m.c.members[i].queue == nil {
+			return false // it keeps no line
+		}
+		if last == nil || i >= len(last.calls) {
+			return p.in != nil && p.in[i]
+		}
+		cl := last.calls[i]
+		if acq != nil && granted(cl) {
 			return false
 		}
+		return (p.in != nil && p.in[i]) || mayEnter(cl)
 	}
-	return true
+	any := false
+	for i := range p.m.c.members {
+		if last != nil && !last.calls[i].finished() || need(i) {
+			any = true
+			break
+		}
+	}
+	if any {
+		p.m.leaveQueue(ctx, p.w, last, func(i int) bool { return !need(i) })
+	}
 }
 
 // granted reports whether a finished acquire call left the key with its
 // value on its node: the node said yes (its vote may not have counted).
 func granted(cl *call) bool { return cl.err == nil || cl.held }
 
-// leaveQueue takes q out of the line in the background, on every node, or,
-// when acq is an acquisition that succeeded, on the nodes where it did not
-// (those that granted it took q out themselves); each call waits for the
-// node's acquire of acq, so that it runs after it. It is bounded by the
-// release timeout and does not depend on ctx ending (a waiter left behind
-// would hold the line up for its entry's TTL, and be handed keys nobody
-// releases); Close waits for it. A call the in-flight cap keeps from being
-// sent, or that fails, is retried as a release is (the node's backlog).
-func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
+// leaveQueue takes q out of the line in the background, on every node
+// that keeps one, or on those skip does not name; with after, each call
+// waits for the node's call of that round (an acquire), so that it runs
+// after it, and skip is asked then. It is bounded by the release timeout
+// and does not depend on ctx ending (a waiter left behind would hold the
+// line up for its entry's TTL, and be handed keys nobody releases); Close
+// waits for it. A call the in-flight cap keeps from being sent, or that
+// fails, is retried as a release is (the node's backlog).
+func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, after *round, skip func(i int) bool) *round {
 	if ctx.Done() != nil { // a ctx that cannot end needs no detaching (as release's)
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -222,11 +241,11 @@ func (m *Mutex) leaveQueue(ctx context.Context, q Waiter, acq *round) *round {
 		busy: func(i int, _ *member) { c.queueRelease(ctx, i, pend) },
 		skip: func(i int) bool { return c.members[i].queue == nil }, // it keeps no line
 	}
-	if acq != nil {
-		o.before = [2][]*call{acq.calls}
-		o.skip = func(i int) bool {
-			return m.c.members[i].queue == nil || granted(acq.calls[i])
-		}
+	if after != nil {
+		o.before = [2][]*call{after.calls}
+	}
+	if skip != nil {
+		o.skip = skip
 	}
 	return c.fanout(ctx, o)
 }
