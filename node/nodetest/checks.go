@@ -79,6 +79,19 @@ func groups() []group {
 			{"LineNewcomer", lineNewcomer},
 			{"LineAlone", lineAlone},
 			{"LineLeavesNoTrace", lineLeavesNoTrace},
+			{"HandOver", handOver},
+			{"HandOverKeepsPlace", handOverKeepsPlace},
+			{"HandOverRecordsLatestValue", handOverRecordsLatestValue},
+			{"HandOverTTL", handOverTTL},
+			{"HandOverSkipsExpired", handOverSkipsExpired},
+			{"TakeOver", takeOver},
+			{"TakeOverLeavesLine", takeOverLeavesLine},
+			{"HandedValueAcquired", handedValueAcquired},
+			{"TakeOverTTL", takeOverTTL},
+			{"TakeOverGuardFirst", takeOverGuardFirst},
+			{"LeaveReleasesHandOver", leaveReleasesHandOver},
+			{"LeaveKeepsTakenOver", leaveKeepsTakenOver},
+			{"LeaveHandsToNext", leaveHandsToNext},
 		}},
 		{"Watch", []check{
 			{"Release", watchRelease},
@@ -89,6 +102,7 @@ func groups() []group {
 			{"LeaveQueue", watchLeaveQueue},
 			{"PerKey", watchPerKey},
 			{"Group", watchGroupOnly},
+			{"HandOverNamesWaiter", watchHandOver},
 			{"Stop", watchStop},
 			{"Context", watchContext},
 		}},
@@ -119,6 +133,7 @@ func groups() []group {
 			{"TaggedName", taggedName},
 			{"GuardKeyName", guardKeyName},
 			{"QueueName", queueName},
+			{"GrantKeyName", grantKeyName},
 		}},
 		{"Down", []check{
 			{"Down", downServer},
@@ -848,7 +863,7 @@ func (c *checker) failures(ctxFor func() (context.Context, context.CancelFunc)) 
 				c.last = fmt.Sprintf("LeaveQueue(%q, %s)", "queued for LeaveQueue", waiterString(w))
 				return false, c.qn.LeaveQueue(ctx, "queued for LeaveQueue", w)
 			}), func() {
-				c.want(c.acquireQueued("queued for LeaveQueue", "w", long, waiterAt("q2", 2, long)), fenced{false, 0}, "the failed LeaveQueue wrapped redlock.ErrNotSent: q1 is still first")
+				c.want(c.acquireQueued("queued for LeaveQueue", "w", long, waiterAt("q2", 2, long)), fenced{false, 0}, "the failed LeaveQueue wrapped redlock.ErrNotSent: q1 still holds the key the release handed it (a LeaveQueue would have released it)")
 			}})
 	}
 	return fs

@@ -13,7 +13,7 @@
 // redisnode (node/redisnode/scripts/*.lua), and the suite expects what such
 // a master answers, including where a lock's name meets a key the scripts
 // derive from another lock's name ({k}:fence, {k}:waiting, {k}:queue,
-// {k}:queue:ttl, {k}:release-guard:<hash>; see docs/nodes.md, "Checking a Node: package
+// {k}:queue:ttl, {k}:queue:val, {k}:grant, {k}:release-guard:<hash>; see docs/nodes.md, "Checking a Node: package
 // nodetest"), and where one name is used as two kinds of lock (Redis answers
 // WRONGTYPE: an error, not a refusal).
 //

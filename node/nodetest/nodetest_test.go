@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
@@ -81,8 +85,22 @@ type broken struct {
 	silent    bool            // Watch never calls fn
 	noStop    bool            // Watch's stop does nothing
 	noopNote  bool            // Release notifies watches also when it deleted nothing
+	firstCall bool            // a waiter in line keeps the value and TTL of its first AcquireQueued
+	longEntry string          // entries of the lines of keys containing this live 1000 times their TTL
+	keepTTL   bool            // a take-over leaves the key the TTL of its hand-over (1h in the checks)
+	leaveAll  bool            // LeaveQueue releases the key a waiter acquired, taken over or not
+	handOut   bool            // a waiter handed the key is out of the line (the earlier rule): a release finding it first hands the key to the next
+	dropGrant bool            // an AcquireQueued of the value handed to its waiter deletes the grant record
 	watches   map[string][]func(string)
-	left      map[string]int // noTomb: departures by key and waiter ID
+	left      map[string]int    // noTomb: departures by key and waiter ID
+	firstOf   map[string]call   // firstCall: the first AcquireQueued by key and waiter ID
+	gotBy     map[string]string // leaveAll: the value each waiter acquired, by key and waiter ID
+}
+
+// call is an AcquireQueued's value and TTL.
+type call struct {
+	value string
+	ttl   time.Duration
 }
 
 func (b *broken) inner() *memnode.Node { return b.Node }
@@ -124,6 +142,17 @@ func (b *broken) Release(ctx context.Context, key, value string, guard time.Dura
 		guard = 0
 	}
 	ok, err := b.Node.Release(ctx, key, value, guard)
+	if b.handOut && ok && err == nil {
+		// The release found first a waiter without a record (one handed
+		// the key before, which keeps its place) and handed nothing: take
+		// that waiter out, as if the hand-over had; its LeaveQueue, first
+		// with the key free, hands the key to the next one.
+		if line := b.Node.Line(key); len(line) > 0 {
+			if held, _, perr := b.Node.Peek(ctx, key); perr == nil && held == "" {
+				_ = b.Node.LeaveQueue(ctx, key, redlock.Waiter{ID: line[0], TTL: time.Millisecond})
+			}
+		}
+	}
 	if b.noopNote && err == nil && !ok {
 		b.mu.Lock()
 		fns := b.watches[key]
@@ -139,13 +168,53 @@ func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.
 	if b.noOrder {
 		return b.Node.AcquireFenced(ctx, key, value, ttl)
 	}
+	kw := key + "\x00" + w.ID
+	if b.firstCall {
+		inLine := slices.Contains(b.Node.Line(key), w.ID)
+		b.mu.Lock()
+		if first, ok := b.firstOf[kw]; ok && inLine {
+			value, ttl = first.value, first.ttl
+		} else {
+			if b.firstOf == nil {
+				b.firstOf = map[string]call{}
+			}
+			b.firstOf[kw] = call{value, ttl}
+		}
+		b.mu.Unlock()
+	}
+	if b.longEntry != "" && strings.Contains(key, b.longEntry) {
+		w.TTL *= 1000
+	}
+	var before string
+	if b.keepTTL {
+		before, _, _ = b.Node.Peek(ctx, key)
+	}
 	if b.noTomb {
 		// A node without tombstones: it removes a waiter that left from
 		// both sets. Another run of the same node plays it: a fresh ID
 		// per departure, so that no tombstone of the real ID is ever met.
 		w.ID = b.alias(key, w.ID)
 	}
+	var handed bool
+	if b.dropGrant {
+		held, _, _ := b.Node.Peek(ctx, key)
+		handed = held == value
+	}
 	ok, fence, err := b.Node.AcquireQueued(ctx, key, value, ttl, w)
+	if handed && ok && err == nil {
+		_, _ = b.Node.Release(ctx, wire.GrantKey(key), wire.Grant(w.ID, value), 0) // as if it were a take-over
+	}
+	if b.keepTTL && ok && err == nil && before != "" && before != value {
+		_, _ = b.Node.Extend(ctx, key, value, time.Hour) // as if the take-over had kept the hand-over's TTL
+	}
+	if b.leaveAll && ok && err == nil {
+		b.mu.Lock()
+		if b.gotBy == nil {
+			b.gotBy = map[string]string{}
+		}
+		b.gotBy[kw] = value
+		b.mu.Unlock()
+	}
 	if b.noTomb && ok && err == nil {
 		b.forget(key, w.ID)
 	}
@@ -163,6 +232,14 @@ func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.
 }
 
 func (b *broken) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if b.leaveAll {
+		b.mu.Lock()
+		v, ok := b.gotBy[key+"\x00"+w.ID]
+		b.mu.Unlock()
+		if ok {
+			_, _ = b.Node.Release(ctx, key, v, 0)
+		}
+	}
 	if b.longOut {
 		w.TTL *= 1000
 	}
@@ -299,15 +376,15 @@ func TestBrokenNodesFail(t *testing.T) {
 		{"RunID per call", func() *broken { return &broken{newRunID: true} }, nil,
 			"Info/Consistent", "the same server's RunID changed"},
 		{"queue order ignored", func() *broken { return &broken{noOrder: true} }, nil,
-			"Queue/Order", `AcquireQueued("lock", "vl", 1h0m0s, Waiter{ID: "late", Arrival: +2ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): the key is free but early arrived 1ms before late`},
+			"Queue/Order", `Extend("lock", "ve", 1h0m0s) = false, want true: early arrived 1ms before late: the queue is ordered by Arrival, not by entry`},
 		{"waiter left in the queue", func() *broken { return &broken{keepIn: true} }, nil,
-			"Queue/LeavesOnSuccess", `AcquireQueued("lock", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): w1 left the queue when it acquired`},
+			"Queue/LeavesOnSuccess", `Extend("lock", "v2", 1h0m0s) = false, want true: w1 left the queue when it acquired`},
 		{"no tombstones: late copy after LeaveQueue", func() *broken { return &broken{noTomb: true} }, nil,
-			"Queue/LateCopyAfterLeave", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1 left the queue`},
+			"Queue/LateCopyAfterLeave", `Acquire("lock", "other", 1h0m0s) = false, want true: the late copy of w1 entered nothing`},
 		{"no tombstones: LeaveQueue first", func() *broken { return &broken{noTomb: true} }, nil,
 			"Queue/LeaveBeforeEntry", `AcquireQueued("lock", "v1", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1's LeaveQueue came before`},
 		{"a grant leaves a tombstone", func() *broken { return &broken{grantTomb: true} }, nil,
-			"Queue/RejoinsAfterGrant", `AcquireQueued("lock", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone`},
+			"Queue/RejoinsAfterGrant", `Extend("lock", "v1b", 1h0m0s) = false, want true: w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone`},
 		{"no tombstones: rejoins at once", func() *broken { return &broken{noTomb: true} }, nil,
 			"Queue/RejoinsAfterTTL", `= (true, 0), want (false, 0): w1 left the queue of "rejoining#0" (TTL 250ms): it stays out`},
 		{"no tombstones: watched", func() *broken { return &broken{noTomb: true} }, nil,
@@ -320,6 +397,28 @@ func TestBrokenNodesFail(t *testing.T) {
 			"Watch/Stop", `Watch("watched stop"): 3 notifications, want 1: two releases after stop were reported`},
 		{"release of nothing notified", func() *broken { return &broken{noopNote: true} }, nil,
 			"Watch/NothingDeleted", `notification #1 = "", want "w1"`},
+		{"first value kept", func() *broken { return &broken{firstCall: true} }, nil,
+			"Queue/HandOverRecordsLatestValue", `Extend("recorded fair", "v1", 1h0m0s) = true, want false: the entry records the value of its waiter's latest AcquireQueued`},
+		{"first TTL kept", func() *broken { return &broken{firstCall: true} }, nil,
+			"Queue/HandOverTTL", `expires after the TTL of w1's latest AcquireQueued (250ms, the first recorded 1h0m0s): another value takes it: not within 3s`},
+		{"expired entry handed the key", func() *broken { return &broken{longEntry: "past expired"} }, nil,
+			"Queue/HandOverSkipsExpired", `Extend("{handoff}past expired", "v1", 1h0m0s) = true, want false: w1's entry had expired`},
+		{"take-over keeps the hand-over's TTL", func() *broken { return &broken{keepTTL: true} }, nil,
+			"Queue/TakeOverTTL", `that w1 took over for 250ms (handed to it for 1h0m0s) expires: another value takes it: not within 3s`},
+		{"no guard before the take-over", func() *broken { return &broken{noGuard: true} }, nil,
+			"Queue/TakeOverGuardFirst", `AcquireQueued("lock", "late", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): the guard of the key and the new value refuses before the take-over`},
+		{"handed waiter out of the line", func() *broken { return &broken{handOut: true} }, nil,
+			"Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v2", 1h0m0s) = true, want false: w1 keeps its place when it is handed the key`},
+		{"handed waiter out of the line: its release hands on", func() *broken { return &broken{handOut: true} }, nil,
+			"Queue/HandOverKeepsPlace", `AcquireQueued("watched keeps place", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): w1 is still first in line`},
+		{"a retried copy of the handed value deletes the grant", func() *broken { return &broken{dropGrant: true} }, nil,
+			"Queue/HandedValueAcquired", `Extend("{k}:grant", "w1\nv1", 1h0m0s) = false, want true: an AcquireQueued of the handed value is no take-over`},
+		{"a retried copy of the handed value leaves the waiter in line", func() *broken { return &broken{keepIn: true} }, nil,
+			"Queue/HandedValueAcquired", `Extend("k", "v2", 1h0m0s) = false, want true: w1 left the line when its AcquireQueued found the key at its value`},
+		{"take-over leaves the waiter in line", func() *broken { return &broken{keepIn: true} }, nil,
+			"Queue/TakeOverLeavesLine", `Extend("taken over, out fair", "v2", 1h0m0s) = false, want true: w1 left the line when it took the key over`},
+		{"LeaveQueue releases a taken-over key", func() *broken { return &broken{leaveAll: true} }, nil,
+			"Queue/LeaveKeepsTakenOver", `Extend("taken over, left fair", "v1b", 1h0m0s) = false, want true: the key w1 took over holds its new value`},
 		{"down does nothing", func() *broken { return &broken{} }, noDown,
 			"Down/Down", `Acquire("new", "v", 1h0m0s) returned no error, want one: every call fails while the server is down`},
 	} {
@@ -385,5 +484,54 @@ func TestLongArgumentsAreCut(t *testing.T) {
 	}
 	if got := q("a\x00b"); got != `"a\x00b"` {
 		t.Errorf(`q("a\x00b") = %s, want "a\x00b" quoted`, got)
+	}
+}
+
+// TestHandoffKnobsFail: memnode with one rule of the handoff switched off
+// (internal/knobs, read by memnode on each call) fails the checks of that
+// rule.
+func TestHandoffKnobsFail(t *testing.T) {
+	defer func(old time.Duration) { waitLimit = old }(waitLimit)
+	waitLimit = 3 * time.Second
+	for _, tc := range []struct {
+		knob  *atomic.Bool
+		name  string
+		check string // Group/Check
+		says  string // in one of its messages
+	}{
+		{&knobs.NoGrant, "NoGrant", "Queue/HandOver", `Extend("handed fair", "v1", 1h0m0s) = false, want true: the release handed the key to the line's first waiter`},
+		{&knobs.NoGrant, "NoGrant", "Queue/HandOverRecordsLatestValue", `Extend("recorded fair", "v1b", 1h0m0s) = false, want true`},
+		{&knobs.NoGrant, "NoGrant", "Queue/LeaveHandsToNext", `Extend("left free fair", "v3", 1h0m0s) = false, want true: w1, first, left the key free: its LeaveQueue handed it to the next waiter`},
+		{&knobs.NoGrant, "NoGrant", "Queue/Order", `Extend("lock", "ve", 1h0m0s) = false, want true`},
+		{&knobs.NoGrant, "NoGrant", "Queue/LineNewcomer", `Extend("lock", "v1", 1h0m0s) = false, want true: w1 is in line, first: the release handed it the key`},
+		{&knobs.NoGrant, "NoGrant", "Watch/HandOverNamesWaiter", `Extend("watched hand-over", "v1", 1h0m0s) = false, want true: the key was handed to the waiter the notification named`},
+		{&knobs.NoGrant, "NoGrant", "DerivedKeys/GrantKeyName", `Extend("{k}:grant", "w1\nv1", 1h0m0s) = false, want true`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOver", `AcquireQueued("taken over fair", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): the key holds v1, which a release handed w1: w1 takes it over`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOver", `AcquireQueued("taken over plain", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: false}) = (false, 0), want (true, 0)`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverLeavesLine", `AcquireQueued("taken over, out plain", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: false}) = (false, 0), want (true, 0)`},
+		{&knobs.NoGrant, "NoGrant", "Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v1", 1h0m0s) = false, want true: the release handed the key to w1`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverTTL", `= (false, 0), want (true, 0): the release handed the key to w1: w1 takes it over`},
+		{&knobs.NoGrantTakeover, "NoGrantTakeover", "Queue/TakeOverGuardFirst", `AcquireQueued("lock", "v1c", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0)`},
+		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Queue/LeaveReleasesHandOver", `Extend("left handed fair", "v1", 1h0m0s) = true, want false: w1 left while the key handed to it was still there: LeaveQueue deletes it`},
+		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Queue/LeaveReleasesHandOver", `Extend("left handed plain", "v2", 1h0m0s) = false, want true`},
+		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Watch/HandOverNamesWaiter", `notification #2 of Watch("watched hand-over") after LeaveQueue`},
+	} {
+		t.Run(tc.name+" "+tc.check, func(t *testing.T) {
+			tc.knob.Store(true)
+			defer tc.knob.Store(false)
+			got := recorded(t, func() redlock.Node { return memnode.New("knob") }, nil,
+				func(group, check string) bool { return group+"/"+check == tc.check })
+			errs := got[tc.check]
+			if len(errs) == 0 {
+				t.Fatalf("%s reported no failure with knobs.%s set", tc.check, tc.name)
+			}
+			var msgs []string
+			for _, err := range errs {
+				msgs = append(msgs, err.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.says) {
+				t.Errorf("%s reported:\n%s\nwant a message containing %q", tc.check, strings.Join(msgs, "\n"), tc.says)
+			}
+		})
 	}
 }

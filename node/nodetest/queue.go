@@ -14,12 +14,16 @@ import (
 // The checks of the capability behind Lock's wake-ups and WithFairQueue,
 // redlock.QueueNode: a waiting line per lock (only its first live fair
 // waiter may take a free key; a plain waiter in line may take it whatever
-// its place, a newcomer only when nobody else is in line) and Watch (a
+// its place, a newcomer only when nobody else is in line; a release hands
+// the key to the line's first live waiter: handoff.go) and Watch (a
 // notification with the line's first waiter after each release that
-// removed something while someone waited). A notification's absence is proved by order, never by
-// waiting: a check makes the absent notification and a real one whose
-// content differs, and the first notification received must be the real
-// one.
+// removed something while someone waited). A key is free while waiters
+// are in line only once it expired (expire), when nobody was handed it, or
+// when a release of a handed value found its waiter first (it keeps its
+// place, and its record went with the hand-over). A notification's
+// absence is proved by order, never by waiting: a check makes the absent
+// notification and a real one whose content differs, and the first
+// notification received must be the real one.
 
 func (c *checker) needQueue() {
 	if c.qn == nil {
@@ -141,10 +145,12 @@ func queueOrder(c *checker) {
 	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key is held: late enters the queue")
 	c.want(c.acquireQueued("lock", "ve", long, early), fenced{false, 0}, "the key is held: early enters the queue")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key is free but early arrived 1ms before late: the queue is ordered by Arrival, not by entry")
-	c.want(c.acquireQueued("lock", "ve", long, early), fenced{true, 0}, "the first waiter takes the free key")
+	c.holds("lock", "ve", "early arrived 1ms before late: the queue is ordered by Arrival, not by entry, and the release handed the key to early")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key was handed to early")
+	c.want(c.acquireQueued("lock", "ve", long, early), fenced{true, 0}, "the key holds ve, the value the release handed early (its AcquireQueued's): acquired, and early leaves the queue")
 	c.want(c.release("lock", "ve", 0), true, "early holds the key")
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "early left the queue when it acquired: late is first")
+	c.holds("lock", "vl", "early left the queue when its AcquireQueued found the key at its value: late is first, and the release handed it the key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "the release handed the key to late at this value: acquired")
 }
 
 func queueTies(c *checker) {
@@ -154,8 +160,9 @@ func queueTies(c *checker) {
 	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "the key is held: a enters the queue")
 	c.want(c.acquireQueued("lock", "vb", long, b), fenced{false, 0}, "the key is held: B enters the queue")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "a and B arrived in the same millisecond: the tie is broken by ID in byte order, and \"B\" < \"a\"")
-	c.want(c.acquireQueued("lock", "vb", long, b), fenced{true, 0}, "B is first")
+	c.holds("lock", "vb", "a and B arrived in the same millisecond: the tie is broken by ID in byte order, and \"B\" < \"a\": the release handed the key to B")
+	c.want(c.acquireQueued("lock", "va", long, a), fenced{false, 0}, "the key was handed to B")
+	c.want(c.acquireQueued("lock", "vb", long, b), fenced{true, 0}, "the release handed the key to B at this value: acquired")
 }
 
 func queueKeepsArrival(c *checker) {
@@ -168,16 +175,19 @@ func queueKeepsArrival(c *checker) {
 	moved.Arrival = arrivalBase // a later call of the same waiter claiming an earlier arrival
 	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "the key is held")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "an entry keeps its first arrival (+5ms): second (+3ms) is first")
-	c.want(c.acquireQueued("lock", "v2", long, second), fenced{true, 0}, "second is first")
+	c.holds("lock", "v2", "an entry keeps its first arrival (+5ms): second (+3ms) is first, and the release handed it the key")
+	c.want(c.acquireQueued("lock", "v1", long, moved), fenced{false, 0}, "the key was handed to second")
+	c.want(c.acquireQueued("lock", "v2", long, second), fenced{true, 0}, "the release handed the key to second at this value: acquired")
 }
 
 func queuePlainAcquire(c *checker) {
 	c.needQueue()
 	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("lock", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquire("lock", "plain", long), true, "Acquire ignores the queue (only AcquireQueued is fair)")
+	c.expire("lock", "holder")
+	c.want(c.acquire("lock", "plain", long), true, "the key expired (handing nothing over): Acquire ignores the queue (only AcquireQueued is fair)")
+	c.want(c.release("lock", "plain", 0), true, "the plain holder releases its key")
+	c.holds("lock", "v", "the release of a plain Acquire's key hands it to the line's first waiter too")
 }
 
 func queuePerLock(c *checker) {
@@ -195,7 +205,7 @@ func queueEntryExpires(c *checker) {
 		c.acquire(k, "holder", long)
 		quick := stopwatch()
 		entered := c.rec(c.acquireQueued(k, "ve", long, early))
-		c.release(k, "holder", 0)
+		c.expire(k, "holder")
 		refused := c.rec(c.acquireQueued(k, "vl", long, late))
 		if !quick(ttl) {
 			return false
@@ -213,12 +223,13 @@ func queueLeave(c *checker) {
 	early, late := waiterAt("early", 1, long), waiterAt("late", 2, long)
 	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("lock", "ve", long, early), fenced{false, 0}, "the key is held: early enters the queue")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "early is first")
+	c.expire("lock", "holder")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "the key expired (handing nothing over), but early is first")
 	c.leaveQueue("lock", waiterAt("absent", 0, long)) // no error: nothing to remove
 	c.want(c.acquireQueued("lock", "vl", long, late), fenced{false, 0}, "LeaveQueue of another waiter left early first")
 	c.leaveQueue("lock", early)
-	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "early left the queue: late is first")
+	c.holds("lock", "vl", "early, first, left the key free: late is first, and the LeaveQueue handed it the key")
+	c.want(c.acquireQueued("lock", "vl", long, late), fenced{true, 0}, "the LeaveQueue handed the key to late at this value: acquired")
 }
 
 func queueFence(c *checker) {
@@ -230,6 +241,8 @@ func queueFence(c *checker) {
 	c.want(c.raiseFence("lock", "v", 7), true, "the holder raises the counter")
 	c.want(c.acquireQueued("lock", "x", long, waiterAt("w3", 3, long)), fenced{false, 7}, "a refused AcquireQueued reads the counter too")
 	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
+	c.want(c.acquireQueued("lock", "y", long, waiterAt("w3", 3, long)), fenced{true, 7}, "the release handed the key to w3: its take-over reads the counter too")
+	c.want(c.release("lock", "y", 0), true, "w3 holds the key")
 	c.want(c.acquireQueued("lock", "w", long, waiterAt("w2", 2, long)), fenced{true, 7}, "AcquireQueued reads the counter as AcquireFenced does")
 }
 
@@ -252,7 +265,8 @@ func queueRetriedCopy(c *checker) {
 	c.want(c.acquireQueued("lock", "w", long, second), fenced{false, 0}, "v holds the key: second enters the queue")
 	c.want(c.acquireQueued("lock", "v", long, first), fenced{true, 0}, "a retried copy reports the key held, also with another waiter in the queue")
 	c.want(c.release("lock", "v", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "w", long, second), fenced{true, 0}, "the retried copy left first out of the queue (key held by its value): second is first")
+	c.holds("lock", "w", "the retried copy left first out of the queue (key held by its value): second is first, and the release handed it the key")
+	c.want(c.acquireQueued("lock", "w", long, second), fenced{true, 0}, "the release handed the key to second at this value: acquired")
 }
 
 func queueLeavesOnSuccess(c *checker) {
@@ -262,28 +276,32 @@ func queueLeavesOnSuccess(c *checker) {
 	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 is first")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "the release handed w1 the key at v1: its AcquireQueued of v1 is acquired")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w1 holds the key")
 	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1 left the queue when it acquired: w2 is first")
+	c.holds("lock", "v2", "w1 left the queue when it acquired: w2 is first, and the release handed it the key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the release handed the key to w2 at this value: acquired")
 }
 
 // ---- A plain lock's line ----
 
 // lineNewcomer: a plain waiter that arrives while another is in line joins
-// the line behind it, though the key is free; in line, it takes the key.
+// the line behind it, though the key is free; in line, it takes a free key
+// whatever its place (a key is free with waiters in line once it expired:
+// a release would have handed it to the first).
 func lineNewcomer(c *checker) {
 	c.needQueue()
 	w1, w2 := lineAt("w1", 1, long), lineAt("w2", 2, long)
 	c.want(c.acquire("lock", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "the key is held: w1 joins the line")
-	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
+	c.expire("lock", "holder")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is free, but w2 is a newcomer while w1 waits: it joins the line behind w1")
 	c.want(c.acquire("lock", "plain", long), true, "a plain Acquire (a TryLock) ignores the line")
-	c.want(c.release("lock", "plain", 0), true, "the plain holder releases its key")
+	c.expire("lock", "plain")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 is in line now: it takes the free key whatever its place (the line binds nobody)")
 	c.want(c.release("lock", "v2", 0), true, "w2 holds the key")
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "w1 is in line: it takes the free key")
+	c.holds("lock", "v1", "w1 is in line, first: the release handed it the key")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 }
 
 // lineAlone: a plain waiter alone takes a free key; one that finds the key
@@ -294,8 +312,8 @@ func lineAlone(c *checker) {
 	w1, w2 := lineAt("w1", 1, long), lineAt("w2", 2, long)
 	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{true, 0}, "nobody in line: w1 takes the free key")
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "v1 holds the key: w2 joins the line")
-	c.want(c.release("lock", "v1", 0), true, "w1 holds the key")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w2 is in line, alone: it takes the free key")
+	c.expire("lock", "v1")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the key expired (handing nothing over): w2 is in line, alone: it takes the free key")
 }
 
 // lineLeavesNoTrace: a waiter, plain or fair, that takes the key with
@@ -305,22 +323,27 @@ func lineLeavesNoTrace(c *checker) {
 	c.needQueue()
 	w1 := lineAt("w1", 1, long)
 	c.want(c.acquireQueued("a", "v1", long, w1), fenced{true, 0}, "nobody in line: w1 takes the free key")
-	for _, name := range []string{wire.QueueKey("a"), wire.QueueTTLKey("a")} {
+	for _, name := range []string{wire.QueueKey("a"), wire.QueueTTLKey("a"), wire.QueueValKey("a"), wire.GrantKey("a")} {
 		c.want(c.acquire(name, "probe", long), true, "nobody waited: no line key was written (a plain SET NX of its name succeeds)")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
 	}
 	c.want(c.release("a", "v1", 0), true, "w1 holds the key")
 	w2 := waiterAt("f1", 1, long)
 	c.want(c.acquireQueued("b", "v2", long, w2), fenced{true, 0}, "nobody in line: the fair waiter takes the free key")
-	for _, name := range []string{wire.QueueKey("b"), wire.QueueTTLKey("b")} {
+	for _, name := range []string{wire.QueueKey("b"), wire.QueueTTLKey("b"), wire.QueueValKey("b"), wire.GrantKey("b")} {
 		c.want(c.acquire(name, "probe", long), true, "a fair waiter that takes a free key nobody waits for leaves no line key, no tombstone")
 		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
 	}
 	c.want(c.acquire("c", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("c", "v3", long, w1), fenced{false, 0}, "the key is held: w1 joins the line")
 	c.want(c.release("c", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("c", "v3", long, w1), fenced{true, 0}, "w1 is in line, alone: it takes the free key")
-	c.want(c.release("c", "v3", 0), true, "w1 holds the key")
+	c.holds("c", "v3", "w1 is in line, alone: the release handed it the key")
+	c.want(c.acquireQueued("c", "v3b", long, w1), fenced{true, 0}, "w1 takes over the key the release handed it")
+	c.want(c.release("c", "v3b", 0), true, "w1 holds the key")
+	for _, name := range []string{wire.QueueKey("c"), wire.QueueTTLKey("c"), wire.QueueValKey("c"), wire.GrantKey("c")} {
+		c.want(c.acquire(name, "probe", long), true, "the waiter handed the key left the line with no trace at its take-over, which deleted the grant record: no line key is left (a plain SET NX of its name succeeds)")
+		c.want(c.release(name, "probe", 0), true, "the probe holds the key")
+	}
 	c.want(c.acquireQueued("c", "v4", long, w1), fenced{true, 0}, "w1 left no tombstone: a later call of it takes the free key as a newcomer alone")
 }
 
@@ -334,8 +357,10 @@ func queueLateCopyAfterLeave(c *checker) {
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
 	c.leaveQueue("lock", w1)
-	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1 left the queue: a late copy of its AcquireQueued (the key free, its old arrival first) does not enter it again and takes nothing")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "the late copy of w1 entered nothing: w2 is first")
+	c.want(c.acquireQueued("lock", "v1", long, w1), fenced{false, 0}, "w1 left the queue (releasing the key handed to it, handed on to w2): a late copy of its AcquireQueued does not enter it again and takes nothing")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{true, 0}, "w1's LeaveQueue handed the key on to w2 at this value: acquired")
+	c.want(c.release("lock", "v2", 0), true, "w2 holds the key")
+	c.want(c.acquire("lock", "other", long), true, "the late copy of w1 entered nothing (its old arrival would have been first): the release found nobody in line and left the key free")
 }
 
 func queueLeaveBeforeEntry(c *checker) {
@@ -359,8 +384,9 @@ func queueRejoinsAfterGrant(c *checker) {
 	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.acquireQueued("lock", "v1b", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue again, at its arrival")
 	c.want(c.release("lock", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone")
-	c.want(c.acquireQueued("lock", "v1b", long, w1), fenced{true, 0}, "w1 is first: it takes the free key")
+	c.holds("lock", "v1b", "w1 (arrived 1ms before w2) is first again: a grant leaves no tombstone, and the release handed w1 the key")
+	c.want(c.acquireQueued("lock", "v2", long, w2), fenced{false, 0}, "the key was handed to w1")
+	c.want(c.acquireQueued("lock", "v1b", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 }
 
 func queueRejoinsAfterTTL(c *checker) {
@@ -390,11 +416,14 @@ func watchRelease(c *checker) {
 	w := c.watch(k)
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "x", long, lineAt("w1", 1, long)), fenced{false, 0}, "v holds the key: w1 joins the line")
+	c.want(c.acquireQueued(k, "y", long, lineAt("w2", 2, long)), fenced{false, 0}, "v holds the key: w2 joins the line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last, "a release names the line's first waiter")
-	c.want(c.acquire(k, "v", long), true, "a plain Acquire takes the free key")
-	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 1, "w1", c.last, "w1 is still in line: each release while someone waits is reported")
+	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x")
+	c.wantNote(w, 1, "w1", c.last, "each release while someone waits is reported, also of a key handed over: w1 keeps its place when it is handed the key, so the release of x names it again")
+	c.want(c.acquireQueued(k, "x2", long, lineAt("w1", 1, long)), fenced{true, 0}, "w1 is in line and the key is free: it takes it, and leaves the line")
+	c.want(c.release(k, "x2", 0), true, "w1 holds the key")
+	c.wantNote(w, 2, "w2", c.last, "w2 is still in line: each release while someone waits is reported (w1 left the line when it acquired)")
 }
 
 // watchNobodyWaits: a release that deletes a key while nobody is in its
@@ -410,11 +439,11 @@ func watchNobodyWaits(c *checker) {
 	c.want(c.release(k, "v", 0), true, "the holder releases its key; nobody waited")
 	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
+	c.want(c.acquireQueued(k, "x2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
 	c.wantNote(w, 0, "w1", c.last+" (after a release of v, which nobody waited for)", "a release nobody waited for is not reported: v's would have reported \"\"")
-	c.want(c.acquire(k, "v2", long), true, "a free key is taken")
-	c.want(c.release(k, "v2", 0), true, "the holder releases its key; w1 is still in line")
-	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported")
+	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x; w1 and w2 are still in line")
+	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported: w1, handed the key, kept its place, first")
 }
 
 func watchNextWaiter(c *checker) {
@@ -456,20 +485,20 @@ func watchReleaseHold(c *checker) {
 	if c.qn == nil {
 		return
 	}
-	// A queue of w1, then a release that removes nothing (it would report
+	// A queue of w1 (the mutex that held the key expires: a release would
+	// hand it to w1), then a release that removes nothing (it would report
 	// w1), w1 leaving while the lock is held (nothing to report), and a
 	// real release (reporting "").
 	c.want(c.releaseHold(k, reader("r2"), 0), true, "the hold is released")
 	c.wantNote(w, 1, "", c.last, "a released hold is reported")
 	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
-	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 2, "w1", c.last, "the first live waiter after the release")
+	c.expire(k, "holder")
 	c.want(c.acquireHold(k, reader("r3"), long), 1, "AcquireHold ignores the queue")
 	c.want(c.releaseHold(k, reader("absent"), 0), false, "nothing to release")
 	c.leaveQueue(k, waiterAt("w1", 1, long))
 	c.want(c.releaseHold(k, reader("r3"), 0), true, "the hold is released")
-	c.wantNote(w, 3, "", c.last+" (after a ReleaseHold that removed nothing while w1 waited)", "only a release that removed a hold is reported: the one before would have reported \"w1\"")
+	c.wantNote(w, 2, "", c.last+" (after a ReleaseHold that removed nothing while w1 waited, and the expiry of a mutex's key)", "only a release that removed a hold is reported: the one before would have reported \"w1\"")
 }
 
 func watchLeaveQueue(c *checker) {
@@ -485,9 +514,21 @@ func watchLeaveQueue(c *checker) {
 	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
 	c.leaveQueue(k, w2)
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "w2 left: a late copy of its AcquireQueued does not enter it again")
-	c.want(c.acquireQueued(k, "v3", long, w3), fenced{false, 0}, "w1 is first: w3 enters the queue behind it")
+	c.want(c.acquireQueued(k, "v3", long, w3), fenced{false, 0}, "the key was handed to w1: w3 enters the queue")
 	c.leaveQueue(k, w1)
-	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, not first)", "the first waiter left a free key: the next is reported (w3: w2 stayed out); w2's leaving, not first, reported nothing (it would have said \"w1\")")
+	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, with the key handed to w1)", "w1 left, releasing the key handed to it: the waiter it is handed on to is reported (w3: w2 stayed out); w2's leaving, with the key held, reported nothing (it would have said \"w1\" or \"w3\")")
+	// The first waiter leaving a key that expired (no release, nothing
+	// handed over) reports the next; one that is not first reports nothing;
+	// w3, handed the key, is first until it leaves.
+	w4, w5, w6 := waiterAt("w4", 4, long), waiterAt("w5", 5, long), waiterAt("w6", 6, long)
+	c.want(c.acquireQueued(k, "v4", long, w4), fenced{false, 0}, "the key was handed to w3: w4 enters the queue")
+	c.want(c.acquireQueued(k, "v5", long, w5), fenced{false, 0}, "the key was handed to w3: w5 enters the queue")
+	c.want(c.acquireQueued(k, "v6", long, w6), fenced{false, 0}, "the key was handed to w3: w6 enters the queue")
+	c.expire(k, "v3")
+	c.leaveQueue(k, w4)
+	c.leaveQueue(k, w5)
+	c.leaveQueue(k, w3)
+	c.wantNote(w, 2, "w6", c.last+" (after the expiry of the key handed to w3, and LeaveQueue of w4 and w5)", "w3 kept its place when the key was handed to it: w4 and w5 were not first when they left, and reported nothing (w4 first would have said \"w5\"); w3, first, left a free key: the next, w6, is reported; the expiry reported nothing")
 }
 
 // watchGroup: a notification naming a waiter whose ID has a group
@@ -499,18 +540,29 @@ func watchGroupOnly(c *checker) {
 	c.needQueue()
 	const k = "watched group" // released by no other check (see above)
 	g1, g2, plain := c.watchGroup(k, "g1"), c.watchGroup(k, "g2"), c.watch(k)
-	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "x", long, lineAt("g1.w1", 1, long)), fenced{false, 0}, "v holds the key: g1.w1 waits in line")
-	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(g1, 0, "g1.w1", c.last, "the release names g1.w1, on group g1's channel")
-	c.leaveQueue(k, lineAt("g1.w1", 1, long))
-	c.wantNote(plain, 0, "", c.last+" (after a release naming g1.w1)", "the first waiter left a free key with nobody behind it: \"\" goes to group \"\"; the release naming g1.w1 did not")
-	c.want(c.acquire(k, "v", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "y", long, lineAt("g2.w2", 2, long)), fenced{false, 0}, "v holds the key: g2.w2 waits in line")
-	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(g2, 0, "g2.w2", c.last+" (after a release naming g1.w1)", "group g2's first notification names its own waiter: g1's went to g1 only")
-	c.leaveQueue(k, lineAt("g2.w2", 2, long))
-	c.wantNote(plain, 1, "", c.last+" (after a release naming g2.w2)", "the line emptied again; the release naming g2.w2 went to g2 only")
+	// Each group's waiter is named by a release (the key handed to it,
+	// taken over, then released with nobody in line: no notification);
+	// then it waits again on a key that expires and leaves first, with
+	// nobody behind it: "" goes to group "".
+	for i, id := range []string{"g1.w1", "g2.w2"} {
+		wt := lineAt(id, i+1, long)
+		ch := []*watched{g1, g2}[i]
+		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.acquireQueued(k, "x", long, wt), fenced{false, 0}, "v holds the key: "+id+" waits in line")
+		c.want(c.release(k, "v", 0), true, "the holder releases its key")
+		what := c.last
+		if i > 0 {
+			what += " (after a release naming g1.w1)"
+		}
+		c.wantNote(ch, 0, id, what, "the release names "+id+", on its group's channel only")
+		c.want(c.acquireQueued(k, "x2", long, wt), fenced{true, 0}, "the release handed the key to "+id+": it takes it over, and leaves the line")
+		c.want(c.release(k, "x2", 0), true, id+" took the key over; nobody waits now")
+		c.want(c.acquire(k, "v", long), true, "a free key is taken")
+		c.want(c.acquireQueued(k, "y", long, wt), fenced{false, 0}, "v holds the key: "+id+" waits in line again")
+		c.expire(k, "v")
+		c.leaveQueue(k, wt)
+		c.wantNote(plain, i, "", c.last+" (after a release naming "+id+")", "the first waiter left a free key with nobody behind it: \"\" goes to group \"\"; the release naming "+id+" did not")
+	}
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "z", long, lineAt("w3", 3, long)), fenced{false, 0}, "v holds the key: w3 (no group) waits in line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
@@ -538,10 +590,14 @@ func watchStop(c *checker) {
 	c.needQueue()
 	const k = "watched stop" // released by no other check (see above)
 	stopped, control := c.watch(k), c.watch(k)
+	// A cycle's release is reported; the release of the key w1 took over
+	// is not (nobody waits).
 	cycle := func() {
 		c.want(c.acquire(k, "v", long), true, "a free key is taken")
 		c.want(c.acquireQueued(k, "x", long, lineAt("w1", 1, long)), fenced{false, 0}, "v holds the key: w1 is in line")
 		c.want(c.release(k, "v", 0), true, "the holder releases its key")
+		c.want(c.acquireQueued(k, "x2", long, lineAt("w1", 1, long)), fenced{true, 0}, "the release handed the key to w1: it takes it over")
+		c.want(c.release(k, "x2", 0), true, "w1 holds the key")
 	}
 	cycle()
 	c.note(stopped, 0, c.last)
@@ -577,21 +633,23 @@ func watchContext(c *checker) {
 
 // ---- Derived keys of the queue ----
 
-// queueName: the keys "{k}:queue" and "{k}:queue:ttl" hold k's queue; a
-// lock named like one of them meets a sorted set (Redis: WRONGTYPE), and
-// its failures leave k's queue as it was.
+// queueName: the keys "{k}:queue" and "{k}:queue:ttl" hold k's queue (and
+// "{k}:queue:val" its entries' values, a hash); a lock named like one of
+// them meets a sorted set or a hash (Redis: WRONGTYPE), and its failures
+// leave k's queue as it was.
 func queueName(c *checker) {
 	c.needQueue()
 	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
 	c.want(c.acquire("k", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("k", "x", long, w1), fenced{false, 0}, "the key is held: w1 enters k's queue")
-	for _, name := range []string{wire.QueueKey("k"), wire.QueueTTLKey("k")} {
+	for _, name := range []string{wire.QueueKey("k"), wire.QueueTTLKey("k"), wire.QueueValKey("k")} {
 		_, err := c.tryAcquire(name, "y", long)
-		c.wantErr(err, "the name holds k's queue, a sorted set: Redis's SET NX refuses and its GET answers WRONGTYPE")
+		c.wantErr(err, "the name holds k's queue, a sorted set or a hash: Redis's SET NX refuses and its GET answers WRONGTYPE")
 	}
 	c.want(c.release("k", "holder", 0), true, "the holder releases its key")
-	c.want(c.acquireQueued("k", "z", long, w2), fenced{false, 0}, "k's queue is intact: w1 is first")
-	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "w1 is first")
+	c.holds("k", "x", "k's queue is intact: w1 is first, and the release handed it the key at its recorded value")
+	c.want(c.acquireQueued("k", "z", long, w2), fenced{false, 0}, "the key was handed to w1")
+	c.want(c.acquireQueued("k", "x", long, w1), fenced{true, 0}, "the release handed the key to w1 at this value: acquired")
 	for i, key := range []func(string) string{wire.QueueKey, wire.QueueTTLKey} {
 		m := fmt.Sprint("m", i)
 		name := key(m)
@@ -606,7 +664,7 @@ func queueName(c *checker) {
 	c.want(c.acquire("q", "h1", long), true, "a free key is taken")
 	c.want(c.acquire("{q}", "h2", long), true, "\"{q}\" is another lock key than \"q\"")
 	c.want(c.acquireQueued("q", "a", long, w1), fenced{false, 0}, "the key is held: w1 enters q's queue")
-	c.want(c.release("{q}", "h2", 0), true, "the holder releases its key")
+	c.expire("{q}", "h2")
 	c.want(c.acquireQueued("{q}", "b", long, w2), fenced{false, 0}, "\"q\" and \"{q}\" share the queue {q}:queue: w1 is first")
 	c.leaveQueue("q", w1)
 	c.want(c.acquireQueued("{q}", "b", long, w2), fenced{true, 0}, "w1 left the shared queue: w2 is first")

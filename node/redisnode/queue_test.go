@@ -81,10 +81,11 @@ func (q *queueT) drained(key string) {
 	q.t.Fatalf("%s's queue keys are still there: %v", key, q.keys())
 }
 
-// Waiters acquire in arrival order: the later one is refused while the
-// earlier one is live, although the key is free, and granted once the
-// earlier one acquired and released. A granted waiter leaves the queue, and
-// the last one leaves no queue key behind.
+// Waiters acquire in arrival order: a release hands the key to the earlier
+// one (which keeps its place), the later one is refused, and is handed the
+// key once the earlier one acquired and released. A granted waiter leaves
+// the queue, the last one leaves no queue key behind, and a take-over
+// deletes the grant record.
 func TestAcquireQueuedOrder(t *testing.T) {
 	q := newQueueT(t)
 	t0 := time.Now()
@@ -98,18 +99,22 @@ func TestAcquireQueuedOrder(t *testing.T) {
 	assert.False(t, ok, "held")
 	ok, _ = q.acquire("locks:q", "va", a)
 	assert.False(t, ok, "held")
-	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue", "{locks:q}:queue:ttl"}, q.keys())
+	assert.ElementsMatch(t, []string{"locks:q", "{locks:q}:queue", "{locks:q}:queue:ttl", "{locks:q}:queue:val"}, q.keys())
 	pttl := q.admin.PTTL(context.Background(), "{locks:q}:queue").Val()
 	assert.Greater(t, pttl, time.Duration(0), "the queue expires with its last entry")
 	assert.LessOrEqual(t, pttl, time.Minute)
 	assert.Equal(t, pttl > 0, q.admin.PTTL(context.Background(), "{locks:q}:queue:ttl").Val() > 0)
+	assert.Equal(t, pttl > 0, q.admin.PTTL(context.Background(), "{locks:q}:queue:val").Val() > 0)
 
 	q.release("locks:q", "holder")
+	assert.Equal(t, "va", q.admin.Get(context.Background(), "locks:q").Val(), "a arrived first: the release handed it the key at its value")
+	assert.Equal(t, wire.Grant("a", "va"), q.admin.Get(context.Background(), wire.GrantKey("locks:q")).Val(), "the grant record")
+	assert.True(t, q.queued("locks:q", "a"), "a keeps its place")
+	assert.False(t, q.admin.HExists(context.Background(), wire.QueueValKey("locks:q"), "a").Val(), "a's record went with the hand-over")
 	ok, _ = q.acquire("locks:q", "vb", b)
-	assert.False(t, ok, "a arrived first and is live")
-	assert.Zero(t, q.admin.Exists(context.Background(), "locks:q").Val(), "the key stayed free")
+	assert.False(t, ok, "the key was handed to a")
 	ok, _ = q.acquire("locks:q", "va", a)
-	require.True(t, ok)
+	require.True(t, ok, "the key holds the value handed to a")
 	assert.False(t, q.queued("locks:q", "a"), "a left the queue")
 	assert.False(t, q.tombstone("locks:q", "a"), "a grant leaves no tombstone")
 	assert.True(t, q.queued("locks:q", "b"))
@@ -120,10 +125,12 @@ func TestAcquireQueuedOrder(t *testing.T) {
 	assert.False(t, ok, "held by a")
 
 	q.release("locks:q", "va")
-	ok, _ = q.acquire("locks:q", "vb", b)
-	require.True(t, ok)
-	assert.ElementsMatch(t, []string{"locks:q"}, q.keys(), "the line went with its last entry")
-	q.release("locks:q", "vb")
+	assert.Equal(t, "vb", q.admin.Get(context.Background(), "locks:q").Val(), "the release handed the key to b at its value")
+	ok, _ = q.acquire("locks:q", "vb2", b)
+	require.True(t, ok, "b takes the key handed to it over")
+	assert.Equal(t, "vb2", q.admin.Get(context.Background(), "locks:q").Val(), "the take-over set the key to b's new value")
+	assert.ElementsMatch(t, []string{"locks:q"}, q.keys(), "the line went with its last entry; the take-over deleted the grant record")
+	q.release("locks:q", "vb2")
 	assert.Empty(t, q.keys(), "nothing is left")
 }
 
@@ -156,7 +163,10 @@ func TestAcquireQueuedExpiredWaiter(t *testing.T) {
 	ok, _ = q.acquire("locks:x", "vs", short)
 	require.False(t, ok)
 	late := redlock.Waiter{ID: "late", Arrival: t0.Add(time.Millisecond), TTL: 2 * time.Second, Fair: true}
-	q.release("locks:x", "vh")
+	// The key expires (a release would hand it to short).
+	extended, err := q.n.Extend(context.Background(), "locks:x", "vh", time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, extended)
 	for i := 0; i < 500 && !ok; i++ { // until short's entry expired
 		if ok, _ = q.acquire("locks:x", "vl", late); !ok {
 			time.Sleep(10 * time.Millisecond)
@@ -183,20 +193,23 @@ func TestLeaveQueue(t *testing.T) {
 		ok, _ = q.acquire("locks:{l}", "v"+w.ID, w)
 		require.False(t, ok)
 	}
-	assert.ElementsMatch(t, []string{"locks:{l}", "locks:{l}:queue", "locks:{l}:queue:ttl"}, q.keys())
+	assert.ElementsMatch(t, []string{"locks:{l}", "locks:{l}:queue", "locks:{l}:queue:ttl", "locks:{l}:queue:val"}, q.keys())
 	q.release("locks:{l}", "holder")
 	ok, _ = q.acquire("locks:{l}", "vb", b)
-	require.False(t, ok)
+	require.False(t, ok, "the release handed the key to a")
 	a.TTL = 100 * time.Millisecond // a short tombstone
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", a))
+	assert.Equal(t, "vb", q.admin.Get(ctx, "locks:{l}").Val(), "a's LeaveQueue released the key handed to it and handed it to b")
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", a))
+	assert.Equal(t, "vb", q.admin.Get(ctx, "locks:{l}").Val(), "a second LeaveQueue of a changes nothing")
 	assert.False(t, q.queued("locks:{l}", "a"))
-	ok, _ = q.acquire("locks:{l}", "vb", b)
-	assert.True(t, ok)
+	ok, _ = q.acquire("locks:{l}", "vb2", b)
+	assert.True(t, ok, "b takes the key handed to it over")
 	b.TTL = 100 * time.Millisecond
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:{l}", b))
 	q.drained("locks:{l}")
-	assert.ElementsMatch(t, []string{"locks:{l}"}, q.keys(), "the key alone")
+	assert.ElementsMatch(t, []string{"locks:{l}"}, q.keys(), "the key alone: b's LeaveQueue keeps the key it took over; the take-over deleted the grant record")
+	assert.Equal(t, "vb2", q.admin.Get(ctx, "locks:{l}").Val())
 }
 
 // AcquireQueued reads the fencing counter and honours release guards.

@@ -15,8 +15,9 @@ import (
 
 // A waiter that left the queue stays out for its TTL: a late copy of its
 // AcquireQueued (still on the network when LeaveQueue ran) neither takes
-// the free key nor enters the queue again, so the waiter behind it is
-// granted.
+// the key nor enters the queue again, so the waiter behind it, to which
+// the LeaveQueue handed the key a release had handed the one that left, is
+// granted; and the release of that key finds nobody in line.
 func TestLateAcquireQueuedAfterLeave(t *testing.T) {
 	q := newQueueT(t)
 	ctx := context.Background()
@@ -34,12 +35,19 @@ func TestLateAcquireQueuedAfterLeave(t *testing.T) {
 	require.NoError(t, q.n.LeaveQueue(ctx, "locks:late", a))
 	assert.True(t, q.tombstone("locks:late", "a"))
 
+	assert.Equal(t, "vb", q.admin.Get(ctx, "locks:late").Val(), "a's LeaveQueue released the key handed to it and handed it to b")
+
 	ok, _ = q.acquire("locks:late", "va", a) // the late copy
+	assert.False(t, ok, "a left: its late copy must not take the key")
+	assert.Equal(t, "vb", q.admin.Get(ctx, "locks:late").Val(), "the key still holds b's value")
+	assert.True(t, q.tombstone("locks:late", "a"), "a did not enter the queue again")
+	ok, _ = q.acquire("locks:late", "vb2", b)
+	assert.True(t, ok, "b takes over the key handed to it")
+	q.release("locks:late", "vb2")
+	assert.Zero(t, q.admin.Exists(ctx, "locks:late").Val(), "the release found nobody in line (a did not re-enter ahead of b): nothing handed")
+	ok, _ = q.acquire("locks:late", "va", a) // the late copy, again
 	assert.False(t, ok, "a left: its late copy must not take the free key")
 	assert.Zero(t, q.admin.Exists(ctx, "locks:late").Val(), "the key stayed free")
-	assert.True(t, q.tombstone("locks:late", "a"), "a did not enter the queue again")
-	ok, _ = q.acquire("locks:late", "vb", b)
-	assert.True(t, ok, "b is first: a did not re-enter ahead of it")
 }
 
 // A LeaveQueue that overtakes the waiter's first AcquireQueued keeps it

@@ -121,6 +121,7 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 		ok, err = locker.Release(ctx, "locks:h", "v", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
+		takeOverT(t, locker, "locks:h") // publishes nothing: nobody waits
 	}
 	cycle()
 	require.Equal(t, "waiter", nextT(t, got))

@@ -65,6 +65,20 @@ func waitingT(t *testing.T, n *Node, key string) {
 	require.False(t, ok, "%s is held: the waiter is refused", key)
 }
 
+// takeOverT: the waiter of waitingT, handed key by a release (which named
+// it), takes the key over (leaving the line) and releases it; nobody waits
+// then, so that release publishes nothing, and key is free.
+func takeOverT(t *testing.T, n *Node, key string) {
+	t.Helper()
+	w := redlock.Waiter{ID: "waiter", Arrival: time.Now().Add(time.Hour), TTL: time.Minute}
+	ok, _, err := n.AcquireQueued(context.Background(), key, "taken over", time.Minute, w)
+	require.NoError(t, err, key)
+	require.True(t, ok, "%s: the release handed the key to the waiter: it takes it over", key)
+	ok, err = n.Release(context.Background(), key, "taken over", 0)
+	require.NoError(t, err, key)
+	require.True(t, ok, key)
+}
+
 func TestWatchReportsReleases(t *testing.T) {
 	srv := redisproc.StartT(t, redisproc.Config{})
 	n := dialT(t, srv.Addr())
@@ -80,8 +94,16 @@ func TestWatchReportsReleases(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "waiter", nextT(t, got), "the line's first waiter")
+	// The release handed the key to the waiter, which keeps its place: the
+	// release of the handed value names it again, handing nothing.
+	ok, err = n.Release(ctx, "locks:w", "waiter", 0)
+	require.NoError(t, err)
+	require.True(t, ok, "the release handed the key to the waiter at its value")
+	assert.Equal(t, "waiter", nextT(t, got), "the waiter keeps its place: named again")
+	assert.Zero(t, admin.Exists(ctx, "locks:w").Val(), "the waiter's record went with the hand-over: nothing handed")
 
-	// A waiter queues behind the holder: the release names it.
+	// A waiter queues ahead of the first (an earlier arrival), behind the
+	// holder: the release names it.
 	ok, err = n.Acquire(ctx, "locks:w", "v2", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -101,7 +123,8 @@ func TestWatchReportsReleases(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.NoError(t, n.LeaveQueue(ctx, "locks:w", a))
-	assert.Equal(t, "waiter", nextT(t, got), "LeaveQueue of the first waiter of a free lock names the next; nothing before it")
+	assert.Equal(t, "waiter", nextT(t, got), "LeaveQueue of the first waiter, handed the key, releases it and names the next; nothing before it")
+	assert.Zero(t, admin.Exists(ctx, "locks:w").Val(), "the key waiter-a was handed is released; the waiter has no record: nothing handed")
 
 	// ReleaseHold on a shared lock; the queue's expired first entry is
 	// skipped (and dropped): the next live waiter is named.
@@ -171,6 +194,7 @@ func TestWatchStop(t *testing.T) {
 		ok, err = n.Release(ctx, "locks:stop", "v", 0)
 		require.NoError(t, err)
 		require.True(t, ok)
+		takeOverT(t, n, "locks:stop") // publishes nothing: nobody waits
 	}
 	got1, stop1 := watchT(t, n, "locks:stop")
 	got2, stop2 := watchT(t, n, "locks:stop")
