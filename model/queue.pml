@@ -72,6 +72,18 @@
  * ends), NO_PLAIN_REQUEUE (plain calls keep their ID, as without GRANT).
  */
 
+/* GRANT_HOLD: the handoff as first modelled (a hand-over takes the waiter
+ * out of the line; a call holds with grants); GRANT alone: the code's form
+ * (GKEEP: the waiter keeps its place; no hold on grants) */
+#ifdef GRANT_HOLD
+#ifndef GRANT
+#define GRANT
+#endif
+#endif
+#if defined(GRANT) && !defined(GRANT_HOLD)
+#define GKEEP
+#endif
+
 #ifndef C
 #define C 3		/* clients, one Lock call each */
 #endif
@@ -175,13 +187,22 @@ bit lf[N*C*2];		/* the ID left this master's line (property kept-out:
 bit ev[N*C*2];		/* the value (parity) of the entry's latest acquire */
 byte mg[N];		/* the key holds what m granted waiter (c,g): c*2+g+1 */
 bit cv[C];		/* the call's current value (parity): flips at each attempt */
-bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 bit lv[C*N];		/* the value of a late copy */
-#define SETEV(x, v) ev[x] = v;
 #define AVAL(c,m,late) (late -> lv[CM(c,m)] : cv[c])
+#ifdef GKEEP
+bit rc[N*C*2];		/* the entry has a value record (ev): a hand-over clears it */
+#define SETEV(x, v) ev[x] = v; rc[x] = 1;
+#define CLREV(x) ev[x] = 0; rc[x] = 0;
+#define GN(c,m) 0
+#else
+bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
+#define SETEV(x, v) ev[x] = v;
+#define CLREV(x) ev[x] = 0;
 #define GN(c,m) gn[CM(c,m)]
+#endif
 #else
 #define SETEV(x, v)
+#define CLREV(x)
 #define GN(c,m) 0
 #endif
 /* clients */
@@ -293,6 +314,36 @@ inline publish(m, v) {
  * key): the line's first live waiter gets the key, set to its recorded
  * value; it leaves the line (no tombstone), m records the grant, and the
  * waiter is notified; nobody in line: any names "" */
+#ifdef GKEEP
+/* GRANT (the code's form): m's key was just deleted (a release, a
+ * LeaveQueue that released a grant; any: a LeaveQueue of the line's first
+ * waiter leaving a free key). The line's first live waiter is named
+ * (publish, as without GRANT); when its entry has a value record the key
+ * is set to that value and m records the grant, the waiter keeping its
+ * place in the line and its record cleared (KEEP_RECORD: kept); a waiter
+ * without a record (handed the key before) is handed nothing. Nobody in
+ * line: any names "" */
+inline handoff(m, any) {
+	mg[m] = 0;
+	head(m);
+	if
+	:: hc > 0 && rc[IE(m,hc-1,hg)] ->
+		kv[m] = 1 + (hc-1)*2 + ev[IE(m,hc-1,hg)];
+		mg[m] = (hc-1)*2 + hg + 1;
+#ifndef KEEP_RECORD
+		rc[IE(m,hc-1,hg)] = 0; ev[IE(m,hc-1,hg)] = 0;
+#endif
+		printf("EV handoff m=%d c=%d g=%d val=%d\n", m, hc-1, hg, (kv[m]-1)%2);
+		publish(m, hg+1)
+	:: hc > 0 ->
+		printf("EV handoff m=%d c=%d g=%d norecord\n", m, hc-1, hg);
+		publish(m, hg+1)
+	:: else -> printf("EV handoff m=%d none\n", m);
+		if :: any -> publish(m, N_ANY) :: else -> skip fi
+	fi;
+	hc = 0; hg = 0
+}
+#else
 inline handoff(m, any) {
 	mg[m] = 0;
 	head(m);
@@ -309,6 +360,7 @@ inline handoff(m, any) {
 	fi;
 	hc = 0; hg = 0
 }
+#endif
 #endif
 
 /* release.lua, the key being c's: delete; if someone is in line, name its
@@ -348,7 +400,7 @@ inline leaveq(c, g, m) {
 	LEFT(IE(m,c,g))
 	printf("EV leave c=%d m=%d g=%d\n", c, m, g);
 #ifdef GRANT
-	SETEV(IE(m,c,g), 0)
+	CLREV(IE(m,c,g))
 #ifndef NO_LEAVE_RELEASE
 	/* the key holds what m granted this ID: released */
 	if :: mg[m] == c*2 + g + 1 -> kv[m] = 0; xt = 2; printf("EV leave-release c=%d m=%d g=%d\n", c, m, g) :: else -> skip fi;
@@ -391,7 +443,7 @@ inline hold(c) {
 	if :: ao[CM(c,2)] != O_YES && !GN(c,2) -> leaveq(c, gen[c], 2) :: else -> skip fi
 }
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 /* a grant's notification (v = 4 + g*2 + value) from m reaches c's watch:
  * it counts when it names the call's current ID and value (NO_CURVAL:
  * any value of the ID); a waiting call whose grants make a quorum holds
@@ -419,7 +471,7 @@ inline hgrant(m, c, v) {
 }
 #endif
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 inline hearg(m, c, v) {
 	if
 	:: v >= 4 -> hgrant(m, c, v)
@@ -438,7 +490,12 @@ inline acquire(c, g, m, late) {
 		/* the key holds what m granted this ID: taken over, a yes */
 		printf("EV takeover c=%d m=%d g=%d\n", c, m, g);
 		kv[m] = KV(c); mg[m] = 0; xt = 1;
-		en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
+		en[IE(m,c,g)] = 0; CLREV(IE(m,c,g))
+#ifdef GKEEP
+		/* the waiter kept its place until now: it leaves the line */
+		if :: FAIR -> LEFT(IE(m,c,g)) :: else -> skip fi;
+#endif
+		skip
 	:: else ->
 #endif
 	lineexists(m);
@@ -490,7 +547,7 @@ inline acquire(c, g, m, late) {
 				fi
 			fi;
 			if	/* granted: out of the line (a fair waiter stays out) */
-			:: xt -> en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
+			:: xt -> en[IE(m,c,g)] = 0; CLREV(IE(m,c,g))
 				if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 			:: else -> skip
 			fi;
@@ -528,7 +585,7 @@ inline norm() {
 #endif
 		:: else -> skip
 		fi
-#ifdef GRANT
+#ifdef GRANT_HOLD
 		; if
 		:: !CALLING(xi) -> gn[CM(xi,0)] = 0; gn[CM(xi,1)] = 0; gn[CM(xi,2)] = 0
 		:: else -> skip
@@ -538,6 +595,9 @@ inline norm() {
 #ifdef GRANT
 	for (xi : 0 .. N*C*2 - 1) {
 		if :: en[xi] == 0 -> ev[xi] = 0 :: else -> skip fi
+#ifdef GKEEP
+		; if :: en[xi] == 0 || rc[xi] == 0 -> ev[xi] = 0; rc[xi] = 0 :: else -> skip fi
+#endif
 	}
 	for (xi : 0 .. C*N - 1) {
 		if :: lq[xi] == 0 -> lv[xi] = 0 :: else -> skip fi
@@ -558,7 +618,7 @@ inline wipe(c, g) {
 		/* grants to the old use of the ID: the record names another ID */
 		if :: nt[MC(xj,c)] >= 4 && (nt[MC(xj,c)]-4)/2 == g -> nt[MC(xj,c)] = 0 :: else -> skip fi;
 		if :: mg[xj] == c*2 + g + 1 -> mg[xj] = 0 :: else -> skip fi;
-		ev[IE(xj,c,g)] = 0;
+		CLREV(IE(xj,c,g))
 #endif
 		skip
 	}
@@ -593,7 +653,7 @@ inline attempt(c) {
 		if :: nt[MC(xj,c)] >= 4 -> nt[MC(xj,c)] = 4 + ((nt[MC(xj,c)]-4)/2)*2 + 1 - cv[c] :: else -> skip fi
 	}
 	xj = 0;
-#ifndef NO_CURVAL
+#if defined(GRANT_HOLD) && !defined(NO_CURVAL)
 	/* grants heard for an older value no longer count */
 	gn[CM(c,0)] = 0; gn[CM(c,1)] = 0; gn[CM(c,2)] = 0;
 #endif
@@ -708,8 +768,11 @@ inline close(c) {
 	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d fresh=1\n", c); attempt(c) }
 #endif
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 #define HEAR hearg
+#define NOTE_NORM norm()
+#elif defined(GRANT)
+#define HEAR hear
 #define NOTE_NORM norm()
 #else
 #define HEAR hear
@@ -730,8 +793,10 @@ inline close(c) {
 #define BACKOFF_WAKE(c) \
 	:: d_step { st[c] == WAIT && bt[c] == 0 -> printf("EV backoff c=%d\n", c); attempt(c) }
 
-/* GRANT: a release to every master (those that granted it, heard or not) */
-#ifdef GRANT
+/* Unlock: a release where the round said yes or did not answer (the
+ * code's releasePlan); GRANT_HOLD (or UNLOCK_ALL): to every master (those
+ * that granted it, heard or not) */
+#if defined(GRANT_HOLD) || defined(UNLOCK_ALL)
 #define GRANTED 1
 #else
 #define GRANTED 0
