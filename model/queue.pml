@@ -129,6 +129,7 @@
 /* a call (aq) */
 #define FLY 1		/* sent, not applied */
 #define PENDY 2		/* applied, said yes (the key is ours), reply not back */
+#define PENDN 3		/* SPLITNO: applied, said no, reply not back */
 /* its outcome (ao) */
 #define O_YES 1
 #define O_NO 2
@@ -314,6 +315,11 @@ inline publish(m, v) {
  * key): the line's first live waiter gets the key, set to its recorded
  * value; it leaves the line (no tombstone), m records the grant, and the
  * waiter is notified; nobody in line: any names "" */
+#ifdef NOTE_ALL
+#define NAMEIT(m, c, g) publish(m, g+1);
+#else
+#define NAMEIT(m, c, g) nt[MC(m,c)] = g+1;
+#endif
 #ifdef GKEEP
 /* GRANT (the code's form): m's key was just deleted (a release, a
  * LeaveQueue that released a grant; any: a LeaveQueue of the line's first
@@ -334,10 +340,10 @@ inline handoff(m, any) {
 		rc[IE(m,hc-1,hg)] = 0; ev[IE(m,hc-1,hg)] = 0;
 #endif
 		printf("EV handoff m=%d c=%d g=%d val=%d\n", m, hc-1, hg, (kv[m]-1)%2);
-		publish(m, hg+1)
+		NAMEIT(m, hc-1, hg)
 	:: hc > 0 ->
 		printf("EV handoff m=%d c=%d g=%d norecord\n", m, hc-1, hg);
-		publish(m, hg+1)
+		NAMEIT(m, hc-1, hg)
 	:: else -> printf("EV handoff m=%d none\n", m);
 		if :: any -> publish(m, N_ANY) :: else -> skip fi
 	fi;
@@ -682,7 +688,7 @@ inline close(c) {
 	yes = 0;
 	for (xj : 0 .. N-1) {
 		if
-		:: aq[CM(c,xj)] == PENDY -> ao[CM(c,xj)] = O_UNK
+		:: aq[CM(c,xj)] == PENDY || aq[CM(c,xj)] == PENDN -> ao[CM(c,xj)] = O_UNK
 		:: aq[CM(c,xj)] == FLY -> ao[CM(c,xj)] = O_UNK;
 #ifdef DELAY
 			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG;
@@ -740,6 +746,16 @@ inline close(c) {
 		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
 		   :: else -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV aapply c=%d m=%d g=%d r=0\n", c, m, gen[c]) fi; \
 		xt = 0; \
+		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
+/* SPLITNO: a refusal's reply, too, comes later (or not before the deadline) */
+#define AAPPLY_PN(c,m) \
+	:: d_step { aq[CM(c,m)] == FLY -> \
+		acquire(c, gen[c], m, 0); \
+		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
+		   :: else -> aq[CM(c,m)] = PENDN; printf("EV aapply c=%d m=%d g=%d r=0 pend=1\n", c, m, gen[c]) fi; \
+		xt = 0 }
+#define AREPLYN(c,m) \
+	:: d_step { aq[CM(c,m)] == PENDN -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d r=0\n", c, m); \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
 #define AREPLY(c,m) \
 	:: d_step { aq[CM(c,m)] == PENDY -> ao[CM(c,m)] = O_YES; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d\n", c, m); \
@@ -849,6 +865,8 @@ inline close(c) {
 #define AAPPLY_MC(m,c) AAPPLY(c,m)
 #define AAPPLY_P_MC(m,c) AAPPLY_P(c,m)
 #define AREPLY_MC(m,c) AREPLY(c,m)
+#define AAPPLY_PN_MC(m,c) AAPPLY_PN(c,m)
+#define AREPLYN_MC(m,c) AREPLYN(c,m)
 #define LAPPLY_MC(m,c) LAPPLY(c,m)
 
 inline tick() {
@@ -894,6 +912,10 @@ proctype world()
 #ifdef SPLIT
 	FOR_CM(AAPPLY_P_MC)
 	FOR_CM(AREPLY_MC)
+#ifdef SPLITNO
+	FOR_CM(AAPPLY_PN_MC)
+	FOR_CM(AREPLYN_MC)
+#endif
 #else
 	FOR_CM(AAPPLY_MC)
 #endif
