@@ -43,33 +43,48 @@
  * Properties (assertions, "EV violate NAME"): mutual-exclusion (at a
  * grant, nobody else holds the lock), kept-out (at an acquire); with
  * GRANT also holds (at a grant, the call's current value is on a quorum
- * of masters; NO_HOLDS: not checked) and grant-released (at every tick,
+ * of masters; NO_HOLDS: not checked; without hold on grants it is the
+ * round's yes) and grant-released (at every tick,
  * no key holds a value of a call that gave up or unlocked).
  * Rules switched off: NO_TOMBSTONE (LeaveQueue leaves no tombstone),
  * NO_REQUEUE (knob NoFairRequeue), NO_FRESH (no fresh look after the
  * watch starts), NO_POLITE (plain acquires barge in: a newcomer takes a
  * free key whoever waits).
  *
- * GRANT: the one-round-trip handoff. Each entry records the value of
- * its waiter's latest acquire there (ev); a release (or a LeaveQueue of
- * the line's first waiter leaving a free key) that finds a live waiter
- * sets the key to that waiter's recorded value, takes it out of the line
- * (no tombstone), records that the master granted that ID (mg) and
- * notifies the waiter (LOSSN: the notification may be lost). A call holds
- * the lock when grants heard for its current value and its current
- * round's yes make a quorum (at the round's end, or on hearing a grant
- * while it waits): no new round. A call's acquire on a master whose key
- * still holds what that master granted its ID takes the key over (sets
- * it to the attempt's value: a yes, rolled back as any yes); LeaveQueue
- * of an ID releases a key the master granted that ID (and that release
- * grants the next waiter). A dead waiter's keys expire (EXPIRE: before
- * the next tick). Values are a client and a parity that flips at each
- * attempt (at an attempt's start, whatever holds the new parity's
- * earlier use is relabelled: every older value is one). Plain calls too
- * requeue after an unanswered call. Every notification is a step of its
- * own. Sub-rules switched off: NO_TAKEOVER, NO_LEAVE_RELEASE, NO_CURVAL
- * (a grant heard for any value of the call's ID counts, until the call
- * ends), NO_PLAIN_REQUEUE (plain calls keep their ID, as without GRANT).
+ * GRANT: the one-round-trip handoff, in the form the code builds
+ * (docs/handoff.md). Each entry records the value of its waiter's latest
+ * acquire there that left or kept it in the line (ev, and rc: the record
+ * is there). A release (or a LeaveQueue that released a handed key, or of
+ * the line's first waiter leaving a free key) names the line's first live
+ * waiter to its client (its group's channel: only that client hears it;
+ * NOTE_ALL: to every client, as publish does without GRANT); when that
+ * waiter's entry has a record, the key is set to the recorded value, the
+ * master records that it handed that ID the key (mg), and the record is
+ * cleared (KEEP_RECORD: kept), the waiter keeping its place in the line;
+ * a waiter without a record is handed nothing. A notification is news for
+ * the wake-up rule only: a call holds the lock by its round's yes alone.
+ * A call's acquire on a master whose key still holds what that master
+ * handed its ID takes the key over (sets it to the attempt's value: a yes,
+ * rolled back as any yes; the waiter leaves the line); LeaveQueue of an ID
+ * clears its record and releases a key the master handed that ID (and
+ * that release hands the key on). Unlock releases where the round said
+ * yes or did not answer (UNLOCK_ALL: on every master). A dead waiter's
+ * keys expire (EXPIRE: before the next tick). Values are a client and a
+ * parity that flips at each attempt (at an attempt's start, whatever holds
+ * the new parity's earlier use is relabelled: every older value is one).
+ * Plain calls too requeue after an unanswered call. Every notification is
+ * a step of its own. Sub-rules switched off: NO_TAKEOVER,
+ * NO_LEAVE_RELEASE, NO_PLAIN_REQUEUE (plain calls keep their ID, as
+ * without GRANT). SPLITNO (with SPLIT): a refusal's reply, too, may come
+ * later than its effect, or not before the deadline.
+ *
+ * GRANT_HOLD: the handoff as first modelled (implies GRANT). A hand-over
+ * takes the waiter out of the line (no tombstone) and notifies it with a
+ * grant (v = 4 + ID*2 + value); a call holds the lock when grants heard
+ * for its current value and its current round's yes make a quorum (at the
+ * round's end, or on hearing a grant while it waits: no new round);
+ * Unlock releases on every master. NO_CURVAL (a grant heard for any value
+ * of the call's ID counts, until the call ends).
  */
 
 /* GRANT_HOLD: the handoff as first modelled (a hand-over takes the waiter
@@ -425,7 +440,7 @@ inline leaveq(c, g, m) {
 #endif
 	xt = 0
 }
-/* the lock is c's: by its round's yes, or (GRANT) with grants */
+/* the lock is c's: by its round's yes, or (GRANT_HOLD) with grants */
 inline hold(c) {
 	PROP("EV violate mutual-exclusion\n", !(0
 		|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
@@ -702,7 +717,7 @@ inline close(c) {
 		:: else -> skip
 		fi;
 		aq[CM(c,xj)] = 0;
-		/* GRANT: a grant heard for its value counts as a yes */
+		/* GRANT_HOLD: a grant heard for its value counts as a yes */
 		if :: ao[CM(c,xj)] == O_YES || GN(c,xj) -> yes++ :: else -> skip fi
 	}
 	xj = 0;
