@@ -43,34 +43,61 @@
  * Properties (assertions, "EV violate NAME"): mutual-exclusion (at a
  * grant, nobody else holds the lock), kept-out (at an acquire); with
  * GRANT also holds (at a grant, the call's current value is on a quorum
- * of masters; NO_HOLDS: not checked) and grant-released (at every tick,
+ * of masters; NO_HOLDS: not checked; without hold on grants it is the
+ * round's yes) and grant-released (at every tick,
  * no key holds a value of a call that gave up or unlocked).
  * Rules switched off: NO_TOMBSTONE (LeaveQueue leaves no tombstone),
  * NO_REQUEUE (knob NoFairRequeue), NO_FRESH (no fresh look after the
  * watch starts), NO_POLITE (plain acquires barge in: a newcomer takes a
  * free key whoever waits).
  *
- * GRANT: the one-round-trip handoff. Each entry records the value of
- * its waiter's latest acquire there (ev); a release (or a LeaveQueue of
- * the line's first waiter leaving a free key) that finds a live waiter
- * sets the key to that waiter's recorded value, takes it out of the line
- * (no tombstone), records that the master granted that ID (mg) and
- * notifies the waiter (LOSSN: the notification may be lost). A call holds
- * the lock when grants heard for its current value and its current
- * round's yes make a quorum (at the round's end, or on hearing a grant
- * while it waits): no new round. A call's acquire on a master whose key
- * still holds what that master granted its ID takes the key over (sets
- * it to the attempt's value: a yes, rolled back as any yes); LeaveQueue
- * of an ID releases a key the master granted that ID (and that release
- * grants the next waiter). A dead waiter's keys expire (EXPIRE: before
- * the next tick). Values are a client and a parity that flips at each
- * attempt (at an attempt's start, whatever holds the new parity's
- * earlier use is relabelled: every older value is one). Plain calls too
- * requeue after an unanswered call. Every notification is a step of its
- * own. Sub-rules switched off: NO_TAKEOVER, NO_LEAVE_RELEASE, NO_CURVAL
- * (a grant heard for any value of the call's ID counts, until the call
- * ends), NO_PLAIN_REQUEUE (plain calls keep their ID, as without GRANT).
+ * GRANT: the one-round-trip handoff, in the form the code builds
+ * (docs/handoff.md). Each entry records the value of its waiter's latest
+ * acquire there that left or kept it in the line (ev, and rc: the record
+ * is there). A release (or a LeaveQueue that released a handed key, or of
+ * the line's first waiter leaving a free key) names the line's first live
+ * waiter to its client (its group's channel: only that client hears it;
+ * NOTE_ALL: to every client, as publish does without GRANT); when that
+ * waiter's entry has a record, the key is set to the recorded value, the
+ * master records that it handed that ID the key (mg), and the record is
+ * cleared (KEEP_RECORD: kept), the waiter keeping its place in the line;
+ * a waiter without a record is handed nothing. A notification is news for
+ * the wake-up rule only: a call holds the lock by its round's yes alone.
+ * A call's acquire on a master whose key still holds what that master
+ * handed its ID takes the key over (sets it to the attempt's value: a yes,
+ * rolled back as any yes; the waiter leaves the line); LeaveQueue of an ID
+ * clears its record and releases a key the master handed that ID (and
+ * that release hands the key on). Unlock releases where the round said
+ * yes or did not answer (UNLOCK_ALL: on every master). A dead waiter's
+ * keys expire (EXPIRE: before the next tick). Values are a client and a
+ * parity that flips at each attempt (at an attempt's start, whatever holds
+ * the new parity's earlier use is relabelled: every older value is one).
+ * Plain calls too requeue after an unanswered call. Every notification is
+ * a step of its own. Sub-rules switched off: NO_TAKEOVER,
+ * NO_LEAVE_RELEASE, NO_PLAIN_REQUEUE (plain calls keep their ID, as
+ * without GRANT). SPLITNO (with SPLIT): a refusal's reply, too, may come
+ * later than its effect, or not before the deadline.
+ *
+ * GRANT_HOLD: the handoff as first modelled (implies GRANT). A hand-over
+ * takes the waiter out of the line (no tombstone) and notifies it with a
+ * grant (v = 4 + ID*2 + value); a call holds the lock when grants heard
+ * for its current value and its current round's yes make a quorum (at the
+ * round's end, or on hearing a grant while it waits: no new round);
+ * Unlock releases on every master. NO_CURVAL (a grant heard for any value
+ * of the call's ID counts, until the call ends).
  */
+
+/* GRANT_HOLD: the handoff as first modelled (a hand-over takes the waiter
+ * out of the line; a call holds with grants); GRANT alone: the code's form
+ * (GKEEP: the waiter keeps its place; no hold on grants) */
+#ifdef GRANT_HOLD
+#ifndef GRANT
+#define GRANT
+#endif
+#endif
+#if defined(GRANT) && !defined(GRANT_HOLD)
+#define GKEEP
+#endif
 
 #ifndef C
 #define C 3		/* clients, one Lock call each */
@@ -117,6 +144,7 @@
 /* a call (aq) */
 #define FLY 1		/* sent, not applied */
 #define PENDY 2		/* applied, said yes (the key is ours), reply not back */
+#define PENDN 3		/* SPLITNO: applied, said no, reply not back */
 /* its outcome (ao) */
 #define O_YES 1
 #define O_NO 2
@@ -175,13 +203,22 @@ bit lf[N*C*2];		/* the ID left this master's line (property kept-out:
 bit ev[N*C*2];		/* the value (parity) of the entry's latest acquire */
 byte mg[N];		/* the key holds what m granted waiter (c,g): c*2+g+1 */
 bit cv[C];		/* the call's current value (parity): flips at each attempt */
-bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 bit lv[C*N];		/* the value of a late copy */
-#define SETEV(x, v) ev[x] = v;
 #define AVAL(c,m,late) (late -> lv[CM(c,m)] : cv[c])
+#ifdef GKEEP
+bit rc[N*C*2];		/* the entry has a value record (ev): a hand-over clears it */
+#define SETEV(x, v) ev[x] = v; rc[x] = 1;
+#define CLREV(x) ev[x] = 0; rc[x] = 0;
+#define GN(c,m) 0
+#else
+bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
+#define SETEV(x, v) ev[x] = v;
+#define CLREV(x) ev[x] = 0;
 #define GN(c,m) gn[CM(c,m)]
+#endif
 #else
 #define SETEV(x, v)
+#define CLREV(x)
 #define GN(c,m) 0
 #endif
 /* clients */
@@ -293,6 +330,41 @@ inline publish(m, v) {
  * key): the line's first live waiter gets the key, set to its recorded
  * value; it leaves the line (no tombstone), m records the grant, and the
  * waiter is notified; nobody in line: any names "" */
+#ifdef NOTE_ALL
+#define NAMEIT(m, c, g) publish(m, g+1);
+#else
+#define NAMEIT(m, c, g) nt[MC(m,c)] = g+1;
+#endif
+#ifdef GKEEP
+/* GRANT (the code's form): m's key was just deleted (a release, a
+ * LeaveQueue that released a grant; any: a LeaveQueue of the line's first
+ * waiter leaving a free key). The line's first live waiter is named
+ * (publish, as without GRANT); when its entry has a value record the key
+ * is set to that value and m records the grant, the waiter keeping its
+ * place in the line and its record cleared (KEEP_RECORD: kept); a waiter
+ * without a record (handed the key before) is handed nothing. Nobody in
+ * line: any names "" */
+inline handoff(m, any) {
+	mg[m] = 0;
+	head(m);
+	if
+	:: hc > 0 && rc[IE(m,hc-1,hg)] ->
+		kv[m] = 1 + (hc-1)*2 + ev[IE(m,hc-1,hg)];
+		mg[m] = (hc-1)*2 + hg + 1;
+#ifndef KEEP_RECORD
+		rc[IE(m,hc-1,hg)] = 0; ev[IE(m,hc-1,hg)] = 0;
+#endif
+		printf("EV handoff m=%d c=%d g=%d val=%d\n", m, hc-1, hg, (kv[m]-1)%2);
+		NAMEIT(m, hc-1, hg)
+	:: hc > 0 ->
+		printf("EV handoff m=%d c=%d g=%d norecord\n", m, hc-1, hg);
+		NAMEIT(m, hc-1, hg)
+	:: else -> printf("EV handoff m=%d none\n", m);
+		if :: any -> publish(m, N_ANY) :: else -> skip fi
+	fi;
+	hc = 0; hg = 0
+}
+#else
 inline handoff(m, any) {
 	mg[m] = 0;
 	head(m);
@@ -309,6 +381,7 @@ inline handoff(m, any) {
 	fi;
 	hc = 0; hg = 0
 }
+#endif
 #endif
 
 /* release.lua, the key being c's: delete; if someone is in line, name its
@@ -348,7 +421,7 @@ inline leaveq(c, g, m) {
 	LEFT(IE(m,c,g))
 	printf("EV leave c=%d m=%d g=%d\n", c, m, g);
 #ifdef GRANT
-	SETEV(IE(m,c,g), 0)
+	CLREV(IE(m,c,g))
 #ifndef NO_LEAVE_RELEASE
 	/* the key holds what m granted this ID: released */
 	if :: mg[m] == c*2 + g + 1 -> kv[m] = 0; xt = 2; printf("EV leave-release c=%d m=%d g=%d\n", c, m, g) :: else -> skip fi;
@@ -367,7 +440,7 @@ inline leaveq(c, g, m) {
 #endif
 	xt = 0
 }
-/* the lock is c's: by its round's yes, or (GRANT) with grants */
+/* the lock is c's: by its round's yes, or (GRANT_HOLD) with grants */
 inline hold(c) {
 	PROP("EV violate mutual-exclusion\n", !(0
 		|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
@@ -391,7 +464,7 @@ inline hold(c) {
 	if :: ao[CM(c,2)] != O_YES && !GN(c,2) -> leaveq(c, gen[c], 2) :: else -> skip fi
 }
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 /* a grant's notification (v = 4 + g*2 + value) from m reaches c's watch:
  * it counts when it names the call's current ID and value (NO_CURVAL:
  * any value of the ID); a waiting call whose grants make a quorum holds
@@ -419,7 +492,7 @@ inline hgrant(m, c, v) {
 }
 #endif
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 inline hearg(m, c, v) {
 	if
 	:: v >= 4 -> hgrant(m, c, v)
@@ -438,7 +511,12 @@ inline acquire(c, g, m, late) {
 		/* the key holds what m granted this ID: taken over, a yes */
 		printf("EV takeover c=%d m=%d g=%d\n", c, m, g);
 		kv[m] = KV(c); mg[m] = 0; xt = 1;
-		en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
+		en[IE(m,c,g)] = 0; CLREV(IE(m,c,g))
+#ifdef GKEEP
+		/* the waiter kept its place until now: it leaves the line */
+		if :: FAIR -> LEFT(IE(m,c,g)) :: else -> skip fi;
+#endif
+		skip
 	:: else ->
 #endif
 	lineexists(m);
@@ -490,7 +568,7 @@ inline acquire(c, g, m, late) {
 				fi
 			fi;
 			if	/* granted: out of the line (a fair waiter stays out) */
-			:: xt -> en[IE(m,c,g)] = 0; SETEV(IE(m,c,g), 0)
+			:: xt -> en[IE(m,c,g)] = 0; CLREV(IE(m,c,g))
 				if :: FAIR -> GRANTTOMB(IE(m,c,g)) LEFT(IE(m,c,g)) :: else -> skip fi
 			:: else -> skip
 			fi;
@@ -528,7 +606,7 @@ inline norm() {
 #endif
 		:: else -> skip
 		fi
-#ifdef GRANT
+#ifdef GRANT_HOLD
 		; if
 		:: !CALLING(xi) -> gn[CM(xi,0)] = 0; gn[CM(xi,1)] = 0; gn[CM(xi,2)] = 0
 		:: else -> skip
@@ -538,6 +616,9 @@ inline norm() {
 #ifdef GRANT
 	for (xi : 0 .. N*C*2 - 1) {
 		if :: en[xi] == 0 -> ev[xi] = 0 :: else -> skip fi
+#ifdef GKEEP
+		; if :: en[xi] == 0 || rc[xi] == 0 -> ev[xi] = 0; rc[xi] = 0 :: else -> skip fi
+#endif
 	}
 	for (xi : 0 .. C*N - 1) {
 		if :: lq[xi] == 0 -> lv[xi] = 0 :: else -> skip fi
@@ -558,7 +639,7 @@ inline wipe(c, g) {
 		/* grants to the old use of the ID: the record names another ID */
 		if :: nt[MC(xj,c)] >= 4 && (nt[MC(xj,c)]-4)/2 == g -> nt[MC(xj,c)] = 0 :: else -> skip fi;
 		if :: mg[xj] == c*2 + g + 1 -> mg[xj] = 0 :: else -> skip fi;
-		ev[IE(xj,c,g)] = 0;
+		CLREV(IE(xj,c,g))
 #endif
 		skip
 	}
@@ -593,7 +674,7 @@ inline attempt(c) {
 		if :: nt[MC(xj,c)] >= 4 -> nt[MC(xj,c)] = 4 + ((nt[MC(xj,c)]-4)/2)*2 + 1 - cv[c] :: else -> skip fi
 	}
 	xj = 0;
-#ifndef NO_CURVAL
+#if defined(GRANT_HOLD) && !defined(NO_CURVAL)
 	/* grants heard for an older value no longer count */
 	gn[CM(c,0)] = 0; gn[CM(c,1)] = 0; gn[CM(c,2)] = 0;
 #endif
@@ -622,7 +703,7 @@ inline close(c) {
 	yes = 0;
 	for (xj : 0 .. N-1) {
 		if
-		:: aq[CM(c,xj)] == PENDY -> ao[CM(c,xj)] = O_UNK
+		:: aq[CM(c,xj)] == PENDY || aq[CM(c,xj)] == PENDN -> ao[CM(c,xj)] = O_UNK
 		:: aq[CM(c,xj)] == FLY -> ao[CM(c,xj)] = O_UNK;
 #ifdef DELAY
 			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG;
@@ -636,7 +717,7 @@ inline close(c) {
 		:: else -> skip
 		fi;
 		aq[CM(c,xj)] = 0;
-		/* GRANT: a grant heard for its value counts as a yes */
+		/* GRANT_HOLD: a grant heard for its value counts as a yes */
 		if :: ao[CM(c,xj)] == O_YES || GN(c,xj) -> yes++ :: else -> skip fi
 	}
 	xj = 0;
@@ -681,6 +762,16 @@ inline close(c) {
 		   :: else -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV aapply c=%d m=%d g=%d r=0\n", c, m, gen[c]) fi; \
 		xt = 0; \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
+/* SPLITNO: a refusal's reply, too, comes later (or not before the deadline) */
+#define AAPPLY_PN(c,m) \
+	:: d_step { aq[CM(c,m)] == FLY -> \
+		acquire(c, gen[c], m, 0); \
+		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
+		   :: else -> aq[CM(c,m)] = PENDN; printf("EV aapply c=%d m=%d g=%d r=0 pend=1\n", c, m, gen[c]) fi; \
+		xt = 0 }
+#define AREPLYN(c,m) \
+	:: d_step { aq[CM(c,m)] == PENDN -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d r=0\n", c, m); \
+		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
 #define AREPLY(c,m) \
 	:: d_step { aq[CM(c,m)] == PENDY -> ao[CM(c,m)] = O_YES; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d\n", c, m); \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
@@ -708,8 +799,11 @@ inline close(c) {
 	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d fresh=1\n", c); attempt(c) }
 #endif
 
-#ifdef GRANT
+#ifdef GRANT_HOLD
 #define HEAR hearg
+#define NOTE_NORM norm()
+#elif defined(GRANT)
+#define HEAR hear
 #define NOTE_NORM norm()
 #else
 #define HEAR hear
@@ -730,8 +824,10 @@ inline close(c) {
 #define BACKOFF_WAKE(c) \
 	:: d_step { st[c] == WAIT && bt[c] == 0 -> printf("EV backoff c=%d\n", c); attempt(c) }
 
-/* GRANT: a release to every master (those that granted it, heard or not) */
-#ifdef GRANT
+/* Unlock: a release where the round said yes or did not answer (the
+ * code's releasePlan); GRANT_HOLD (or UNLOCK_ALL): to every master (those
+ * that granted it, heard or not) */
+#if defined(GRANT_HOLD) || defined(UNLOCK_ALL)
 #define GRANTED 1
 #else
 #define GRANTED 0
@@ -784,6 +880,8 @@ inline close(c) {
 #define AAPPLY_MC(m,c) AAPPLY(c,m)
 #define AAPPLY_P_MC(m,c) AAPPLY_P(c,m)
 #define AREPLY_MC(m,c) AREPLY(c,m)
+#define AAPPLY_PN_MC(m,c) AAPPLY_PN(c,m)
+#define AREPLYN_MC(m,c) AREPLYN(c,m)
 #define LAPPLY_MC(m,c) LAPPLY(c,m)
 
 inline tick() {
@@ -829,6 +927,10 @@ proctype world()
 #ifdef SPLIT
 	FOR_CM(AAPPLY_P_MC)
 	FOR_CM(AREPLY_MC)
+#ifdef SPLITNO
+	FOR_CM(AAPPLY_PN_MC)
+	FOR_CM(AREPLYN_MC)
+#endif
 #else
 	FOR_CM(AAPPLY_MC)
 #endif
