@@ -350,18 +350,11 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 // notification names, handed the key or not (knobs.NoGrant; a waiter
 // without a record).
 func (n *Node) handOverLocked(key string, now time.Time) string {
-	_, qk, tk, err := n.queueKeys(key)
-	if err != nil {
-		return ""
-	}
-	arrivals, _, err := n.queueLocked(qk, tk, now)
-	if err != nil {
-		return ""
-	}
-	next := firstWaiter(arrivals)
+	next := n.firstLiveLocked(key, now)
 	if next == "" || knobs.NoGrant.Load() { // test-only switch: name the waiter only
 		return next
 	}
+	_, qk, _, _ := n.queueKeys(key) // firstLiveLocked found a line: the names are valid
 	rec, ok := n.recordOf(qk, next, now)
 	if !ok {
 		return next
