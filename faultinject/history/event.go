@@ -79,6 +79,12 @@ const (
 	// Lock call while another value held the lock key, and the waiter is
 	// in the master's line; Late as for Refused.
 	Queued Kind = "queued"
+	// Held: at a checkpoint (a moment the recorder knows no call to the
+	// masters is on its way), master Node held Token as Lock's key. Client
+	// is the client whose call sent Token, Sent when it first sent it: the
+	// value is of that client's call in progress then (a client's calls
+	// run one at a time).
+	Held Kind = "held"
 )
 
 // What the protected resource itself kept.
@@ -145,6 +151,8 @@ type Event struct {
 	// Within, on Waiting, bounds how long the call may go on while the
 	// lock is free (0: not judged).
 	Within time.Duration `json:"within,omitempty"`
+	// Sent, on Held, is when the held value's first acquire was sent.
+	Sent time.Duration `json:"sent,omitempty"`
 	// Line and Late, on Refused: the master's waiting line right after the
 	// refusal (its live waiters' IDs, first first), and whether the acquire
 	// applied after its caller had stopped waiting for it.

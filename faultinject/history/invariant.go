@@ -31,7 +31,8 @@ const (
 	Contract
 	// Cleanup: what outlives the clients (keys left after every client
 	// closed, unless the coordinator documents them; anything left one TTL
-	// later).
+	// later), or the call that sent it (a key handed to a call that then
+	// ended).
 	Cleanup
 	// Progress: what the waiting line promises about who gets a free lock
 	// (a master refuses a waiter the free key only for a live waiter ahead
@@ -67,7 +68,7 @@ var Invariants = []*Invariant{
 	&TokenOrder, &FencedWriteOrder, &NewerWriteAccepted, &StoredWriteOrder,
 	&FreshWrites, &LeasedWrites,
 	&HoldsBound, &DoReleases,
-	&NoOrphans, &KeysExpire,
+	&NoOrphans, &KeysExpire, &GrantReleased,
 	&KeptOut, &Granted,
 }
 

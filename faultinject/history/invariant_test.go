@@ -55,6 +55,12 @@ var violating = map[*Invariant][]Event{
 		[]Event{{Client: 0, Kind: DoReturned, At: 60 * ms, Token: "a", Valid: true, Until: 100 * ms}}),
 	&NoOrphans:  {{Kind: Leftover, At: time.Second, Lock: "l", Token: "a", Node: 2, Note: "key l"}},
 	&KeysExpire: {{Kind: Outlived, At: 2 * time.Second, Lock: "l", Token: "a", Node: 2, Note: "key l"}},
+	// Client 1's call, which sent "v" at 10ms, gave up at 50ms; m0 still
+	// holds "v" at the checkpoint at 100ms.
+	&GrantReleased: {
+		{Client: 1, Kind: GaveUp, At: 50 * ms, Lock: "l"},
+		{Client: 1, Kind: Held, At: 100 * ms, Lock: "l", Token: "v", Node: 0, Sent: 10 * ms},
+	},
 	// m0 refuses waiter w2 the free key behind w1, whose LeaveQueue had
 	// applied there.
 	&KeptOut: {

@@ -23,11 +23,16 @@ var KeysExpire = Invariant{
 	judge: judgeKeysExpire,
 }
 
-func judgeOrphans(v *view, _ *Findings) []Violation {
-	type left struct {
-		node  int
-		token string
-	}
+// left is a value on a master.
+type left struct {
+	node  int
+	token string
+}
+
+// excusedLeft returns the values that the coordinator documents it may
+// leave on a master until their TTL: those whose release the master
+// refused unsent, and stragglers applied past their release's guard.
+func excusedLeft(v *view) map[left]bool {
 	excused := map[left]bool{}
 	for _, e := range v.of(ReleaseRefused) {
 		excused[left{e.Node, e.Token}] = true
@@ -37,6 +42,11 @@ func judgeOrphans(v *view, _ *Findings) []Violation {
 			excused[left{e.Node, e.Token}] = true
 		}
 	}
+	return excused
+}
+
+func judgeOrphans(v *view, _ *Findings) []Violation {
+	excused := excusedLeft(v)
 	var out []Violation
 	for _, e := range v.of(Leftover) {
 		if !excused[left{e.Node, e.Token}] {

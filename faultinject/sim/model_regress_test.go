@@ -60,6 +60,14 @@ var modelCases = []struct {
 	{trail: "NoLeaveTombstone", knob: "NoLeaveTombstone", base: "NoGrant", property: "kept-out"},
 	{trail: "NoFairRequeue", knob: "NoFairRequeue", base: "NoGrant", property: "kept-out"},
 	{trail: "NoFreshLook", knob: "NoFreshLook", base: "NoGrant", property: "granted"},
+	// The hand-over (queue.pml -DGRANT): a release hands the key to the
+	// line's first waiter. A key handed to a call that then ended is
+	// found at the trail's checkpoint (history.GrantReleased): left by
+	// the waiter's LeaveQueue after its grant elsewhere, or handed to a
+	// plain call's ID that a late copy of its first attempt put back in
+	// m1's line.
+	{trail: "NoGrantLeaveRelease", knob: "NoGrantLeaveRelease", property: "grant-released"},
+	{trail: "GrantPlainNoRequeue", knob: "NoPlainRequeue", property: "grant-released"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},

@@ -154,3 +154,43 @@ func (w *world) leftovers(k history.Kind) {
 		}
 	}
 }
+
+// sentBy is a key value's client and the time it first sent it.
+type sentBy struct {
+	client int
+	at     time.Duration
+}
+
+// sending notes that client c sends value for key, the script's lock (a
+// script's run only).
+func (w *world) sending(c int, key, value string) {
+	if key != scriptName {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.sent[value]; !ok && w.sent != nil {
+		w.sent[value] = sentBy{c, w.at(time.Now())}
+	}
+}
+
+// checkpoint records, as history.Held events, the value each master holds
+// now as the script's lock key, with the client that sent it (a value no
+// client sent, none).
+func (w *world) checkpoint() {
+	at := w.at(time.Now())
+	for mi, m := range w.masters {
+		v, ok := m.Keys()[scriptName]
+		if !ok {
+			continue
+		}
+		w.mu.Lock()
+		by, ok := w.sent[v]
+		w.mu.Unlock()
+		if !ok {
+			continue
+		}
+		w.record(history.Event{Client: by.client, Kind: history.Held, At: at, Lock: scriptName, Token: v, Node: mi, Sent: by.at})
+		w.log("checkpoint: m%d holds c%d's value %s (sent at %v)", mi, by.client, v, by.at)
+	}
+}

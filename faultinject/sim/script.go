@@ -71,6 +71,12 @@ type Script struct {
 	// Duration is the workload's length: clients still holding a lease
 	// then release it, then every client closes (as after a Plan's).
 	Duration time.Duration
+	// Checkpoints are times at which the world records the value each
+	// master holds as the lock's key, with the client whose call sent it
+	// (history.Held, judged by history.GrantReleased). A checkpoint is a
+	// time the script leaves no call on its way (its calls apply at their
+	// ApplyAt, the unscripted ones at once).
+	Checkpoints []time.Duration
 }
 
 // OpKind is one kind of client operation of a Script.
@@ -201,6 +207,9 @@ func (s Script) String() string {
 	for _, c := range s.Calls {
 		b += "\n  call " + c.String()
 	}
+	for _, at := range s.Checkpoints {
+		b += fmt.Sprintf("\n  checkpoint at %v", at)
+	}
 	return b
 }
 
@@ -209,7 +218,7 @@ func (s Script) String() string {
 // concurrently with a run that expects other knobs.
 func RunScript(s Script) Result {
 	p := s.Plan()
-	w := &world{plan: p, t0: time.Now().Add(p.TTL + 2*time.Second), wait: s.Wait}
+	w := &world{plan: p, t0: time.Now().Add(p.TTL + 2*time.Second), wait: s.Wait, sent: map[string]sentBy{}}
 	w.cut = make([][]int, p.Clients)
 	for c := range w.cut {
 		w.cut[c] = make([]int, p.Masters)
@@ -290,6 +299,14 @@ func RunScript(s Script) Result {
 	time.Sleep(time.Until(w.t0))
 	var wg sync.WaitGroup
 	wg.Go(w.faults)
+	wg.Go(func() {
+		for _, at := range s.Checkpoints {
+			if d := time.Until(w.t0.Add(at)); d > 0 {
+				time.Sleep(d)
+			}
+			w.checkpoint()
+		}
+	})
 	for c := range p.Clients {
 		var ops []ScriptOp
 		for _, o := range s.Ops {
@@ -554,6 +571,7 @@ func (l *scriptLink) Info(ctx context.Context) (redlock.ServerInfo, error) {
 
 func (l *scriptLink) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	sent := time.Now()
+	l.w.sending(l.client, key, value)
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(ctx context.Context) reply {
 		ok, err := l.m.Acquire(ctx, key, value, ttl)
 		l.afterAcquire(key, value, sent, ok, err)
@@ -564,6 +582,7 @@ func (l *scriptLink) Acquire(ctx context.Context, key, value string, ttl time.Du
 
 func (l *scriptLink) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
 	sent := time.Now()
+	l.w.sending(l.client, key, value)
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(ctx context.Context) reply {
 		ok, fence, err := l.m.AcquireFenced(ctx, key, value, ttl)
 		l.afterAcquire(key, value, sent, ok, err)

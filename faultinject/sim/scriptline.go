@@ -67,6 +67,7 @@ func (n *waiterNames) group() string { return fmt.Sprintf("c%d", n.client) }
 // acquisition's CallAcquire, as AcquireFenced.
 func (l *scriptLink) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, wt redlock.Waiter) (bool, int64, error) {
 	sent := time.Now()
+	l.w.sending(l.client, key, value)
 	wt.ID = l.names.id(wt.ID)
 	l.w.count(&l.w.queued)
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(dctx context.Context) reply {

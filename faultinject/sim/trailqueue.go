@@ -183,9 +183,20 @@ func parseQueueTrail(t *Trail) (Script, error) {
 			for m := range t.N {
 				get(CallAcquire, c, m, cur[c], 0).DropRequest = true
 			}
-		case "fail", "grant", "publish", "note", "violate":
+		case "violate":
+			// grant-released (GRANT) holds at every tick: the replay
+			// looks at the masters' keys where the model found a key
+			// left to a call that ended (history.GrantReleased).
+			if t.Violation == "grant-released" {
+				s.Checkpoints = append(s.Checkpoints, e.At)
+			}
+		case "fail", "grant", "publish", "note",
+			"handoff", "takeover", "leave-release":
 			// The round's decision (its time is queueTimes'), a
-			// notification (the masters send it), the property.
+			// notification (the masters send it), the property; with
+			// GRANT what a master's release, acquire or LeaveQueue did
+			// to its key (the hand-over, its take-over, the release of a
+			// handed key: the step's own call does it).
 		default:
 			// "backoff" starts an attempt at a time of the client's
 			// choosing (the backoff's jitter); "giveup", "die" and

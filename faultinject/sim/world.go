@@ -98,6 +98,9 @@ type world struct {
 	queued, notified, lost int
 	maxG                   int // most goroutines seen (process-wide)
 	hist                   []string
+	// sent: a script's key values, by the client that sent each and
+	// when it first did (RunScript; nil in a Plan's run).
+	sent map[string]sentBy
 }
 
 func (w *world) cover(k FaultKind) {
