@@ -91,6 +91,11 @@ func (m *Mutex) acquired(ctx context.Context, start time.Time, lease *Lease, err
 // retry is Lock's loop: attempt, decide, wait (wait.go); it also returns
 // the number of attempts it made.
 func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
+	// A Lock call is background work for Close: Close waits for it to
+	// stop waiting (closing wakes it) and to start taking its waiter out of
+	// the lines, where a release may have handed it the key.
+	m.c.work.add()
+	defer m.c.work.done()
 	p := m.place(false)
 	wg := m.waiting(p)
 	defer wg.stop()

@@ -160,7 +160,8 @@ type QueueNode interface {
 	// line's first waiter; without, when w was in line before this call or
 	// nobody else is (a newcomer joins the line behind those who wait).
 	// Whenever w's entry is in the line afterwards, it records value and
-	// ttl as w's (the hand-over's, below). It also reads the lock's fencing
+	// ttl as w's (the hand-over's, below), unless w.TTL is a millisecond
+	// or less (a fair TryLock's entry: it makes no second attempt). It also reads the lock's fencing
 	// counter as AcquireFenced does (0 when absent). When key holds value
 	// afterwards, w leaves the line and leaves no trace (no tombstone,
 	// fair or not): a later AcquireQueued of w enters it again at its

@@ -100,6 +100,8 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 			return withCtxErr(ctx, err)
 		}
 		return nil
+	case <-m.c.closing:
+		return fmt.Errorf("%w: %w", err, ErrClosed)
 	case <-ctx.Done():
 		return withCtxErr(ctx, err)
 	}

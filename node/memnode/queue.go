@@ -109,10 +109,15 @@ func (n *Node) scoredSet(key string, now time.Time) *value {
 // wire.QueueValKey of its lock is wire.QueueKey's name followed by ":val".
 func valsKey(qk string) string { return qk + ":val" }
 
-// recordLocked records value and ttl as waiter id's in the line whose
-// arrivals are qk (HSET), when id is in it; the values expire with the
-// line (coverLocked).
-func (n *Node) recordLocked(qk, id, val string, ttl time.Duration, now time.Time) {
+// recordLocked records value and ttl as waiter w's in the line whose
+// arrivals are qk (HSET), when w is in it; the values expire with the
+// line (coverLocked). An entry of 1 ms (a fair TryLock's, which makes no
+// second attempt to take a handed key over) records nothing.
+func (n *Node) recordLocked(qk string, w redlock.Waiter, val string, ttl time.Duration, now time.Time) {
+	id := w.ID
+	if waiterTTL(w) <= time.Millisecond {
+		return
+	}
 	q := n.lookupLocked(qk, now)
 	if q == nil || q.set == nil {
 		return
@@ -304,7 +309,7 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 			return false, err
 		case !ok:
 			n.enterLocked(qk, tk, w.ID, arrival, exp, now)
-			n.recordLocked(qk, w.ID, value, ttl, now)
+			n.recordLocked(qk, w, value, ttl, now)
 		}
 		return ok, nil
 	}
@@ -316,7 +321,7 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 	left := leftLocked(arrivals, expiries, w.ID)
 	if !left {
 		n.enterLocked(qk, tk, w.ID, arrival, exp, now)
-		n.recordLocked(qk, w.ID, value, ttl, now)
+		n.recordLocked(qk, w, value, ttl, now)
 		arrivals, _, _ = n.queueLocked(qk, tk, now)
 	}
 	held, found, err := n.getLocked(key, now)

@@ -27,7 +27,8 @@
 -- always reads the lock's fencing counter. When the key holds our value
 -- afterwards the waiter leaves the line; while it is in the line, its
 -- entry's value record (KEYS[6]: "<ARGV[2]> <ARGV[1]>") is this call's, the
--- value and TTL a release hands it the key at.
+-- value and TTL a release hands it the key at (none for an entry of 1 ms:
+-- a TryLock's).
 --
 -- A waiter that gave up (leave_queue.lua) stays out until its entry
 -- expires: it is a tombstone, an entry of KEYS[5] without one in KEYS[4].
@@ -139,9 +140,13 @@ local function cover()
   end
 end
 
--- Records this call's value and TTL as the waiter's (it is in the line).
+-- Records this call's value and TTL as the waiter's (it is in the line);
+-- not for an entry of 1 ms, a fair TryLock's, which makes no second
+-- attempt to take a handed key over.
 local function record()
-  redis.call('HSET', KEYS[6], ARGV[3], ARGV[2] .. ' ' .. ARGV[1])
+  if tonumber(ARGV[5]) > 1 then
+    redis.call('HSET', KEYS[6], ARGV[3], ARGV[2] .. ' ' .. ARGV[1])
+  end
 end
 
 -- Takes the waiter out of the line; it leaves no tombstone (above).
