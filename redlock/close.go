@@ -10,9 +10,11 @@ import (
 )
 
 // Close stops the client from taking new locks and waits for its background
-// work: calls to stragglers, rollbacks, releases, and queued release retries.
-// After Close is called, Lock, TryLock and Extend fail at once with
-// ErrClosed; Unlock still releases.
+// work: calls to stragglers, rollbacks, releases, removals from the waiting
+// lines, and queued retries of them. After Close is called, Lock, TryLock
+// and Extend fail at once with ErrClosed; a Lock call that is waiting fails
+// with ErrClosed at once too (after its waiter leaves the lines, which Close
+// waits for); Unlock still releases.
 //
 // Close is bounded even when ctx never ends. Once it is called, queued
 // releases are retried at once and then every min(node timeout, 100ms).
