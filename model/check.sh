@@ -10,7 +10,7 @@
 # For each configuration it prints the result, the states stored and
 # matched, the depth reached, the verifier's memory (MB) and its seconds.
 #
-# Each configuration is a model (redlock.pml, shapes.pml or queue.pml), its -D flags, and
+# Each configuration is a model (redlock.pml, shapes.pml, queue.pml or reconfig.pml), its -D flags, and
 # what it must give: "pass" (every property holds in every reachable state:
 # 0 errors, search completed) or "violate PROPERTY" (a counterexample that
 # breaks that property: the mechanism switched off, or the documented
@@ -119,6 +119,17 @@ configs=(
 # limits the model found (docs/verification.md, "The waiting line")
 "queue-tombstone-ttl|queue|-DC=2 -DDELAY -DSTRAG=3|violate kept-out|quick"
 "queue-late-reply|queue|-DLIVE -DC=2 -DNO_BACKOFF -DSPLIT -DLATES=1|violate granted|quick|ltl granted"
+# ---- changing the masters online (reconfig.pml; docs/reconfig.md,
+# docs/verification.md "Changing the masters") ----
+"reconfig-steps|reconfig||pass|quick"
+"reconfig-swap|reconfig|-DSWAP|violate mutual-exclusion|quick"
+"reconfig-nocheck|reconfig|-DNO_CFG_CHECK|violate mutual-exclusion|quick"
+"reconfig-nowait|reconfig|-DNO_WAIT|violate mutual-exclusion|quick"
+# the wait without the step rule: a swap as one step, records checked
+"reconfig-swap-step|reconfig|-DPLAN_SWAP|violate mutual-exclusion|quick"
+# how long the wait must be on exact clocks: the validity (2 ticks), not less
+"reconfig-wait-validity|reconfig|-DW=2|pass|"
+"reconfig-wait-short|reconfig|-DW=1|violate mutual-exclusion|"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

@@ -1,0 +1,233 @@
+/*
+ * Changing the masters online (docs/reconfig.md) for SPIN: four masters
+ * (ids 0..3), two clients, one lock key, time in ticks; an operator that
+ * changes the configuration (a member set and a quorum, named by an epoch)
+ * while the clients lock.
+ *
+ * One process runs the whole world, as in redlock.pml: every step is a
+ * guarded d_step chosen nondeterministically (a tick, a client's step, a
+ * master applying a call, the operator's step on one master) and prints one
+ * "EV" line. No trail of this model is replayed by the simulator yet
+ * (faultinject/sim's ParseTrail does not know its events).
+ *
+ * The plan. Epoch 1 is {0,1,2}, quorum 2; master 3 is the spare.
+ *   default: two single steps, add 3 then remove 2:
+ *            {0,1,2} q2 -> {0,1,2,3} q3 -> {0,1,3} q2
+ *            (each step: Q + Q' > |C u C'|: 2 + 3 > 4, 3 + 2 > 4)
+ *   SWAP, PLAN_SWAP: one step {0,1,2} q2 -> {0,1,3} q2 (2 + 2 = 4: the
+ *            quorums {1,2} and {0,3} do not meet)
+ *
+ * Records (every configuration but SWAP). Each master holds a record: its
+ * epoch (0 none) and whether the step that wrote it is sealed, with the
+ * ticks since its seal. The operator's step from e to f: install f on the
+ * masters of C_e u C_f in any order (a master takes f when it holds e, sealed
+ * at least W ticks ago, or when it has no record and f adds it); the commit
+ * point once a quorum of C_e and a quorum of C_f hold f (f is then
+ * published); seal f on the masters of C_f that hold it (any order, any time
+ * after the commit point); the next step may begin after the commit point
+ * (its installs wait for the masters). A master checks an acquire's epoch
+ * against its record and refuses any other (stale or behind).
+ *
+ * Clients. A client's configuration is an epoch; it reloads one epoch
+ * further at any moment between rounds while a later epoch exists anywhere
+ * (published, or on a master: a stale reply, a source that reads the
+ * masters), or never (a source that lags). An acquire goes to every member
+ * of its epoch's set; each master applies it in its own step (the operator's
+ * steps and the other client's interleave); the round is decided when all
+ * have answered: a quorum of its set said yes, a lease valid V = TTL - 1
+ * ticks; else its keys are deleted. The clock does not tick while a round is
+ * open (as redlock.pml). Keys live K = TTL ticks. A lease is not extended.
+ *
+ * Options (-D): SWAP (no records, the clients switch from the old list to
+ * the new one at different times: the failure of docs/reconfig.md),
+ * PLAN_SWAP (the swap as one step with records, the check and the wait:
+ * the step rule broken), NO_CFG_CHECK (records written, masters not
+ * checking them: knobs.NoConfigCheck, planned), NO_WAIT (the next step's
+ * install not held for W: knobs.NoReconfigWait, planned), W=n (the wait in
+ * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3).
+ *
+ * Property: mutual-exclusion (no grant while another client's lease is
+ * valid), printed as "EV violate mutual-exclusion" and asserted.
+ */
+
+#define C 2		/* clients */
+#define N 4		/* masters */
+#ifndef A
+#define A 1		/* attempts per client */
+#endif
+#ifndef TTL
+#define TTL 3		/* ticks a key lives: K */
+#endif
+#define K TTL
+#define V (TTL-1)	/* ticks a lease is valid: the drift allowance is a tick */
+#ifndef W
+#define W K		/* ticks a master holds the next step's install after its seal */
+#endif
+
+#if defined(SWAP) || defined(PLAN_SWAP)
+#define NE 2
+#define SETM(e) ((e) == 1 -> 7 : 11)		/* {0,1,2}, {0,1,3} */
+#define QU(e) 2
+#else
+#define NE 3
+#define SETM(e) ((e) == 1 -> 7 : ((e) == 2 -> 15 : 11))	/* {0,1,2}, {0,1,2,3}, {0,1,3} */
+#define QU(e) ((e) == 2 -> 3 : 2)
+#endif
+#define IN(e,m) ((SETM(e) >> (m)) & 1)
+
+#ifdef SWAP
+#define RECORDS 0
+#define CHECKS 0
+#else
+#define RECORDS 1
+#ifdef NO_CFG_CHECK
+#define CHECKS 0
+#else
+#define CHECKS 1
+#endif
+#endif
+
+#ifdef NO_WAIT
+#define WAITED(m) 1
+#else
+#define WAITED(m) (sd[m] && ws[m] >= W)
+#endif
+
+/* A property: its name printed in a trail, then asserted. */
+#define PROP(msg, cond) \
+	if :: !(cond) -> printf(msg); assert(cond) \
+	   :: else -> skip fi
+
+/* masters */
+byte kv[N];		/* lock key: 0 none, else client + 1 */
+byte kl[N];		/* ticks it has left */
+byte re[N];		/* record: epoch, 0 none */
+bit sd[N];		/* the record's step is sealed */
+byte ws[N];		/* ticks since the seal (up to W) */
+
+/* operator */
+byte os;		/* the step's target epoch f */
+bit com;		/* f's commit point has passed */
+byte hi;		/* the highest epoch on any master or published */
+
+/* clients */
+byte ce[C];		/* epoch loaded */
+byte na[C];		/* attempts made */
+bit op[C];		/* a round is open */
+byte pd[C];		/* masters that have not answered the round (bit mask) */
+byte ay[C];		/* yes votes */
+byte ym[C];		/* masters that said yes (bit mask) */
+bit g[C];		/* holds a lease */
+byte vl[C];		/* ticks of validity left */
+
+#define OTHER_VALID(c) (((c) != 0 && g[0]) || ((c) != 1 && g[1]))
+#define NBITS(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1))
+/* masters of set s holding epoch f */
+#define HOLDS(m,f) ((re[m] == (f)) -> (1 << (m)) : 0)
+#define HOLDERS(f) (HOLDS(0,f) | HOLDS(1,f) | HOLDS(2,f) | HOLDS(3,f))
+
+/* ---- clients ---- */
+
+#define LOCK(c) \
+	:: d_step { !op[c] && !g[c] && na[c] < A -> \
+		na[c]++; op[c] = 1; pd[c] = SETM(ce[c]); ay[c] = 0; ym[c] = 0; \
+		printf("EV lock c=%d e=%d\n", c, ce[c]) }
+
+/* acquire.lua on m, with the record check first. A round's calls are
+ * applied in the order of the masters' ids: what a call meets depends only
+ * on the steps on its own master before it (the other client's call, the
+ * operator's install), and every order of those steps on each master is
+ * still reachable, so the other orders of one round's calls add states and
+ * no outcome. */
+#define APPLY(c,m) \
+	:: d_step { op[c] && (pd[c] & ((2 << m) - 1)) == (1 << m) -> \
+		pd[c] = pd[c] & ~(1 << m); \
+		if :: CHECKS && re[m] != ce[c] -> \
+			if :: re[m] > ce[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, re[m]) \
+			   :: else -> printf("EV vote c=%d m=%d behind rec=%d\n", c, m, re[m]) fi \
+		   :: else -> \
+			if :: kv[m] == 0 -> kv[m] = c + 1; kl[m] = K; ay[c]++; ym[c] = ym[c] | (1 << m); \
+				printf("EV vote c=%d m=%d yes\n", c, m) \
+			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi fi }
+
+#define RB(c,m) if :: ((ym[c] >> m) & 1) && kv[m] == c + 1 -> kv[m] = 0; kl[m] = 0 :: else -> skip fi;
+#define DECIDE(c) \
+	:: d_step { op[c] && pd[c] == 0 -> \
+		op[c] = 0; \
+		if :: ay[c] >= QU(ce[c]) -> \
+			PROP("EV violate mutual-exclusion\n", !OTHER_VALID(c)); \
+			g[c] = 1; vl[c] = V; \
+			printf("EV grant c=%d e=%d valid=%d\n", c, ce[c], V) \
+		   :: else -> RB(c,0) RB(c,1) RB(c,2) RB(c,3) \
+			printf("EV fail c=%d e=%d yes=%d\n", c, ce[c], ay[c]) fi; \
+		ay[c] = 0; ym[c] = 0; FORGET(c) }
+
+/* a client with no attempt left and no lease: its epoch no longer
+ * matters (0), so that dead state does not multiply states */
+#define FORGET(c) if :: na[c] == A && !g[c] && !op[c] -> ce[c] = 0 :: else -> skip fi;
+
+/* a reload: the source, a stale reply, or a read of the masters */
+#define RELOAD(c) \
+	:: d_step { !op[c] && ce[c] > 0 && ce[c] < hi -> ce[c]++; printf("EV reload c=%d e=%d\n", c, ce[c]) }
+
+/* ---- the operator ---- */
+
+#if RECORDS
+/* install f on m: m holds e = f - 1, sealed W ago; or has no record and f
+ * adds it */
+#define INSTALL(m) \
+	:: d_step { re[m] != os && (IN(os - 1, m) || IN(os, m)) && \
+		((re[m] == os - 1 && WAITED(m)) || (re[m] == 0 && !IN(os - 1, m))) -> \
+		re[m] = os; sd[m] = 0; ws[m] = 0; \
+		if :: hi < os -> hi = os :: else -> skip fi; \
+		printf("EV install m=%d e=%d\n", m, os) }
+/* (no seal in the last step: it would hold nothing back) */
+#define SEAL(m) \
+	:: d_step { com && os < NE && re[m] == os && IN(os, m) && !sd[m] -> \
+		sd[m] = 1; ws[m] = 0; printf("EV seal m=%d e=%d\n", m, os) }
+#define COMMIT \
+	:: d_step { !com && \
+		NBITS(HOLDERS(os) & SETM(os - 1)) >= QU(os - 1) && \
+		NBITS(HOLDERS(os) & SETM(os)) >= QU(os) -> \
+		com = 1; printf("EV commit e=%d\n", os) }
+#define NEXT \
+	:: d_step { com && os < NE -> os++; com = 0; printf("EV step e=%d\n", os) }
+#else
+/* SWAP: the new list is published; the clients take it when they do */
+#define COMMIT \
+	:: d_step { !com -> com = 1; hi = os; printf("EV publish e=%d\n", os) }
+#endif
+
+/* ---- time ---- */
+
+#define TK(m) \
+	if :: kl[m] > 0 -> kl[m]--; if :: kl[m] == 0 -> kv[m] = 0 :: else -> skip fi :: else -> skip fi; \
+	if :: sd[m] && ws[m] < W -> ws[m]++ :: else -> skip fi;
+#define TC(c) \
+	if :: g[c] -> vl[c]--; if :: vl[c] == 0 -> g[c] = 0; FORGET(c) :: else -> skip fi :: else -> skip fi;
+
+init {
+	d_step {
+		os = 2; hi = 1; ce[0] = 1; ce[1] = 1;
+#if RECORDS
+		/* epoch 1 on {0,1,2}, sealed long ago */
+		re[0] = 1; re[1] = 1; re[2] = 1;
+		sd[0] = 1; sd[1] = 1; sd[2] = 1;
+		ws[0] = W; ws[1] = W; ws[2] = W;
+#endif
+	}
+	do
+	:: d_step { !op[0] && !op[1] -> TK(0) TK(1) TK(2) TK(3) TC(0) TC(1) printf("EV tick\n") }
+	LOCK(0) LOCK(1)
+	APPLY(0,0) APPLY(0,1) APPLY(0,2) APPLY(0,3)
+	APPLY(1,0) APPLY(1,1) APPLY(1,2) APPLY(1,3)
+	DECIDE(0) DECIDE(1)
+	RELOAD(0) RELOAD(1)
+	COMMIT
+#if RECORDS
+	INSTALL(0) INSTALL(1) INSTALL(2) INSTALL(3)
+	SEAL(0) SEAL(1) SEAL(2) SEAL(3)
+	NEXT
+#endif
+	od
+}
