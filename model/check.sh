@@ -130,6 +130,9 @@ configs=(
 # how long the wait must be on exact clocks: the validity (2 ticks), not less
 "reconfig-wait-validity|reconfig|-DW=2|pass|"
 "reconfig-wait-short|reconfig|-DW=1|violate mutual-exclusion|"
+# leases extended across the steps, moving to the new epoch, with W = V:
+# the renewal interval is not needed in the wait (exact clocks)
+"reconfig-extend|reconfig|-DEXTENDS=1 -DW=2|pass|"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

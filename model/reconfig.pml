@@ -36,7 +36,11 @@
  * steps and the other client's interleave); the round is decided when all
  * have answered: a quorum of its set said yes, a lease valid V = TTL - 1
  * ticks; else its keys are deleted. The clock does not tick while a round is
- * open (as redlock.pml). Keys live K = TTL ticks. A lease is not extended.
+ * open (as redlock.pml). Keys live K = TTL ticks. With EXTENDS=n client 0
+ * extends its lease up to n times: at the lease's epoch, or at a later
+ * epoch it has loaded (the lease moves there when a quorum of that epoch's
+ * set extends it: compare-and-pexpire, never creating a key); an extend
+ * that fails leaves the lease's end as it was.
  *
  * Options (-D): SWAP (no records, the clients switch from the old list to
  * the new one at different times: the failure of docs/reconfig.md),
@@ -44,7 +48,8 @@
  * the step rule broken), NO_CFG_CHECK (records written, masters not
  * checking them: knobs.NoConfigCheck, planned), NO_WAIT (the next step's
  * install not held for W: knobs.NoReconfigWait, planned), W=n (the wait in
- * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3).
+ * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3),
+ * EXTENDS=n (Extends per lease, default 0).
  *
  * Property: mutual-exclusion (no grant while another client's lease is
  * valid), printed as "EV violate mutual-exclusion" and asserted.
@@ -60,6 +65,9 @@
 #endif
 #define K TTL
 #define V (TTL-1)	/* ticks a lease is valid: the drift allowance is a tick */
+#ifndef EXTENDS
+#define EXTENDS 0	/* Extends per lease */
+#endif
 #ifndef W
 #define W K		/* ticks a master holds the next step's install after its seal */
 #endif
@@ -119,6 +127,10 @@ byte ay[C];		/* yes votes */
 byte ym[C];		/* masters that said yes (bit mask) */
 bit g[C];		/* holds a lease */
 byte vl[C];		/* ticks of validity left */
+bit xk[C];		/* the open round is an extend */
+byte xe[C];		/* the open round's epoch */
+byte le[C];		/* the lease's epoch: its last successful round's */
+byte nx[C];		/* Extends made in this lease */
 
 #define OTHER_VALID(c) (((c) != 0 && g[0]) || ((c) != 1 && g[1]))
 #define NBITS(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1))
@@ -130,8 +142,19 @@ byte vl[C];		/* ticks of validity left */
 
 #define LOCK(c) \
 	:: d_step { !op[c] && !g[c] && na[c] < A -> \
-		na[c]++; op[c] = 1; pd[c] = SETM(ce[c]); ay[c] = 0; ym[c] = 0; \
+		na[c]++; op[c] = 1; xk[c] = 0; xe[c] = ce[c]; pd[c] = SETM(ce[c]); ay[c] = 0; ym[c] = 0; \
 		printf("EV lock c=%d e=%d\n", c, ce[c]) }
+
+/* Extend (extend.lua: compare-and-pexpire, never creating a key) at the
+ * lease's epoch, or at the epoch loaded since (after a stale reply: the
+ * lease moves to that epoch when a quorum of its set extends it) */
+#define EXTEND(c) \
+	:: d_step { !op[c] && g[c] && nx[c] < EXTENDS -> \
+		nx[c]++; op[c] = 1; xk[c] = 1; xe[c] = le[c]; pd[c] = SETM(le[c]); ay[c] = 0; ym[c] = 0; \
+		printf("EV extend c=%d e=%d\n", c, le[c]) } \
+	:: d_step { !op[c] && g[c] && nx[c] < EXTENDS && ce[c] != le[c] -> \
+		nx[c]++; op[c] = 1; xk[c] = 1; xe[c] = ce[c]; pd[c] = SETM(ce[c]); ay[c] = 0; ym[c] = 0; \
+		printf("EV extend c=%d e=%d\n", c, ce[c]) }
 
 /* acquire.lua on m, with the record check first. A round's calls are
  * applied in the order of the masters' ids: what a call meets depends only
@@ -142,9 +165,12 @@ byte vl[C];		/* ticks of validity left */
 #define APPLY(c,m) \
 	:: d_step { op[c] && (pd[c] & ((2 << m) - 1)) == (1 << m) -> \
 		pd[c] = pd[c] & ~(1 << m); \
-		if :: CHECKS && re[m] != ce[c] -> \
-			if :: re[m] > ce[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, re[m]) \
+		if :: CHECKS && re[m] != xe[c] -> \
+			if :: re[m] > xe[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, re[m]) \
 			   :: else -> printf("EV vote c=%d m=%d behind rec=%d\n", c, m, re[m]) fi \
+		   :: xk[c] -> \
+			if :: kv[m] == c + 1 -> kl[m] = K; ay[c]++; printf("EV vote c=%d m=%d yes\n", c, m) \
+			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi \
 		   :: else -> \
 			if :: kv[m] == 0 -> kv[m] = c + 1; kl[m] = K; ay[c]++; ym[c] = ym[c] | (1 << m); \
 				printf("EV vote c=%d m=%d yes\n", c, m) \
@@ -154,17 +180,24 @@ byte vl[C];		/* ticks of validity left */
 #define DECIDE(c) \
 	:: d_step { op[c] && pd[c] == 0 -> \
 		op[c] = 0; \
-		if :: ay[c] >= QU(ce[c]) -> \
+		if :: xk[c] && ay[c] >= QU(xe[c]) -> \
+			vl[c] = V; le[c] = xe[c]; \
+			printf("EV extended c=%d e=%d valid=%d\n", c, xe[c], V) \
+		   :: xk[c] && ay[c] < QU(xe[c]) -> \
+			printf("EV notextended c=%d e=%d yes=%d\n", c, xe[c], ay[c]) \
+		   :: !xk[c] && ay[c] >= QU(xe[c]) -> \
 			PROP("EV violate mutual-exclusion\n", !OTHER_VALID(c)); \
-			g[c] = 1; vl[c] = V; \
-			printf("EV grant c=%d e=%d valid=%d\n", c, ce[c], V) \
+			g[c] = 1; vl[c] = V; le[c] = xe[c]; nx[c] = 0; \
+			printf("EV grant c=%d e=%d valid=%d\n", c, xe[c], V) \
 		   :: else -> RB(c,0) RB(c,1) RB(c,2) RB(c,3) \
-			printf("EV fail c=%d e=%d yes=%d\n", c, ce[c], ay[c]) fi; \
-		ay[c] = 0; ym[c] = 0; FORGET(c) }
+			printf("EV fail c=%d e=%d yes=%d\n", c, xe[c], ay[c]) fi; \
+		xk[c] = 0; xe[c] = 0; ay[c] = 0; ym[c] = 0; FORGET(c) }
 
 /* a client with no attempt left and no lease: its epoch no longer
  * matters (0), so that dead state does not multiply states */
-#define FORGET(c) if :: na[c] == A && !g[c] && !op[c] -> ce[c] = 0 :: else -> skip fi;
+#define FORGET(c) \
+	if :: !g[c] -> le[c] = 0; nx[c] = 0 :: else -> skip fi; \
+	if :: na[c] == A && !g[c] && !op[c] -> ce[c] = 0 :: else -> skip fi;
 
 /* a reload: the source, a stale reply, or a read of the masters */
 #define RELOAD(c) \
@@ -222,6 +255,9 @@ init {
 	APPLY(0,0) APPLY(0,1) APPLY(0,2) APPLY(0,3)
 	APPLY(1,0) APPLY(1,1) APPLY(1,2) APPLY(1,3)
 	DECIDE(0) DECIDE(1)
+#if EXTENDS > 0
+	EXTEND(0)	/* one client extends: both add states, no other hazard */
+#endif
 	RELOAD(0) RELOAD(1)
 	COMMIT
 #if RECORDS
