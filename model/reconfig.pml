@@ -22,8 +22,8 @@
  * ticks since its seal. The operator's step from e to f: install f on the
  * masters of C_e u C_f in any order (a master takes f when it holds e, sealed
  * at least W ticks ago, or when it has no record and f adds it); the commit
- * point once a quorum of C_e and a quorum of C_f hold f (f is then
- * published); seal f on the masters of C_f that hold it (any order, any time
+ * point once a quorum of C_e and a quorum of C_f hold f (publishing f adds
+ * nothing: a client may load any epoch a master holds already); seal f on the masters of C_f that hold it (any order, any time
  * after the commit point); the next step may begin after the commit point
  * (its installs wait for the masters). A master checks an acquire's epoch
  * against its record and refuses any other (stale or behind).
