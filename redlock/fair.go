@@ -152,20 +152,17 @@ func (p *place) requeue(ctx context.Context) {
 	if p == nil || p.last == nil {
 		return
 	}
+	r := p.last
+	p.tried(r) // its calls that finished after the attempt was decided count now
+	p.last = nil
 	if k := p.m.c.cfg.knobs; (p.w.Fair && k.NoFairRequeue) || (!p.w.Fair && k.NoPlainRequeue) {
-		p.tried(p.last) // the finished calls (no wait: the knob's client goes on at once)
-		p.last = nil
 		return
 	}
-	r := p.last
-	p.last = nil
 	late := false
 	for _, cl := range r.calls {
 		late = late || !cl.finished() || cl.unanswered()
 	}
 	if !late {
-		p.tried(r) // every call finished: those that ran on after the attempt count now
-		p.last = nil
 		return
 	}
 	old := p.w
@@ -200,14 +197,14 @@ func (p *place) leave(ctx context.Context, acq *round) {
 		}
 		return (p.in != nil && p.in[i]) || mayEnter(cl)
 	}
-	any := false
+	needed := false
 	for i := range p.m.c.members {
 		if last != nil && !last.calls[i].finished() || need(i) {
-			any = true
+			needed = true
 			break
 		}
 	}
-	if any {
+	if needed {
 		p.m.leaveQueue(ctx, p.w, last, func(i int) bool { return !need(i) })
 	}
 }
