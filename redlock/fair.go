@@ -49,6 +49,9 @@ type place struct {
 	// attempt's call to that node waits for (requeue).
 	last  *round
 	after []*call
+	// token and value are the latest attempt's (a call may hold with the
+	// keys releases handed it at that value: hold).
+	token, val string
 	// in: node i's line may hold the waiter under its current ID (a
 	// finished call of one of its attempts was refused, or not answered);
 	// nil while none may.
@@ -93,13 +96,15 @@ func (p *place) id() string {
 	return p.w.ID
 }
 
-// attempt returns what an attempt sends: a copy of p's Waiter (calls of
-// the attempt may outlive it, and requeue changes p.w.ID before the next)
-// and the calls its calls must wait for (the requeue's removals).
-func (p *place) attempt() (*Waiter, []*call) {
+// attempt returns what an attempt with token and value sends: a copy of
+// p's Waiter (calls of the attempt may outlive it, and requeue changes
+// p.w.ID before the next) and the calls its calls must wait for (the
+// requeue's removals).
+func (p *place) attempt(token, value string) (*Waiter, []*call) {
 	if p == nil {
 		return nil, nil
 	}
+	p.token, p.val = token, value
 	w, after := p.w, p.after
 	p.after = nil
 	return &w, after
@@ -207,6 +212,64 @@ func (p *place) leave(ctx context.Context, acq *round) {
 	if needed {
 		p.m.leaveQueue(ctx, p.w, last, func(i int) bool { return !need(i) })
 	}
+}
+
+// value is the latest attempt's value, "" without a place.
+func (p *place) value() string {
+	if p == nil {
+		return ""
+	}
+	return p.val
+}
+
+// holdsOnGrants reports whether m's Lock calls may hold the lock with the
+// keys releases handed them (docs/handoff.md, the hold on grants): a
+// mutex's, plain or fair, without fencing (a hand-over carries no fencing
+// counter: a fenced call takes the keys over with a round, which writes
+// its token back).
+func (m *Mutex) holdsOnGrants() bool {
+	line, _ := m.kind.inLine()
+	return line && !m.cfg.fencing && !m.c.cfg.knobs.NoGrantHold
+}
+
+// hold makes the lease of a call that holds with hand-overs: counted names
+// the nodes that refused its latest attempt because the lock was held and
+// then reported handing its waiter the key at that attempt's value, a
+// quorum of them (waiting.held). Each such node holds the key at that
+// value, written after the attempt began, for the attempt's TTL: the
+// lease's validity runs from the attempt's start, as the attempt's own
+// would have. It returns nil when too little of it is left (the call then
+// makes its next attempt, which takes the keys over). The call then leaves
+// the lines of the other nodes (a key handed there is released) and stays
+// in those it counted: the lease's release there takes it out
+// (release.lua). Its Unlock releases on the counted nodes and wherever the
+// attempt's calls may hold.
+func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease {
+	if p == nil || counted == nil || p.last == nil || ctx.Err() != nil {
+		return nil
+	}
+	m, r := p.m, p.last
+	if validity := time.Until(m.deadline(r.start)); validity <= m.cfg.minValidity || validity <= 0 {
+		return nil
+	}
+	held := &round{start: r.start, calls: make([]*call, len(r.calls))}
+	d := decision{at: time.Now(), answered: make([]bool, len(r.calls))}
+	for i, cl := range r.calls {
+		held.calls[i] = cl
+		if counted[i] {
+			held.calls[i] = &call{fin: true, sent: true, replied: true}
+			d.yes++
+			d.answered[i] = true
+		}
+	}
+	lease := newLease(m, p.token, p.val, held, d, renew, 0)
+	p.tried(held)
+	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line
+		p.leave(ctx, nil)
+	} else {
+		p.leave(ctx, held)
+	}
+	return lease
 }
 
 // granted reports whether a finished acquire call left the key with its

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
@@ -45,6 +46,137 @@ func TestHandOverKnobs(t *testing.T) {
 				}
 				require.NoError(t, r.err, "B takes over the keys handed to it")
 				require.NoError(t, r.lease.Unlock(context.Background()))
+			})
+		})
+	}
+}
+
+// TestHoldOnGrants: a waiter holds the lock with the keys a release handed
+// it (docs/handoff.md, the hold on grants), without another round: B waits
+// (an hour's backoff) while A holds every master; A's Unlock hands B the
+// key on each, and B's Lock returns at that instant having sent no acquire
+// since. Its lease is the lock's (C is refused), it extends, and its Unlock
+// frees every master and takes B out of every line. With knobs.NoGrantHold
+// B takes the handed keys over with a round: one acquire per master.
+func TestHoldOnGrants(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "NoGrantHold"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.NoGrantHold.Store(true)
+				defer knobs.NoGrantHold.Store(false)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				ms, nodes := mem(3)
+				lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
+				require.NoError(t, err)
+				synctest.Wait() // A's TryLock reaches every master
+				clients, attempts := clocked(t, ms, 1)
+				got := lockAsync(ctx, newMutex(t, clients[0], redlock.WithRetryBackoff(time.Hour, time.Hour)))
+				synctest.Wait() // B waits in every line
+				before := len(attempts()[0])
+				released := time.Now()
+				require.NoError(t, lease.Unlock(ctx))
+				r := <-got
+				require.NoError(t, r.err)
+				assert.Equal(t, released, r.at, "woken by the release")
+				synctest.Wait() // a round's last call may run after its quorum
+				sent := len(attempts()[0]) - before
+				if knob {
+					assert.Equal(t, len(ms), sent, "B takes the handed keys over: one acquire per master")
+				} else {
+					assert.Zero(t, sent, "B holds with the hand-overs: no acquire after the release")
+				}
+				_, err = newMutex(t, newClient(t, nodes)).TryLock(ctx)
+				require.ErrorIs(t, err, redlock.ErrNotObtained, "B holds the lock")
+				require.NoError(t, r.lease.Extend(ctx))
+				require.NoError(t, r.lease.Unlock(ctx))
+				synctest.Wait()
+				for i, m := range ms {
+					assert.Empty(t, m.Keys()[lockName], "master %d: B's Unlock released its key", i)
+					assert.Empty(t, m.Line(lockName), "master %d: B is out of the line", i)
+				}
+			})
+		})
+	}
+}
+
+// TestHoldLeavesTheOtherLines: A holds masters 0 and 1, O holds master 2
+// alone; B waits in all three lines. A's Unlock hands B masters 0 and 1, a
+// quorum: B holds with them, and leaves master 2's line only (a leave where
+// it counted a hand-over would release its own key). C, on all three, is
+// refused. With knobs.GrantHoldLeaveAll B leaves every line, releasing the
+// keys it holds with: C takes masters 0 and 1 while B holds (two holders).
+func TestHoldLeavesTheOtherLines(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "GrantHoldLeaveAll"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.GrantHoldLeaveAll.Store(true)
+				defer knobs.GrantHoldLeaveAll.Store(false)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				ms, nodes := mem(3)
+				_, err := newMutex(t, newClient(t, nodes[2:])).TryLock(ctx)
+				require.NoError(t, err)
+				lease, err := newMutex(t, newClient(t, nodes[:2], redlock.WithQuorum(2))).TryLock(ctx)
+				require.NoError(t, err)
+				synctest.Wait()
+				got := lockAsync(ctx, newMutex(t, newClient(t, nodes), redlock.WithRetryBackoff(time.Hour, time.Hour)))
+				synctest.Wait() // B waits in every line
+				require.NoError(t, lease.Unlock(ctx))
+				r := <-got
+				require.NoError(t, r.err)
+				synctest.Wait() // B's removals are done
+				assert.Empty(t, ms[2].Line(lockName), "B left master 2's line")
+				_, err = newMutex(t, newClient(t, nodes)).TryLock(ctx)
+				if knob {
+					assert.NoError(t, err, "B's leaves released the keys it held with: C got masters 0 and 1 (two holders)")
+					return
+				}
+				require.ErrorIs(t, err, redlock.ErrNotObtained, "B holds masters 0 and 1")
+				require.NoError(t, r.lease.Unlock(ctx))
+			})
+		})
+	}
+}
+
+// TestHoldReleaseHandsOn: B and C wait, B first; A's Unlock hands B the
+// key and B holds with it; B's Unlock takes B out of the lines and hands C
+// the key, and C holds at that instant. With knobs.NoGrantHoldRelease B's
+// Unlock leaves B first in every line: its release names B and hands
+// nothing, and C waits for its backoff.
+func TestHoldReleaseHandsOn(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handed on", true: "NoGrantHoldRelease"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.NoGrantHoldRelease.Store(true)
+				defer knobs.NoGrantHoldRelease.Store(false)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				_, nodes := mem(3)
+				lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
+				require.NoError(t, err)
+				synctest.Wait()
+				b := lockAsync(ctx, newMutex(t, newClient(t, nodes), redlock.WithRetryBackoff(time.Hour, time.Hour)))
+				synctest.Wait()
+				time.Sleep(time.Millisecond)
+				c := lockAsync(ctx, newMutex(t, newClient(t, nodes), redlock.WithRetryBackoff(time.Hour, time.Hour)))
+				synctest.Wait()
+				require.NoError(t, lease.Unlock(ctx))
+				rb := <-b
+				require.NoError(t, rb.err)
+				released := time.Now()
+				require.NoError(t, rb.lease.Unlock(ctx))
+				rc := <-c
+				require.NoError(t, rc.err)
+				if knob {
+					assert.Greater(t, rc.at.Sub(released), time.Minute, "C waited for its backoff")
+				} else {
+					assert.Equal(t, released, rc.at, "B's Unlock handed C the key")
+				}
+				require.NoError(t, rc.lease.Unlock(ctx))
 			})
 		})
 	}

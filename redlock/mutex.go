@@ -110,6 +110,9 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 			p.leave(ctx, nil)
 			return nil, k + 1, err
 		}
+		if lease := p.hold(ctx, renew, wg.held()); lease != nil {
+			return lease, k + 1, nil
+		}
 	}
 }
 
@@ -184,7 +187,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 	keyTTL := m.keyTTL()
 	e := &acquireExec{m: m, value: value, ttl: keyTTL}
 	var before [2][]*call
-	e.w, before[0] = q.attempt()
+	e.w, before[0] = q.attempt(token, value)
 	before[1] = c.releasing.pending(m.name)
 	if n := len(c.members); n <= smallRound {
 		e.grants = e.gbuf[:n]

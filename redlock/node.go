@@ -193,8 +193,10 @@ type QueueNode interface {
 	LeaveQueue(ctx context.Context, key string, w Waiter) error
 	// Watch calls fn each time a release on this node removes key's value
 	// (Release) while someone is in key's waiting line, with the ID of the
-	// line's first live waiter then (the waiter key was handed to, when it
-	// was); each time a LeaveQueue of the line's
+	// line's first live waiter then; when the release handed that waiter
+	// the key, the ID is followed by a newline and the value it was handed
+	// at (the waiter's call may hold the lock with it: docs/handoff.md).
+	// The same each time a LeaveQueue releases a handed key; each time a LeaveQueue of the line's
 	// first waiter leaves key free, with the next one's ID ("" when none
 	// is left); and each time a release removes one of key's holds
 	// (ReleaseHold), with the line's first waiter or "". A notification

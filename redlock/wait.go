@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Waiting: how a Lock call whose attempt failed waits for its next one
@@ -27,9 +29,13 @@ import (
 // because the lock was held (or had not replied when it was decided), and
 // those nodes together with the ones that were free make a quorum (the
 // reports of its own rollback, or of a node in quarantine, never wake it:
-// no retry loop without a pause). The backoff stays the fallback for what
-// is never reported: a lost notification, a key that expired, a waiter
-// named that is gone, a node that cannot notify.
+// no retry loop without a pause). A report that a release handed the
+// waiter the key at its latest attempt's value, from a node that refused
+// that attempt for a held lock, is more than news: once such reports make
+// a quorum the call holds the lock with them, without another round
+// (place.hold; docs/handoff.md, the hold on grants). The backoff stays the
+// fallback for what is never reported: a lost notification, a key that
+// expired, a waiter named that is gone, a node that cannot notify.
 
 // waiting is one Lock call's waiting between its attempts.
 type waiting struct {
@@ -61,8 +67,9 @@ func (wg *waiting) begin() {
 
 // after decides, once attempt k failed with err, whether the call makes
 // another attempt, and waits for it: it returns nil when the next attempt
-// should start, and the call's error otherwise (err itself, wrapping
-// ctx.Err() when ctx ended, or saying that WithMaxWait passed).
+// should start (or the call may hold with hand-overs: held), and the
+// call's error otherwise (err itself, wrapping ctx.Err() when ctx ended,
+// or saying that WithMaxWait passed).
 func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	m := wg.m
 	switch {
@@ -82,7 +89,7 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	}
 	var wake <-chan struct{}
 	if wg.wt != nil {
-		wg.w.settle(wg.wt, err)
+		wg.w.settle(wg.wt, err, wg.p.value())
 		wake = wg.wt.wake
 	}
 	delay := m.backoff(k)
@@ -105,6 +112,15 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	case <-ctx.Done():
 		return withCtxErr(ctx, err)
 	}
+}
+
+// held returns the nodes whose hand-overs of the failed attempt's value
+// make a quorum (see waiter.handed), nil when they do not.
+func (wg *waiting) held() []bool {
+	if wg.wt == nil {
+		return nil
+	}
+	return wg.w.held(wg.wt)
 }
 
 // stop ends the call's waiting: it leaves the watch.
@@ -163,10 +179,26 @@ type waiter struct {
 	settled bool
 	taken   []bool
 	free    int
-	wake    chan struct{} // signalled when a new attempt is worth making
-	// Up to smallRound nodes, seen and taken live in the waiter (one
-	// allocation).
-	seenBuf, takenBuf [smallRound]bool
+	wake    chan struct{} // signalled when a new attempt is worth making, or the call holds
+	// The hold on grants (docs/handoff.md), for a call that may hold so
+	// (hold): handed[i] is the value node i last reported handing the
+	// waiter the key at since its attempt began; refused[i], node i
+	// refused that attempt because the lock was held (its reply came: a
+	// node that said yes was rolled back, and one that did not answer may
+	// still get the rollback's release, which would delete the handed
+	// key); value, the attempt's value. Once the nodes that refused and
+	// handed the key at that value make a quorum, holding is set.
+	hold     bool
+	handed   []string
+	refused  []bool
+	value    string
+	holding  bool
+	anyValue bool // knobs.NoGrantCurrentValue
+	noReply  bool // knobs.GrantHoldUnanswered
+	// Up to smallRound nodes, seen, taken, refused and handed live in the
+	// waiter (one allocation).
+	seenBuf, takenBuf, refusedBuf [smallRound]bool
+	handedBuf                     [smallRound]string
 }
 
 // waitFor registers a waiting Lock call of m (its waiter ID id in the
@@ -213,11 +245,12 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 		c.unwatch(w)
 		return nil, nil, false
 	}
-	wt = &waiter{id: id, wake: make(chan struct{}, 1)}
+	k := c.cfg.knobs
+	wt = &waiter{id: id, wake: make(chan struct{}, 1), hold: m.holdsOnGrants(), anyValue: k.NoGrantCurrentValue, noReply: k.GrantHoldUnanswered}
 	if n := len(c.members); n <= smallRound {
-		wt.seen, wt.taken = wt.seenBuf[:n], wt.takenBuf[:n]
+		wt.seen, wt.taken, wt.refused, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.refusedBuf[:n], wt.handedBuf[:n]
 	} else {
-		wt.seen, wt.taken = make([]bool, n), make([]bool, n)
+		wt.seen, wt.taken, wt.refused, wt.handed = make([]bool, n), make([]bool, n), make([]bool, n), make([]string, n)
 	}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
@@ -240,7 +273,7 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 			continue
 		}
 		wg.Go(func() {
-			stop, err := mb.queue.Watch(sctx, w.name, w.group, func(next string) { w.notify(i, next) })
+			stop, err := mb.queue.Watch(sctx, w.name, w.group, func(msg string) { w.notify(i, msg) })
 			switch {
 			case err == nil:
 				stops[i] = stop
@@ -259,15 +292,20 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 	close(w.ready)
 }
 
-// notify is node i's report of a release of w's name; next is the first
-// waiter of its line: only that waiter counts it, or, when next is "" (no
-// line), the oldest waiting call.
-func (w *watch) notify(i int, next string) {
+// notify is node i's report of a release of w's name; msg names the first
+// waiter of its line (followed by the value it was handed the key at, when
+// it was: wire.Grant): only that waiter counts it, or, when it names
+// none (no line), the oldest waiting call.
+func (w *watch) notify(i int, msg string) {
+	next, value := wire.ParseGrant(msg)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, wt := range w.waiters {
 		if next == "" || wt.id == next {
 			wt.seen[i] = true
+			if value != "" {
+				wt.handed[i] = value
+			}
 			w.check(wt)
 			return
 		}
@@ -276,10 +314,27 @@ func (w *watch) notify(i int, next string) {
 
 // check wakes wt when a new attempt is worth making: a node that refused
 // it for a held lock has reported a release since, and those nodes with
-// the free ones make a quorum. Under watch.mu.
+// the free ones make a quorum; or when its call may hold with the
+// hand-overs it heard (holding). Under watch.mu.
 func (w *watch) check(wt *waiter) {
 	if !wt.settled {
 		return // its attempt is running
+	}
+	if wt.hold && !wt.holding {
+		n := 0
+		for i, v := range wt.handed {
+			if wt.refused[i] && v != "" && (v == wt.value || wt.anyValue) {
+				n++
+			}
+		}
+		wt.holding = n >= w.need
+	}
+	if wt.holding {
+		select {
+		case wt.wake <- struct{}{}:
+		default:
+		}
+		return
 	}
 	news := 0
 	for i, s := range wt.seen {
@@ -295,10 +350,11 @@ func (w *watch) check(wt *waiter) {
 	}
 }
 
-// settle records how wt's attempt ended (err: its *QuorumError; any other
-// error settles nothing, so only the backoff wakes it), and wakes it at
-// once when the reports that came while the attempt ran are enough.
-func (w *watch) settle(wt *waiter, err error) {
+// settle records how wt's attempt, made with value, ended (err: its
+// *QuorumError; any other error settles nothing, so only the backoff wakes
+// it), and wakes it at once when the reports that came while the attempt
+// ran are enough.
+func (w *watch) settle(wt *waiter, err error, value string) {
 	qe := asQuorumError(err)
 	if qe == nil || len(qe.Nodes) != len(wt.taken) {
 		return
@@ -306,14 +362,31 @@ func (w *watch) settle(wt *waiter, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.free = 0
+	wt.value = value
 	for i, r := range qe.Nodes {
 		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken) || errors.Is(r.Err, ErrNoReply)
+		wt.refused[i] = errors.Is(r.Err, ErrNodeTaken) || (wt.noReply && errors.Is(r.Err, ErrNoReply))
 		if r.Err == nil {
 			wt.free++
 		}
 	}
 	wt.settled = true
 	w.check(wt)
+}
+
+// held returns a copy of the nodes whose hand-overs wt's call holds with
+// (refused and handed its value), nil unless they make a quorum.
+func (w *watch) held(wt *waiter) []bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !wt.holding {
+		return nil
+	}
+	out := make([]bool, len(wt.handed))
+	for i, v := range wt.handed {
+		out[i] = wt.refused[i] && v != "" && (v == wt.value || wt.anyValue)
+	}
+	return out
 }
 
 // reset forgets the reports wt has had, and gives it the waiter ID its
@@ -323,7 +396,8 @@ func (w *watch) settle(wt *waiter, err error) {
 func (w *watch) reset(wt *waiter, id string) {
 	w.mu.Lock()
 	clear(wt.seen)
-	wt.settled = false
+	clear(wt.handed)
+	wt.settled, wt.holding = false, false
 	wt.id = id
 	select {
 	case <-wt.wake:

@@ -5,7 +5,7 @@
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
 // RawUptime, WallUptime, NoRunStamp, NoLeaveTombstone, NoGrant,
-// NoGrantTakeover and NoGrantLeaveRelease are read by the
+// NoGrantTakeover, NoGrantLeaveRelease and NoGrantHoldRelease are read by the
 // nodes' code (internal/notsent, internal/redisinfo, memnode and
 // redisnode's scripts' arguments) on each call.
 package knobs
@@ -90,6 +90,30 @@ var (
 	// up leaves keys nobody releases (model/queue.pml,
 	// NoGrantLeaveRelease: grant-released).
 	NoGrantLeaveRelease atomic.Bool
+	// NoGrantHold: a waiting call does not hold the lock with the keys
+	// releases handed it (docs/handoff.md, the hold on grants): its next
+	// attempt takes them over, a round trip more per handoff (the first
+	// form's measurements; not a safety switch).
+	NoGrantHold atomic.Bool
+	// NoGrantCurrentValue: a waiting call counts a hand-over it hears of
+	// whatever value it names, not only its latest attempt's, so a late
+	// notification of an older hand-over (a key since taken over, expired
+	// or taken by another) counts as a master it holds (model/queue.pml,
+	// NoGrantCurrentValue: mutual-exclusion).
+	NoGrantCurrentValue atomic.Bool
+	// GrantHoldUnanswered: a waiting call counts a hand-over from a master
+	// that did not answer its attempt, whose rollback release may still
+	// delete the handed key (model/queue.pml, GrantHoldUnanswered).
+	GrantHoldUnanswered atomic.Bool
+	// GrantHoldLeaveAll: a call that holds with hand-overs leaves the line
+	// of every master, those it counted too, where the leave releases the
+	// lease's own key (model/queue.pml, GrantHoldLeaveAll).
+	GrantHoldLeaveAll atomic.Bool
+	// NoGrantHoldRelease: a release of a handed value (release.lua,
+	// memnode) leaves the waiter it was handed to in the line, so a holder
+	// by hand-overs stays first after its Unlock and the release names it,
+	// not the next waiter (model/queue.pml, NoGrantHoldRelease).
+	NoGrantHoldRelease atomic.Bool
 	// NoPlainRequeue: a waiter of a plain lock keeps its ID after an
 	// attempt with an unanswered call, so a late copy of its acquire can
 	// put it back in a line, where a release hands it a key its call never
@@ -143,6 +167,11 @@ type Set struct {
 	NoFreshLook        bool
 	NoPlainRequeue     bool
 	NoBusyRetry        bool
+
+	NoGrantHold         bool
+	NoGrantCurrentValue bool
+	GrantHoldUnanswered bool
+	GrantHoldLeaveAll   bool
 }
 
 // Load returns the switches' current values.
@@ -165,5 +194,10 @@ func Load() Set {
 		NoFreshLook:        NoFreshLook.Load(),
 		NoPlainRequeue:     NoPlainRequeue.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
+
+		NoGrantHold:         NoGrantHold.Load(),
+		NoGrantCurrentValue: NoGrantCurrentValue.Load(),
+		GrantHoldUnanswered: GrantHoldUnanswered.Load(),
+		GrantHoldLeaveAll:   GrantHoldLeaveAll.Load(),
 	}
 }

@@ -56,7 +56,17 @@ func GrantKey(key string) string { return Derive(key, grantMark) }
 
 // Grant is the record GrantKey holds once a release handed key to waiter
 // id at value: id, a newline, value (IDs hold no newline).
+// A release's notification is the same record when the release handed
+// the key (QueueNode.Watch), else the waiter's ID alone.
 func Grant(id, value string) string { return id + "\n" + value }
+
+// ParseGrant splits a grant record, or a release's notification, into the
+// waiter's ID and the value it was handed the key at ("" when it was
+// handed nothing: a notification of the ID alone).
+func ParseGrant(s string) (id, value string) {
+	id, value, _ = strings.Cut(s, "\n")
+	return id, value
+}
 
 // GuardKey names the release guard of lock key for who (a mutex's value,
 // or a hold's Member): Base(key)+":release-guard:" and 24 hexadecimal

@@ -599,8 +599,9 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		case found && held == value:
 			delete(n.data, key)
 			ok = true
-			if next := n.handOverLocked(key, now); next != "" { // someone waits in line
-				n.noteLocked(key, next)
+			n.retireHolderLocked(key, value, now)
+			if note := n.handOverLocked(key, now); note != "" { // someone waits in line
+				n.noteLocked(key, note)
 			}
 		case guard > 0:
 			n.setLocked(guardKey, "1", guardTTL(guard), roleGuard, now)

@@ -350,10 +350,10 @@ func (n *Node) acquireQueuedLocked(key, value, guard, qk, tk, gk string, ttl tim
 // line when it has a recorded value, as release.lua does: key is set to
 // that value for its recorded TTL, the record is deleted (the waiter keeps
 // its place until it takes the key over), and the grant record names it
-// and the value for as long. It returns the
-// line's first live waiter ("" when nobody waits), whom the release's
-// notification names, handed the key or not (knobs.NoGrant; a waiter
-// without a record).
+// and the value for as long. It returns the release's notification, which
+// names the line's first live waiter ("" when nobody waits), handed the
+// key or not (knobs.NoGrant; a waiter without a record): the grant record
+// when it was handed the key, its ID alone when not.
 func (n *Node) handOverLocked(key string, now time.Time) string {
 	next := n.firstLiveLocked(key, now)
 	if next == "" || knobs.NoGrant.Load() { // test-only switch: name the waiter only
@@ -365,10 +365,33 @@ func (n *Node) handOverLocked(key string, now time.Time) string {
 		return next
 	}
 	gk, _ := n.grantKey(key)
+	note := wire.Grant(next, rec.value)
 	n.setLocked(key, rec.value, rec.ttl, roleLock, now)
-	n.setLocked(gk, wire.Grant(next, rec.value), rec.ttl, roleGrant, now)
+	n.setLocked(gk, note, rec.ttl, roleGrant, now)
 	n.forgetValLocked(qk, next, now)
-	return next
+	return note
+}
+
+// retireHolderLocked runs when a release deleted key holding value, as
+// release.lua does: when the grant record says value was handed to a
+// waiter (whose call held the lock with the hand-overs it heard), that
+// waiter leaves the line without a tombstone, as a waiter that acquires,
+// and the record is deleted (knobs.NoGrantHoldRelease: left as it is).
+func (n *Node) retireHolderLocked(key, value string, now time.Time) {
+	gk, err := n.grantKey(key)
+	if err != nil || knobs.NoGrantHoldRelease.Load() { // test-only switch
+		return
+	}
+	g, found, _ := n.getLocked(gk, now)
+	id, v := wire.ParseGrant(g)
+	if !found || v != value {
+		return
+	}
+	delete(n.data, gk)
+	_, qk, tk, _ := n.queueKeys(key)
+	if _, _, err := n.queueLocked(qk, tk, now); err == nil {
+		n.dropLocked(qk, tk, id, now)
+	}
 }
 
 // LeaveQueue implements redlock.QueueNode as leave_queue.lua does: it
@@ -420,9 +443,9 @@ func (n *Node) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) err
 		if !released && !(in && wasFirst && n.lookupLocked(key, now) == nil) {
 			return
 		}
-		next := n.handOverLocked(key, now)
-		if next != "" || !released { // a release nobody waits for is not reported
-			n.noteLocked(key, next)
+		note := n.handOverLocked(key, now)
+		if note != "" || !released { // a release nobody waits for is not reported
+			n.noteLocked(key, note)
 		}
 	})
 	if err != nil {

@@ -26,8 +26,8 @@ func (n *Node) channel(key, group string) (string, error) {
 
 // note is a notification owed to a watch.
 type note struct {
-	w    *watch
-	next string
+	w   *watch
+	msg string
 }
 
 // Watch implements redlock.QueueNode. After each Release that removes
@@ -35,7 +35,8 @@ type note struct {
 // removes one of its holds (also a late command that applies after its
 // caller gave up), and after a LeaveQueue of the first waiter of a free
 // key, it calls fn with the first live waiter of key's line ("" when
-// none), when the watch's group is that waiter's (the part of its ID
+// none; followed by a newline and the value when the release handed it the
+// key, wire.Grant), when the watch's group is that waiter's (the part of its ID
 // before the first "."; "" for an ID without one). A release that removes
 // nothing, an expiry, a restart and a node that Fails report nothing.
 //
@@ -102,9 +103,12 @@ func (n *Node) notifyLocked(key string, now time.Time) {
 	n.noteLocked(key, n.firstLiveLocked(key, now))
 }
 
-// noteLocked tells key's watches of waiter next's group that a release
-// names next ("" when nobody is left: the watches of group "").
-func (n *Node) noteLocked(key, next string) {
+// noteLocked tells key's watches of the named waiter's group that a
+// release names it: msg is its ID, or the grant record (ID, newline,
+// value) when the release handed it the key ("" when nobody is left: the
+// watches of group "").
+func (n *Node) noteLocked(key, msg string) {
+	next, _ := wire.ParseGrant(msg)
 	ch, err := n.channel(key, wire.WaiterGroup(next)) // the waiter's group's watches only
 	if err != nil {
 		return
@@ -114,7 +118,7 @@ func (n *Node) noteLocked(key, next string) {
 		return
 	}
 	for w := range ws {
-		n.pending = append(n.pending, note{w, next})
+		n.pending = append(n.pending, note{w, msg})
 	}
 	n.owed.Store(true)
 }
@@ -150,7 +154,7 @@ func (n *Node) deliver() {
 		}
 		n.mu.Unlock()
 		locked = false
-		nt.w.fn(nt.next)
+		nt.w.fn(nt.msg)
 		n.mu.Lock()
 		locked = true
 	}

@@ -106,7 +106,9 @@ func TestWatchCallbackMayCallNode(t *testing.T) {
 	if !took {
 		t.Error("fn's take-over of the waiter's key = false, want true: fn runs after the release's change (the hand-over)")
 	}
-	if want := []string{"lock:waiter:begin", "lock:waiter:end", "other:waiter"}; !slices.Equal(order, want) {
+	// A notification names the waiter, and the value it was handed the key
+	// at when it was (wire.Grant).
+	if want := []string{"lock:waiter\nwaiter:begin", "lock:waiter\nwaiter:end", "other:waiter\nwaiter"}; !slices.Equal(order, want) {
 		t.Errorf("deliveries %q, want %q: synchronous, in order, the nested one after fn returns", order, want)
 	}
 }
@@ -134,8 +136,8 @@ func TestWatchStraggler(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
-			t.Fatalf("notifications %q after the late Release applied, want [\"waiter\"]", got)
+		if got := r.list(); !slices.Equal(got, []string{"waiter\nwaiter"}) {
+			t.Fatalf("notifications %q after the late Release applied, want [\"waiter\\nwaiter\"] (handed the key at its value)", got)
 		}
 		n.SetDelay(0)
 		handedBack(t, n, "lock")
@@ -212,7 +214,7 @@ func TestQueueOnVirtualTime(t *testing.T) {
 		if v := n.Keys()["lock"]; v != "ve" {
 			t.Fatalf("a release 100ms after early's entry (TTL 100ms) left the key at %q, want it handed to early (\"ve\": an entry expiring now still lives, as on Redis)", v)
 		}
-		must(n.Release(ctx, "lock", "ve", 0)) // early's key; late is handed it
+		must(n.Release(ctx, "lock", "ve", 0)) // early's key (it held with it: it leaves the line); late is handed it
 		must(n.Release(ctx, "lock", "vl", 0))
 		must(n.Acquire(ctx, "lock", "holder", time.Hour))
 		if ok, _, err := n.AcquireQueued(ctx, "lock", "ve", time.Hour, early); ok || err != nil {
@@ -266,8 +268,8 @@ func TestWatchChannelNames(t *testing.T) {
 	must(n.Acquire(ctx, "{x}", "v", time.Hour))
 	waiting(t, n, "{x}")
 	must(n.Release(ctx, "{x}", "v", 0))
-	if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
-		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"waiter\"] (one channel, {x}:released)", got)
+	if got := r.list(); !slices.Equal(got, []string{"waiter\nwaiter"}) {
+		t.Errorf("Watch(\"x\") after a release of \"{x}\": %q, want [\"waiter\\nwaiter\"] (one channel, {x}:released)", got)
 	}
 	if _, err := n.Watch(ctx, "a}b", "", r.fn); !errors.Is(err, redlock.ErrNotSent) {
 		t.Errorf("Watch(\"a}b\") = %v, want an error wrapping redlock.ErrNotSent", err)
@@ -281,8 +283,8 @@ func TestWatchChannelNames(t *testing.T) {
 	if err := n.LeaveQueue(ctx, "lock", w1); err != nil {
 		t.Fatal(err)
 	}
-	if got := q.list(); !slices.Equal(got, []string{"w1"}) {
-		t.Errorf("notifications %q, want [\"w1\"]: the release's hand-over, and no report of a release nobody waits for", got)
+	if got := q.list(); !slices.Equal(got, []string{"w1\nv1"}) {
+		t.Errorf("notifications %q, want [\"w1\\nv1\"]: the release's hand-over, and no report of a release nobody waits for", got)
 	}
 	if v, held := n.Keys()["lock"]; held {
 		t.Errorf("key %q left after the waiter it was handed to left, want none", v)
@@ -321,7 +323,7 @@ func TestWatchPanickingCallback(t *testing.T) {
 	}
 	waiting(t, n, "lock")
 	must(n.Release(ctx, "lock", "w", 0))
-	if got := r.list(); !slices.Equal(got, []string{"waiter"}) {
-		t.Errorf("notifications after the panic %q, want [\"waiter\"]", got)
+	if got := r.list(); !slices.Equal(got, []string{"waiter\nwaiter"}) {
+		t.Errorf("notifications after the panic %q, want [\"waiter\\nwaiter\"]", got)
 	}
 }

@@ -81,6 +81,7 @@ func groups() []group {
 			{"LineLeavesNoTrace", lineLeavesNoTrace},
 			{"HandOver", handOver},
 			{"HandOverKeepsPlace", handOverKeepsPlace},
+			{"HandedReleaseRetires", handedReleaseRetires},
 			{"HandOverRecordsLatestValue", handOverRecordsLatestValue},
 			{"HandOverTTL", handOverTTL},
 			{"HandOverSkipsExpired", handOverSkipsExpired},

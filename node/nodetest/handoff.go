@@ -78,11 +78,10 @@ func handOver(c *checker) {
 }
 
 // handOverKeepsPlace: the waiter a release hands the key to keeps its
-// place in the line until it takes the key over; its entry's record is
-// gone, so a release of the handed value (its own client's, rolling an
-// attempt back) names it again and hands nothing: the key is free, and a
-// fair waiter behind it cannot take it while its entry lives; its next
-// AcquireQueued takes the free key in its turn.
+// place in the line until it takes the key over, leaves, or releases the
+// handed value: when the handed key expires (nobody came for it), the key
+// is free, and a fair waiter behind it cannot take it while its entry
+// lives; its next AcquireQueued takes the free key in its turn.
 func handOverKeepsPlace(c *checker) {
 	c.needQueue()
 	c.needWatch()
@@ -93,17 +92,36 @@ func handOverKeepsPlace(c *checker) {
 	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last, "the release handed the key to w1: the notification names it")
+	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the release handed the key to w1 at v1: the notification names it and the value")
 	c.holds(k, "v1", "the release handed the key to w1")
-	c.want(c.release(k, "v1", 0), true, "the key handed to w1 holds v1")
-	c.wantNote(w, 1, "w1", c.last, "w1 keeps its place when it is handed the key: the release of the handed value names it again (first in line), handing it nothing")
-	c.holdsNot(k, "v1", "the release of the handed value deleted it, and handed w1 nothing back (its record went with the hand-over)")
-	c.holdsNot(k, "v2", "w1 keeps its place when it is handed the key: the release of the handed value hands nothing to w2, behind it")
-	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is free, but w1's entry lives, first in line: fair w2 waits")
+	c.expire(k, "v1")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key handed to w1 expired, but w1's entry lives, first in line: fair w2 waits")
 	c.want(c.acquireQueued(k, "v1b", long, w1), fenced{true, 0}, "w1 is still first in line: it takes the free key")
 	c.want(c.release(k, "v1b", 0), true, "w1 holds the key")
-	c.wantNote(w, 2, "w2", c.last, "w1 left the line when it acquired: the release names w2")
+	c.wantNote(w, 1, wire.Grant("w2", "v2"), c.last, "w1 left the line when it acquired: the release hands the key to w2 and names it (the expiry reported nothing)")
 	c.holds(k, "v2", "w1 left the line when it acquired: the release handed the key to w2")
+}
+
+// handedReleaseRetires: a release of the value a release handed a waiter
+// (whose call held the lock with the hand-overs it heard: docs/handoff.md)
+// takes that waiter out of the line, as an acquire does, and hands the key
+// to the next one: the holder is not named again.
+func handedReleaseRetires(c *checker) {
+	c.needQueue()
+	c.needWatch()
+	const k = "watched retires" // a Watch check's key: released by no other check
+	w := c.watch(k)
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the release handed the key to w1 at v1")
+	c.want(c.release(k, "v1", 0), true, "the key handed to w1 holds v1 (its call held with it)")
+	c.wantNote(w, 1, wire.Grant("w2", "v2"), c.last, "the release of the handed value took w1 out of the line: the key goes to w2, and the notification names w2, not w1")
+	c.holds(k, "v2", "the release of the handed value handed the key on to w2")
+	c.want(c.release(k, "v2", 0), true, "the key handed to w2 holds v2 (its call held with it)")
+	c.want(c.acquire(k, "other", long), true, "w1 and w2 left the line at the releases of the values handed to them: the last release handed nobody the key")
 }
 
 // handOverRecordsLatestValue: the hand-over uses the value of the waiter's
@@ -387,14 +405,14 @@ func watchHandOver(c *checker) {
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line")
 	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line, first")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last, "the release handed the key to w1: the notification names it")
+	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the release handed the key to w1 at v1: the notification names it and the value")
 	c.holds(k, "v1", "the key was handed to the waiter the notification named")
 	c.leaveQueue(k, w1)
-	c.wantNote(w, 1, "w2", c.last, "w1's LeaveQueue released the key handed to it and handed it on to w2: the notification names w2")
+	c.wantNote(w, 1, wire.Grant("w2", "v2"), c.last, "w1's LeaveQueue released the key handed to it and handed it on to w2 at v2: the notification names w2 and the value")
 	c.holds(k, "v2", "the key was handed on to the waiter the notification named")
 	c.leaveQueue(k, w2)
 	c.want(c.acquire(k, "other", long), true, "w2 left and released the key handed to it: the key is free")
 	c.want(c.acquireQueued(k, "v3", long, waiterAt("w3", 3, long)), fenced{false, 0}, "the key is held: w3 enters the line")
 	c.want(c.release(k, "other", 0), true, "the holder releases its key")
-	c.wantNote(w, 2, "w3", c.last+" (after LeaveQueue of w2, which released the key handed to it with nobody in line)", "a LeaveQueue that releases a handed key with nobody left in line is a release nobody waits for: not reported (it would have said \"\")")
+	c.wantNote(w, 2, wire.Grant("w3", "v3"), c.last+" (after LeaveQueue of w2, which released the key handed to it with nobody in line)", "a LeaveQueue that releases a handed key with nobody left in line is a release nobody waits for: not reported (it would have said \"\")")
 }

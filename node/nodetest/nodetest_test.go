@@ -142,17 +142,6 @@ func (b *broken) Release(ctx context.Context, key, value string, guard time.Dura
 		guard = 0
 	}
 	ok, err := b.Node.Release(ctx, key, value, guard)
-	if b.handOut && ok && err == nil {
-		// The release found first a waiter without a record (one handed
-		// the key before, which keeps its place) and handed nothing: take
-		// that waiter out, as if the hand-over had; its LeaveQueue, first
-		// with the key free, hands the key to the next one.
-		if line := b.Node.Line(key); len(line) > 0 {
-			if held, _, perr := b.Node.Peek(ctx, key); perr == nil && held == "" {
-				_ = b.Node.LeaveQueue(ctx, key, redlock.Waiter{ID: line[0], TTL: time.Millisecond})
-			}
-		}
-	}
 	if b.noopNote && err == nil && !ok {
 		b.mu.Lock()
 		fns := b.watches[key]
@@ -167,6 +156,17 @@ func (b *broken) Release(ctx context.Context, key, value string, guard time.Dura
 func (b *broken) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
 	if b.noOrder {
 		return b.Node.AcquireFenced(ctx, key, value, ttl)
+	}
+	if b.handOut {
+		// A free key with a first waiter that is not w: a waiter handed the
+		// key before, whose handed key expired. Take it out, as if the
+		// hand-over had; its LeaveQueue, first with the key free, hands the
+		// key to the next one.
+		if line := b.Node.Line(key); len(line) > 0 && line[0] != w.ID {
+			if held, _, perr := b.Node.Peek(ctx, key); perr == nil && held == "" {
+				_ = b.Node.LeaveQueue(ctx, key, redlock.Waiter{ID: line[0], TTL: time.Millisecond})
+			}
+		}
 	}
 	kw := key + "\x00" + w.ID
 	if b.firstCall {
@@ -388,7 +388,7 @@ func TestBrokenNodesFail(t *testing.T) {
 		{"no tombstones: rejoins at once", func() *broken { return &broken{noTomb: true} }, nil,
 			"Queue/RejoinsAfterTTL", `= (true, 0), want (false, 0): w1 left the queue of "rejoining#0" (TTL 250ms): it stays out`},
 		{"no tombstones: watched", func() *broken { return &broken{noTomb: true} }, nil,
-			"Watch/LeaveQueue", `notification #2 = "w2#1", want "w3"`},
+			"Watch/LeaveQueue", `notification #2 = "w2#1\nv2", want "w3\nv3"`},
 		{"tombstone outlives its TTL", func() *broken { return &broken{longOut: true} }, nil,
 			"Queue/RejoinsAfterTTL", `enters it again and takes the free key: not within 3s`},
 		{"Watch never calls fn", func() *broken { return &broken{silent: true} }, nil,
@@ -396,7 +396,7 @@ func TestBrokenNodesFail(t *testing.T) {
 		{"stop ignored", func() *broken { return &broken{noStop: true} }, nil,
 			"Watch/Stop", `Watch("watched stop"): 3 notifications, want 1: two releases after stop were reported`},
 		{"release of nothing notified", func() *broken { return &broken{noopNote: true} }, nil,
-			"Watch/NothingDeleted", `notification #1 = "", want "w1"`},
+			"Watch/NothingDeleted", `notification #1 = "", want "w1\nx"`},
 		{"first value kept", func() *broken { return &broken{firstCall: true} }, nil,
 			"Queue/HandOverRecordsLatestValue", `Extend("recorded fair", "v1", 1h0m0s) = true, want false: the entry records the value of its waiter's latest AcquireQueued`},
 		{"first TTL kept", func() *broken { return &broken{firstCall: true} }, nil,
@@ -408,7 +408,7 @@ func TestBrokenNodesFail(t *testing.T) {
 		{"no guard before the take-over", func() *broken { return &broken{noGuard: true} }, nil,
 			"Queue/TakeOverGuardFirst", `AcquireQueued("lock", "late", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): the guard of the key and the new value refuses before the take-over`},
 		{"handed waiter out of the line", func() *broken { return &broken{handOut: true} }, nil,
-			"Queue/HandOverKeepsPlace", `Extend("watched keeps place", "v2", 1h0m0s) = true, want false: w1 keeps its place when it is handed the key`},
+			"Queue/HandOverKeepsPlace", `AcquireQueued("watched keeps place", "v2", 1h0m0s, Waiter{ID: "w2", Arrival: +2ms, TTL: 1h0m0s, Fair: true}) = (true, 0), want (false, 0): the key handed to w1 expired, but w1's entry lives`},
 		{"handed waiter out of the line: its release hands on", func() *broken { return &broken{handOut: true} }, nil,
 			"Queue/HandOverKeepsPlace", `AcquireQueued("watched keeps place", "v1b", 1h0m0s, Waiter{ID: "w1", Arrival: +1ms, TTL: 1h0m0s, Fair: true}) = (false, 0), want (true, 0): w1 is still first in line`},
 		{"a retried copy of the handed value deletes the grant", func() *broken { return &broken{dropGrant: true} }, nil,
@@ -515,6 +515,8 @@ func TestHandoffKnobsFail(t *testing.T) {
 		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Queue/LeaveReleasesHandOver", `Extend("left handed fair", "v1", 1h0m0s) = true, want false: w1 left while the key handed to it was still there: LeaveQueue deletes it`},
 		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Queue/LeaveReleasesHandOver", `Extend("left handed plain", "v2", 1h0m0s) = false, want true`},
 		{&knobs.NoGrantLeaveRelease, "NoGrantLeaveRelease", "Watch/HandOverNamesWaiter", `notification #2 of Watch("watched hand-over") after LeaveQueue`},
+		{&knobs.NoGrantHoldRelease, "NoGrantHoldRelease", "Queue/HandedReleaseRetires", `notification #2 = "w1", want "w2\nv2"`},
+		{&knobs.NoGrant, "NoGrant", "Watch/Release", `notification #1 = "w1", want "w1\nx"`},
 	} {
 		t.Run(tc.name+" "+tc.check, func(t *testing.T) {
 			tc.knob.Store(true)

@@ -418,12 +418,10 @@ func watchRelease(c *checker) {
 	c.want(c.acquireQueued(k, "x", long, lineAt("w1", 1, long)), fenced{false, 0}, "v holds the key: w1 joins the line")
 	c.want(c.acquireQueued(k, "y", long, lineAt("w2", 2, long)), fenced{false, 0}, "v holds the key: w2 joins the line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last, "a release names the line's first waiter")
-	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x")
-	c.wantNote(w, 1, "w1", c.last, "each release while someone waits is reported, also of a key handed over: w1 keeps its place when it is handed the key, so the release of x names it again")
-	c.want(c.acquireQueued(k, "x2", long, lineAt("w1", 1, long)), fenced{true, 0}, "w1 is in line and the key is free: it takes it, and leaves the line")
+	c.wantNote(w, 0, wire.Grant("w1", "x"), c.last, "a release names the line's first waiter (and the value it handed it the key at)")
+	c.want(c.acquireQueued(k, "x2", long, lineAt("w1", 1, long)), fenced{true, 0}, "the key was handed to w1: it takes it over, and leaves the line")
 	c.want(c.release(k, "x2", 0), true, "w1 holds the key")
-	c.wantNote(w, 2, "w2", c.last, "w2 is still in line: each release while someone waits is reported (w1 left the line when it acquired)")
+	c.wantNote(w, 1, wire.Grant("w2", "y"), c.last, "w2 is still in line: each release while someone waits is reported (w1 left the line when it took the key over)")
 }
 
 // watchNobodyWaits: a release that deletes a key while nobody is in its
@@ -441,9 +439,11 @@ func watchNobodyWaits(c *checker) {
 	c.want(c.acquireQueued(k, "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.acquireQueued(k, "x2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last+" (after a release of v, which nobody waited for)", "a release nobody waited for is not reported: v's would have reported \"\"")
-	c.want(c.release(k, "x", 0), true, "the release handed the key to w1 at x; w1 and w2 are still in line")
-	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported: w1, handed the key, kept its place, first")
+	c.wantNote(w, 0, wire.Grant("w1", "x"), c.last+" (after a release of v, which nobody waited for)", "a release nobody waited for is not reported: v's would have reported \"\"")
+	c.expire(k, "x")
+	c.want(c.acquire(k, "holder", long), true, "the key handed to w1 expired: a free key is taken")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key; w1 and w2 are still in line")
+	c.wantNote(w, 1, "w1", c.last, "while someone is in line, every release is reported: w1, whose handed key expired, kept its place, first (its record went with the hand-over: handed nothing, it is named alone)")
 }
 
 func watchNextWaiter(c *checker) {
@@ -455,7 +455,7 @@ func watchNextWaiter(c *checker) {
 	c.want(c.acquireQueued(k, "v2", long, waiterAt("w2", 2, long)), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.acquireQueued(k, "v1", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
+	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the first live waiter after the release")
 }
 
 func watchNothingDeleted(c *checker) {
@@ -470,7 +470,7 @@ func watchNothingDeleted(c *checker) {
 	c.want(c.extend(k, "v", long), true, "the holder extends its key")
 	c.want(c.acquireQueued(k, "x", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last+" (after Releases that deleted nothing, with no waiter then)", "only a release that deleted something is reported: the ones before would have reported \"\"")
+	c.wantNote(w, 0, wire.Grant("w1", "x"), c.last+" (after Releases that deleted nothing, with no waiter then)", "only a release that deleted something is reported: the ones before would have reported \"\"")
 }
 
 func watchReleaseHold(c *checker) {
@@ -511,12 +511,12 @@ func watchLeaveQueue(c *checker) {
 	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the queue")
 	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last, "the first live waiter after the release")
+	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the first live waiter after the release")
 	c.leaveQueue(k, w2)
 	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "w2 left: a late copy of its AcquireQueued does not enter it again")
 	c.want(c.acquireQueued(k, "v3", long, w3), fenced{false, 0}, "the key was handed to w1: w3 enters the queue")
 	c.leaveQueue(k, w1)
-	c.wantNote(w, 1, "w3", c.last+" (after LeaveQueue of w2, with the key handed to w1)", "w1 left, releasing the key handed to it: the waiter it is handed on to is reported (w3: w2 stayed out); w2's leaving, with the key held, reported nothing (it would have said \"w1\" or \"w3\")")
+	c.wantNote(w, 1, wire.Grant("w3", "v3"), c.last+" (after LeaveQueue of w2, with the key handed to w1)", "w1 left, releasing the key handed to it: the waiter it is handed on to is reported (w3: w2 stayed out); w2's leaving, with the key held, reported nothing (it would have said \"w1\" or \"w3\")")
 	// The first waiter leaving a key that expired (no release, nothing
 	// handed over) reports the next; one that is not first reports nothing;
 	// w3, handed the key, is first until it leaves.
@@ -528,7 +528,7 @@ func watchLeaveQueue(c *checker) {
 	c.leaveQueue(k, w4)
 	c.leaveQueue(k, w5)
 	c.leaveQueue(k, w3)
-	c.wantNote(w, 2, "w6", c.last+" (after the expiry of the key handed to w3, and LeaveQueue of w4 and w5)", "w3 kept its place when the key was handed to it: w4 and w5 were not first when they left, and reported nothing (w4 first would have said \"w5\"); w3, first, left a free key: the next, w6, is reported; the expiry reported nothing")
+	c.wantNote(w, 2, wire.Grant("w6", "v6"), c.last+" (after the expiry of the key handed to w3, and LeaveQueue of w4 and w5)", "w3 kept its place when the key was handed to it: w4 and w5 were not first when they left, and reported nothing (w4 first would have said \"w5\"); w3, first, left a free key: the next, w6, is reported; the expiry reported nothing")
 }
 
 // watchGroup: a notification naming a waiter whose ID has a group
@@ -554,7 +554,7 @@ func watchGroupOnly(c *checker) {
 		if i > 0 {
 			what += " (after a release naming g1.w1)"
 		}
-		c.wantNote(ch, 0, id, what, "the release names "+id+", on its group's channel only")
+		c.wantNote(ch, 0, wire.Grant(id, "x"), what, "the release names "+id+", on its group's channel only")
 		c.want(c.acquireQueued(k, "x2", long, wt), fenced{true, 0}, "the release handed the key to "+id+": it takes it over, and leaves the line")
 		c.want(c.release(k, "x2", 0), true, id+" took the key over; nobody waits now")
 		c.want(c.acquire(k, "v", long), true, "a free key is taken")
@@ -566,7 +566,7 @@ func watchGroupOnly(c *checker) {
 	c.want(c.acquire(k, "v", long), true, "a free key is taken")
 	c.want(c.acquireQueued(k, "z", long, lineAt("w3", 3, long)), fenced{false, 0}, "v holds the key: w3 (no group) waits in line")
 	c.want(c.release(k, "v", 0), true, "the holder releases its key")
-	c.wantNote(plain, 2, "w3", c.last, "a waiter without a group is named to group \"\"")
+	c.wantNote(plain, 2, wire.Grant("w3", "z"), c.last, "a waiter without a group is named to group \"\"")
 	if n := g1.count(); n != 1 {
 		c.errorf("Watch(%s, \"g1\"): %d notifications, want 1: another group's waiters were reported to it", q(k), n)
 	}
@@ -582,7 +582,7 @@ func watchPerKey(c *checker) {
 	c.want(c.acquire("watched a", "holder", long), true, "a free key is taken")
 	c.want(c.acquireQueued("watched a", "v", long, waiterAt("w1", 1, long)), fenced{false, 0}, "the key is held: w1 enters the queue")
 	c.want(c.release("watched a", "holder", 0), true, "the holder releases its key")
-	c.wantNote(w, 0, "w1", c.last+" (after a release of \"watched b\")", "a watch is for one key: the other key's release would have reported \"\"")
+	c.wantNote(w, 0, wire.Grant("w1", "v"), c.last+" (after a release of \"watched b\")", "a watch is for one key: the other key's release would have reported \"\"")
 }
 
 func watchStop(c *checker) {

@@ -45,10 +45,10 @@ func TestACLForQueueAndWatch(t *testing.T) {
 		ok, err = n.Release(ctx, key, "holder", 0)
 		require.NoError(t, err, key)
 		require.True(t, ok, key)
-		assert.Equal(t, "a", nextT(t, got), key)
+		assert.Equal(t, "a\nva", nextT(t, got), key)
 		a.TTL, b.TTL = 100*time.Millisecond, 100*time.Millisecond // short tombstones
 		require.NoError(t, n.LeaveQueue(ctx, key, a), key)
-		assert.Equal(t, "b", nextT(t, got), "%s: a released the key handed to it, handed on to b", key)
+		assert.Equal(t, "b\nvb", nextT(t, got), "%s: a released the key handed to it, handed on to b", key)
 		ok, _, err = n.AcquireQueued(ctx, key, "vb2", time.Minute, b)
 		require.NoError(t, err, key)
 		assert.True(t, ok, "%s: b takes the key handed to it over", key)
@@ -56,18 +56,33 @@ func TestACLForQueueAndWatch(t *testing.T) {
 		ok, err = n.Release(ctx, key, "vb2", 0)
 		require.NoError(t, err, key)
 		require.True(t, ok, key)
-		assert.Equal(t, "waiter", nextT(t, got), key)
+		assert.Equal(t, "waiter\nwaiter", nextT(t, got), key)
 		ok, err = n.Release(ctx, key, "waiter", 0)
 		require.NoError(t, err, key)
 		require.True(t, ok, "%s: the release handed the key to the waiter at its value", key)
-		assert.Equal(t, "waiter", nextT(t, got), "%s: the waiter keeps its place: named again, handed nothing", key)
+		// The release of the handed value (the waiter's call held with it)
+		// took the waiter out of the line; nobody is left: nothing is
+		// published. A new waiter keeps its place when the key handed to it
+		// expires.
+		w2 := redlock.Waiter{ID: "waiter2", Arrival: time.Now().Add(time.Hour), TTL: time.Minute}
+		ok, err = n.Acquire(ctx, key, "holder", time.Minute)
+		require.NoError(t, err, key)
+		require.True(t, ok, key)
+		ok, _, err = n.AcquireQueued(ctx, key, "v2", time.Minute, w2)
+		require.NoError(t, err, key)
+		require.False(t, ok, key)
+		ok, err = n.Release(ctx, key, "holder", 0)
+		require.NoError(t, err, key)
+		require.True(t, ok, key)
+		assert.Equal(t, "waiter2\nv2", nextT(t, got), "%s: the waiter is gone: waiter2 is handed the key", key)
+		expireT(t, n, key, "v2")
 		late := redlock.Waiter{ID: "late", Arrival: time.Now(), TTL: 100 * time.Millisecond}
 		ok, _, err = n.AcquireQueued(ctx, key, "vl", time.Minute, late)
 		require.NoError(t, err, key)
-		assert.False(t, ok, "%s: a newcomer joins the line while waiter waits, though the key is free (ZCARD)", key)
+		assert.False(t, ok, "%s: a newcomer joins the line while waiter2 waits, though the key is free (ZCARD)", key)
 		require.NoError(t, n.LeaveQueue(ctx, key, late), key)
-		assert.Equal(t, "waiter", nextT(t, got), "%s: late, first, left a free key", key)
-		require.NoError(t, n.LeaveQueue(ctx, key, redlock.Waiter{ID: "waiter", TTL: 100 * time.Millisecond}), key)
+		assert.Equal(t, "waiter2", nextT(t, got), "%s: late, first, left a free key: waiter2 is named, handed nothing (its record went with the hand-over)", key)
+		require.NoError(t, n.LeaveQueue(ctx, key, redlock.Waiter{ID: "waiter2", TTL: 100 * time.Millisecond}), key)
 		assert.Equal(t, "", nextT(t, got), "%s: the last waiter left a free key", key)
 	}
 	// No orphan keys: the tombstones expire (polled, bounded); the grant

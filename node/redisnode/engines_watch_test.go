@@ -55,12 +55,12 @@ func TestClusterWatchAndQueue(t *testing.T) {
 		ok, err = n.Release(ctx, name, "holder", 0)
 		require.NoError(t, err, name)
 		require.True(t, ok, name)
-		assert.Equal(t, "a", nextT(t, got), name)
+		assert.Equal(t, "a\nva", nextT(t, got), name)
 		ok, _, err = n.AcquireQueued(ctx, name, "vb", time.Minute, b)
 		require.NoError(t, err, name)
 		assert.False(t, ok, "%s: a is first", name)
 		require.NoError(t, n.LeaveQueue(ctx, name, a))
-		assert.Equal(t, "b", nextT(t, got), name)
+		assert.Equal(t, "b\nvb", nextT(t, got), name)
 		ok, fence, err := n.AcquireQueued(ctx, name, "vb", time.Minute, b)
 		require.NoError(t, err, name)
 		assert.True(t, ok, name)
@@ -69,7 +69,7 @@ func TestClusterWatchAndQueue(t *testing.T) {
 		ok, err = n.Release(ctx, name, "vb", 0)
 		require.NoError(t, err, name)
 		require.True(t, ok, name)
-		assert.Equal(t, "waiter", nextT(t, got), name)
+		assert.Equal(t, "waiter\nwaiter", nextT(t, got), name)
 	}
 }
 
@@ -94,5 +94,5 @@ func TestSentinelWatch(t *testing.T) {
 	ok, err = n.Release(ctx, "locks:sw", "holder", 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "w", nextT(t, got))
+	assert.Equal(t, "w\nvw", nextT(t, got))
 }

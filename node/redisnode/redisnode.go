@@ -352,7 +352,7 @@ func (n *Node) Release(ctx context.Context, key, value string, guard time.Durati
 		return false, err
 	}
 	s := releaseFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg, a.valueArg, a.ms(gms), a.chanArg, testFlags(knobs.NoGrant.Load(), "nogrant")})
+	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg, a.valueArg, a.ms(gms), a.chanArg, testFlags(knobs.NoGrant.Load(), "nogrant", knobs.NoGrantHoldRelease.Load(), "nohold")})
 	return res == 1, err
 }
 

@@ -30,8 +30,9 @@ const (
 
 // Watch calls fn each time a Release or ReleaseHold on this node removes
 // key's value or one of its holds, or LeaveQueue lets the next waiter go,
-// with the first live waiter of key's fair queue ("" when there is none;
-// see AcquireQueued). Expiries are not reported. The notifications are
+// with the first live waiter of key's line ("" when there is none; see
+// AcquireQueued), followed by a newline and the value when the release
+// handed it the key (the scripts publish it so). Expiries are not reported. The notifications are
 // Redis pub/sub messages on the channel "{key}:released" ("key:released"
 // when key has a hash tag), or that channel followed by ":" and group for a
 // watch of a group (a notification naming a waiter whose ID has a group,

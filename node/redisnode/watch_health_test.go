@@ -124,7 +124,7 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 		takeOverT(t, locker, "locks:h") // publishes nothing: nobody waits
 	}
 	cycle()
-	require.Equal(t, "waiter", nextT(t, got))
+	require.Equal(t, "waiter\nwaiter", nextT(t, got))
 
 	bh.drop()
 	heard := false

@@ -13,7 +13,8 @@
 -- deleted so, or when the waiter was the line's first live one and the key
 -- is free, the key is handed to the line's new first live waiter as
 -- release.lua hands it (set to its recorded value and TTL, the record
--- deleted, a grant record) and that waiter is published on the channel ARGV[2]
+-- deleted, a grant record) and that waiter is published (with the value
+-- when it was handed the key, as release.lua publishes) on the channel ARGV[2]
 -- (followed by ":" and the waiter's group when its ID has one), as
 -- release.lua does (under redis.pcall, so that an ACL user without channel
 -- permissions still leaves); when nobody is left in line and the waiter
@@ -94,6 +95,7 @@ end
 
 -- The key is free: hand it to the line's first live waiter, as release.lua.
 local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+local note = next
 if next and not flag('nogrant') then
   local rec = redis.call('HGET', KEYS[4], next)
   local ms, v
@@ -101,8 +103,9 @@ if next and not flag('nogrant') then
     ms, v = string.match(rec, '^(%d+) (.*)$')
   end
   if v then
+    note = next .. '\n' .. v
     redis.call('SET', KEYS[1], v, 'PX', ms)
-    redis.call('SET', KEYS[5], next .. '\n' .. v, 'PX', ms)
+    redis.call('SET', KEYS[5], note, 'PX', ms)
     redis.call('HDEL', KEYS[4], next)
   end
 end
@@ -110,10 +113,11 @@ if not next and released then
   return 1 -- a release nobody waits for is not reported
 end
 next = next or ''
+note = note or ''
 local g = string.match(next, '^([^.]+)%.')
 if g then
-  redis.pcall('PUBLISH', ARGV[2] .. ':' .. g, next) -- its group's channel, as release.lua's
+  redis.pcall('PUBLISH', ARGV[2] .. ':' .. g, note) -- its group's channel, as release.lua's
 else
-  redis.pcall('PUBLISH', ARGV[2], next)
+  redis.pcall('PUBLISH', ARGV[2], note)
 end
 return 1
