@@ -222,6 +222,15 @@ func (p *place) value() string {
 	return p.val
 }
 
+// lastCalls returns the latest attempt's calls, nil without a place or
+// before the first attempt ended.
+func (p *place) lastCalls() []*call {
+	if p == nil || p.last == nil {
+		return nil
+	}
+	return p.last.calls
+}
+
 // holdsOnGrants reports whether m's Lock calls may hold the lock with the
 // keys releases handed them (docs/handoff.md, the hold on grants): a
 // mutex's, plain or fair, without fencing (a hand-over carries no fencing
@@ -263,12 +272,13 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 		}
 	}
 	lease := newLease(m, p.token, p.val, held, d, renew, 0)
-	p.tried(held)
+	p.tried(r) // its calls that finished after it was decided count now
 	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line
 		p.leave(ctx, nil)
-	} else {
-		p.leave(ctx, held)
+		return lease
 	}
+	p.last = held
+	p.leave(ctx, held)
 	return lease
 }
 

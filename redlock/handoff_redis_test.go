@@ -132,3 +132,57 @@ func TestLeaveReleasesHandedKey(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldOnGrantsOnRealServers: B waits while A holds every master; A's
+// Unlock hands B the key on each, and B holds the lock with the
+// hand-overs (docs/handoff.md): when its Lock returns, a quorum of masters
+// hold its lease's value with the grant record naming it (a take-over
+// round would have deleted the records). B's Unlock deletes the keys and
+// the records and takes B out of every line. With knobs.NoGrantHold B
+// takes the keys over with a round: no record is left.
+func TestHoldOnGrantsOnRealServers(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "NoGrantHold"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.NoGrantHold.Store(true)
+				defer knobs.NoGrantHold.Store(false)
+			}
+			ctx := context.Background()
+			ms := startMasters(t, 3)
+			a := newMutex(t, realClient(t, ms.nodes), redlock.WithTTL(time.Hour))
+			rec := &recorder{}
+			bc := realClient(t, ms.nodes, redlock.WithObserver(rec))
+			b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Minute, time.Minute))
+			lease, err := a.TryLock(ctx)
+			require.NoError(t, err)
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			got := lockAsync(lctx, b)
+			// B's first attempt and the one it makes once its watch listens
+			// are refused on every master, and it waits.
+			waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
+			require.NoError(t, lease.Unlock(ctx))
+			r := <-got
+			require.NoError(t, r.err)
+			granted := 0
+			for i, raw := range ms.raw {
+				g, _ := raw.Get(ctx, wire.GrantKey(lockName)).Result()
+				if _, v := wire.ParseGrant(g); v != "" && v == ms.keys(t, i)[lockName] && strings.HasPrefix(v, r.lease.Token()+"?") {
+					granted++
+				}
+			}
+			if knob {
+				assert.Zero(t, granted, "B took the handed keys over: no grant record left")
+			} else {
+				assert.Greater(t, granted, len(ms.raw)/2, "B holds with the hand-overs: its value and the grant records on a quorum")
+			}
+			require.NoError(t, r.lease.Unlock(ctx))
+			require.NoError(t, bc.Close(ctx)) // B's removals are done
+			for i, raw := range ms.raw {
+				assert.Empty(t, ms.keys(t, i)[lockName], "master %d: no key once B unlocked", i)
+				assert.Zero(t, raw.ZCard(ctx, wire.QueueKey(lockName)).Val(), "master %d: B is out of the line", i)
+				assert.Zero(t, raw.Exists(ctx, wire.GrantKey(lockName)).Val(), "master %d: no grant record", i)
+			}
+		})
+	}
+}

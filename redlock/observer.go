@@ -135,7 +135,9 @@ type OpEvent struct {
 	// every attempt and the backoff between them.
 	Took time.Duration
 	// Attempts is the number of attempts an OpAcquire made (one round over
-	// the nodes each, with its rollback when it failed).
+	// the nodes each, with its rollback when it failed). A Lock that held
+	// with the keys a release handed it made no round after its last
+	// failed one (docs/handoff.md).
 	Attempts int
 	// Fence is the fencing token of a lease acquired with fencing, else 0.
 	Fence int64

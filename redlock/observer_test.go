@@ -270,11 +270,17 @@ func TestObserverSeesAContendedWait(t *testing.T) {
 		assert.Greater(t, acq[0].Attempts, 1)
 		assert.GreaterOrEqual(t, acq[0].Took, time.Second, "the wait lasted until the holder unlocked (virtual time)")
 		// Each attempt is one vote per node; every failed attempt met the
-		// holder's key (the last one's votes may already meet it gone).
+		// holder's key (the last one's votes may already meet it gone, or
+		// there is no last one: a waiter that holds with the keys the
+		// release handed it makes no round after it, docs/handoff.md).
 		votes := rec.votes(redlock.OpAcquire)
 		assert.Equal(t, 3*acq[0].Attempts, votes["yes"]+votes["taken"])
 		assert.GreaterOrEqual(t, votes["taken"], acq[0].Attempts-1)
-		assert.GreaterOrEqual(t, votes["yes"], 2, "the last attempt's quorum")
+		if votes["yes"] > 0 {
+			assert.GreaterOrEqual(t, votes["yes"], 2, "the last attempt's quorum")
+		} else {
+			assert.Equal(t, 3*acq[0].Attempts, votes["taken"], "held with the hand-overs: every round was refused")
+		}
 	})
 }
 

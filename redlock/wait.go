@@ -89,7 +89,7 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	}
 	var wake <-chan struct{}
 	if wg.wt != nil {
-		wg.w.settle(wg.wt, err, wg.p.value())
+		wg.w.settle(wg.wt, err, wg.p.value(), wg.p.lastCalls())
 		wake = wg.wt.wake
 	}
 	delay := m.backoff(k)
@@ -182,23 +182,50 @@ type waiter struct {
 	wake    chan struct{} // signalled when a new attempt is worth making, or the call holds
 	// The hold on grants (docs/handoff.md), for a call that may hold so
 	// (hold): handed[i] is the value node i last reported handing the
-	// waiter the key at since its attempt began; refused[i], node i
-	// refused that attempt because the lock was held (its reply came: a
-	// node that said yes was rolled back, and one that did not answer may
-	// still get the rollback's release, which would delete the handed
-	// key); value, the attempt's value. Once the nodes that refused and
-	// handed the key at that value make a quorum, holding is set.
+	// waiter the key at since its attempt began; value and calls, the
+	// failed attempt's value and calls (set when it settles). Node i
+	// counts once its call there was answered with a refusal because the
+	// lock was held, on time or late (a node that said yes was rolled
+	// back, and one that did not answer may still get the rollback's
+	// release, which would delete the handed key), and it handed the key
+	// at value.
 	hold     bool
 	handed   []string
-	refused  []bool
 	value    string
-	holding  bool
+	calls    []*call
 	anyValue bool // knobs.NoGrantCurrentValue
 	noReply  bool // knobs.GrantHoldUnanswered
-	// Up to smallRound nodes, seen, taken, refused and handed live in the
-	// waiter (one allocation).
-	seenBuf, takenBuf, refusedBuf [smallRound]bool
-	handedBuf                     [smallRound]string
+	// Up to smallRound nodes, seen, taken and handed live in the waiter
+	// (one allocation).
+	seenBuf, takenBuf [smallRound]bool
+	handedBuf         [smallRound]string
+}
+
+// holds reports whether wt's call holds node i with a hand-over (see
+// handed). Under watch.mu.
+func (wt *waiter) holds(i int) bool {
+	if v := wt.handed[i]; v == "" || (v != wt.value && !wt.anyValue) || i >= len(wt.calls) {
+		return false
+	}
+	cl := wt.calls[i]
+	if !cl.finished() {
+		return wt.noReply // test-only switch: a call without a reply counts
+	}
+	if cl.replied {
+		return errors.Is(cl.err, ErrNodeTaken)
+	}
+	return wt.noReply && cl.unanswered()
+}
+
+// held is how many nodes wt's call holds with hand-overs. Under watch.mu.
+func (wt *waiter) held() int {
+	n := 0
+	for i := range wt.handed {
+		if wt.holds(i) {
+			n++
+		}
+	}
+	return n
 }
 
 // waitFor registers a waiting Lock call of m (its waiter ID id in the
@@ -248,9 +275,9 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 	k := c.cfg.knobs
 	wt = &waiter{id: id, wake: make(chan struct{}, 1), hold: m.holdsOnGrants(), anyValue: k.NoGrantCurrentValue, noReply: k.GrantHoldUnanswered}
 	if n := len(c.members); n <= smallRound {
-		wt.seen, wt.taken, wt.refused, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.refusedBuf[:n], wt.handedBuf[:n]
+		wt.seen, wt.taken, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.handedBuf[:n]
 	} else {
-		wt.seen, wt.taken, wt.refused, wt.handed = make([]bool, n), make([]bool, n), make([]bool, n), make([]string, n)
+		wt.seen, wt.taken, wt.handed = make([]bool, n), make([]bool, n), make([]string, n)
 	}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
@@ -320,16 +347,7 @@ func (w *watch) check(wt *waiter) {
 	if !wt.settled {
 		return // its attempt is running
 	}
-	if wt.hold && !wt.holding {
-		n := 0
-		for i, v := range wt.handed {
-			if wt.refused[i] && v != "" && (v == wt.value || wt.anyValue) {
-				n++
-			}
-		}
-		wt.holding = n >= w.need
-	}
-	if wt.holding {
+	if wt.hold && wt.held() >= w.need {
 		select {
 		case wt.wake <- struct{}{}:
 		default:
@@ -350,11 +368,11 @@ func (w *watch) check(wt *waiter) {
 	}
 }
 
-// settle records how wt's attempt, made with value, ended (err: its
-// *QuorumError; any other error settles nothing, so only the backoff wakes
-// it), and wakes it at once when the reports that came while the attempt
-// ran are enough.
-func (w *watch) settle(wt *waiter, err error, value string) {
+// settle records how wt's attempt, made with value by calls, ended (err:
+// its *QuorumError; any other error settles nothing, so only the backoff
+// wakes it), and wakes it at once when the reports that came while the
+// attempt ran are enough.
+func (w *watch) settle(wt *waiter, err error, value string, calls []*call) {
 	qe := asQuorumError(err)
 	if qe == nil || len(qe.Nodes) != len(wt.taken) {
 		return
@@ -362,10 +380,9 @@ func (w *watch) settle(wt *waiter, err error, value string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.free = 0
-	wt.value = value
+	wt.value, wt.calls = value, calls
 	for i, r := range qe.Nodes {
 		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken) || errors.Is(r.Err, ErrNoReply)
-		wt.refused[i] = errors.Is(r.Err, ErrNodeTaken) || (wt.noReply && errors.Is(r.Err, ErrNoReply))
 		if r.Err == nil {
 			wt.free++
 		}
@@ -374,17 +391,18 @@ func (w *watch) settle(wt *waiter, err error, value string) {
 	w.check(wt)
 }
 
-// held returns a copy of the nodes whose hand-overs wt's call holds with
-// (refused and handed its value), nil unless they make a quorum.
+// held returns the nodes wt's call holds with hand-overs (waiter.holds),
+// nil unless they make a quorum. It reads the calls as they are now: a
+// refusal that came after the attempt was decided counts.
 func (w *watch) held(wt *waiter) []bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !wt.holding {
+	if !wt.hold || !wt.settled || wt.held() < w.need {
 		return nil
 	}
 	out := make([]bool, len(wt.handed))
-	for i, v := range wt.handed {
-		out[i] = wt.refused[i] && v != "" && (v == wt.value || wt.anyValue)
+	for i := range out {
+		out[i] = wt.holds(i)
 	}
 	return out
 }
@@ -397,7 +415,7 @@ func (w *watch) reset(wt *waiter, id string) {
 	w.mu.Lock()
 	clear(wt.seen)
 	clear(wt.handed)
-	wt.settled, wt.holding = false, false
+	wt.settled, wt.calls = false, nil
 	wt.id = id
 	select {
 	case <-wt.wake:
