@@ -272,7 +272,8 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 		}
 	}
 	lease := newLease(m, p.token, p.val, held, d, renew, 0)
-	p.tried(r)                           // its calls that finished after it was decided count now
+	// Its calls that finished after it was decided count now.
+	p.tried(r)
 	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line
 		p.leave(ctx, nil)
 		return lease
