@@ -235,10 +235,25 @@ func (p *place) lastCalls() []*call {
 // keys releases handed them (docs/handoff.md, the hold on grants): a
 // mutex's, plain or fair, without fencing (a hand-over carries no fencing
 // counter: a fenced call takes the keys over with a round, which writes
-// its token back).
+// its token back), on a client without a restart quarantine on any of its
+// nodes (a hand-over is a vote made by whichever run of the server holds
+// the line then: counting it would need that server's identity read after
+// it, as checkQuarantine reads it after a yes; the take-over round does
+// that).
 func (m *Mutex) holdsOnGrants() bool {
 	line, _ := m.kind.inLine()
-	return line && !m.cfg.fencing && !m.c.cfg.knobs.NoGrantHold
+	c := m.c
+	if !line || m.cfg.fencing || c.cfg.knobs.NoGrantHold {
+		return false
+	}
+	if c.cfg.quarantine && !c.cfg.knobs.NoQuarantine && !c.cfg.knobs.GrantHoldQuarantined { // test-only switch
+		for _, mb := range c.members {
+			if !mb.durable {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hold makes the lease of a call that holds with hand-overs: counted names
@@ -261,6 +276,16 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 	if validity := time.Until(m.deadline(r.start)); validity <= m.cfg.minValidity || validity <= 0 {
 		return nil
 	}
+	// As for a round's yes: none on a closing client, nor after a duplicate
+	// server was found, nor from a node not identified (identity.go).
+	if m.c.usable() != nil || m.c.dupErr.Load() != nil {
+		return nil
+	}
+	for i, ok := range counted {
+		if ok && !m.c.members[i].identified.Load() {
+			return nil
+		}
+	}
 	held := &round{start: r.start, calls: make([]*call, len(r.calls))}
 	d := decision{at: time.Now(), answered: make([]bool, len(r.calls))}
 	for i, cl := range r.calls {
@@ -272,6 +297,7 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 		}
 	}
 	lease := newLease(m, p.token, p.val, held, d, renew, 0)
+	lease.holds = 1 // an exclusive lock's: the only kinds in a line
 	// Its calls that finished after it was decided count now.
 	p.tried(r)
 	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line

@@ -38,6 +38,13 @@ var knobVars = map[string]*atomic.Bool{
 	"NoGrantTakeover":     &knobs.NoGrantTakeover,
 	"NoGrantLeaveRelease": &knobs.NoGrantLeaveRelease,
 	"NoPlainRequeue":      &knobs.NoPlainRequeue,
+	"NoGrantHold":         &knobs.NoGrantHold,
+	"NoGrantCurrentValue": &knobs.NoGrantCurrentValue,
+	"GrantHoldUnanswered": &knobs.GrantHoldUnanswered,
+	"GrantHoldLeaveAll":   &knobs.GrantHoldLeaveAll,
+	"NoGrantHoldRelease":  &knobs.NoGrantHoldRelease,
+
+	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
 }
 
 func knobNames() []string {
@@ -139,6 +146,19 @@ var knobCases = []struct {
 	// phase and judged at the other expires up to twice the strobe's
 	// offset early): without it a lease outlives its keys on a quorum.
 	{"NoDrift", Strobes, "", nil},
+	// The hold on grants on a client with a restart quarantine: a master
+	// that restarted without its keys hands a waiter the key (another
+	// client's rolled-back yes there was released) and counts at once,
+	// while the holder's lease still stands on the others (seeds 3 and 70
+	// of the late family, 163 and 331 of restarts, found it).
+	{"GrantHoldQuarantined", Late, "mutual-exclusion", nil},
+	// The hold on grants leaving every line, those it counted too: its
+	// LeaveQueue there releases its own lease's key (seed 25 of mixed).
+	{"GrantHoldLeaveAll", Mixed, "mutual-exclusion", nil},
+	// The hold on grants counting a master that did not answer the
+	// attempt: the rollback's release, still on its way, deletes the
+	// handed key there (seed 179 of stragglers).
+	{"GrantHoldUnanswered", Stragglers, "mutual-exclusion", nil},
 	// A full disk's MISCONF taken as a final answer: a release refused on
 	// a full disk is not retried, and its key outlives the clients.
 	{"NoBusyRetry", Disks, "", nil},

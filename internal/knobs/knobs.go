@@ -109,6 +109,12 @@ var (
 	// of every master, those it counted too, where the leave releases the
 	// lease's own key (model/queue.pml, GrantHoldLeaveAll).
 	GrantHoldLeaveAll atomic.Bool
+	// GrantHoldQuarantined: a waiting call holds with hand-overs also on a
+	// client with a restart quarantine, so a master that restarted without
+	// its keys (the holder's lost) and hands the key over counts at once,
+	// as a vote in quarantine must not (the simulator's late and restarts
+	// families: two holders).
+	GrantHoldQuarantined atomic.Bool
 	// NoGrantHoldRelease: a release of a handed value (release.lua,
 	// memnode) leaves the waiter it was handed to in the line, so a holder
 	// by hand-overs stays first after its Unlock and the release names it,
@@ -172,6 +178,8 @@ type Set struct {
 	NoGrantCurrentValue bool
 	GrantHoldUnanswered bool
 	GrantHoldLeaveAll   bool
+
+	GrantHoldQuarantined bool
 }
 
 // Load returns the switches' current values.
@@ -199,5 +207,7 @@ func Load() Set {
 		NoGrantCurrentValue: NoGrantCurrentValue.Load(),
 		GrantHoldUnanswered: GrantHoldUnanswered.Load(),
 		GrantHoldLeaveAll:   GrantHoldLeaveAll.Load(),
+
+		GrantHoldQuarantined: GrantHoldQuarantined.Load(),
 	}
 }
