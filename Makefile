@@ -111,7 +111,8 @@ vet:
 	@set -e; for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); done
 
 # staticcheck runs a pinned release through the Go module proxy (no install
-# step; the first run downloads and builds it).
+# step; the first run downloads and builds it), with every check, the style
+# checks included (staticcheck.conf).
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
 	@set -e; for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(STATICCHECK) ./...); done

@@ -234,10 +234,10 @@ type Scenario struct {
 // Resource names a scenario's protected resource.
 type Resource string
 
-// PostgreSQL: the clients' writes go to a real PostgreSQL server through
-// fence.GuardSQL, each a transaction of the guard and the write; the
-// checker judges the decisions, and the database's own record of what it
-// kept (history.StoredWriteOrder).
+// PostgreSQL is the Resource where the clients' writes go to a real
+// PostgreSQL server through fence.GuardSQL, each a transaction of the guard
+// and the write; the checker judges the decisions, and the database's own
+// record of what it kept (history.StoredWriteOrder).
 const PostgreSQL Resource = "postgresql"
 
 // Needs is what the scenario's faults need of the machine and of the

@@ -98,6 +98,13 @@ func (w *world) write(h *hold, ni int, lease *redlock.Lease, until time.Time) {
 	w.events = append(w.events, e)
 }
 
+// holdsToken reports whether value (a lock key's, or a hold's ID) is one
+// the acquisition of token stored (wire.ValueToken).
+func holdsToken(value, token string) bool {
+	t, ok := wire.ValueToken(value)
+	return ok && t == token
+}
+
 // covered records how many masters hold lease now (its key, or a shape's
 // hold), against the quorum that must while it is valid (validity never
 // exceeds the real remaining time on a quorum); a semaphore's quorum is
@@ -111,10 +118,10 @@ func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 		if ok && sh.Kind != MutexLock {
 			ok = slices.ContainsFunc(strings.Split(v, " "), func(mem string) bool {
 				_, id, _ := wire.ParseMember(mem)
-				return strings.HasPrefix(id, lease.Token())
+				return holdsToken(id, lease.Token())
 			})
 		} else if ok {
-			ok = strings.HasPrefix(v, lease.Token())
+			ok = holdsToken(v, lease.Token())
 		}
 		if ok {
 			n++
