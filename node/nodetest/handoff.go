@@ -77,6 +77,19 @@ func handOver(c *checker) {
 	}
 }
 
+// handedToFirst watches k, has a holder take it with w1 (v1) and w2 (v2,
+// behind it) in its line, and releases it: the release hands the key to
+// w1 (checked by the caller).
+func (c *checker) handedToFirst(k string) (*watched, redlock.Waiter, redlock.Waiter) {
+	w := c.watch(k)
+	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
+	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
+	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
+	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
+	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	return w, w1, w2
+}
+
 // handOverKeepsPlace: the waiter a release hands the key to keeps its
 // place in the line until it takes the key over, leaves, or releases the
 // handed value: when the handed key expires (nobody came for it), the key
@@ -86,12 +99,7 @@ func handOverKeepsPlace(c *checker) {
 	c.needQueue()
 	c.needWatch()
 	const k = "watched keeps place" // a Watch check's key: released by no other check
-	w := c.watch(k)
-	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
-	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
-	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
-	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	w, w1, w2 := c.handedToFirst(k)
 	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the release handed the key to w1 at v1: the notification names it and the value")
 	c.holds(k, "v1", "the release handed the key to w1")
 	c.expire(k, "v1")
@@ -110,12 +118,7 @@ func handedReleaseRetires(c *checker) {
 	c.needQueue()
 	c.needWatch()
 	const k = "watched retires" // a Watch check's key: released by no other check
-	w := c.watch(k)
-	w1, w2 := waiterAt("w1", 1, long), waiterAt("w2", 2, long)
-	c.want(c.acquire(k, "holder", long), true, "a free key is taken")
-	c.want(c.acquireQueued(k, "v1", long, w1), fenced{false, 0}, "the key is held: w1 enters the line")
-	c.want(c.acquireQueued(k, "v2", long, w2), fenced{false, 0}, "the key is held: w2 enters the line behind w1")
-	c.want(c.release(k, "holder", 0), true, "the holder releases its key")
+	w, _, _ := c.handedToFirst(k)
 	c.wantNote(w, 0, wire.Grant("w1", "v1"), c.last, "the release handed the key to w1 at v1")
 	c.want(c.release(k, "v1", 0), true, "the key handed to w1 holds v1 (its call held with it)")
 	c.wantNote(w, 1, wire.Grant("w2", "v2"), c.last, "the release of the handed value took w1 out of the line: the key goes to w2, and the notification names w2, not w1")
