@@ -227,8 +227,11 @@ func TestRunServesMetrics(t *testing.T) {
 			t.Errorf("while held: %s%v = %v, want %v", c.name, c.labels, v, c.want)
 		}
 	}
-	if v, _ := s.sum("quorumlock_node_calls_total", "op=acquire", "vote=yes"); v < 2 {
-		t.Errorf("while held: %v acquire calls answered yes, want at least a quorum's 2", v)
+	// The lock came by an acquire round (a quorum's yes), or with the keys
+	// the holder's release handed run's waiting call (no call at all:
+	// docs/handoff.md, the hold on grants).
+	if v, _ := s.sum("quorumlock_node_calls_total", "op=acquire", "vote=yes"); v != 0 && v < 2 {
+		t.Errorf("while held: %v acquire calls answered yes, want at least a quorum's 2, or none (held with the hand-overs)", v)
 	}
 	if v, n := s.sum("quorumlock_run_validity_seconds", "lock="+name); n != 1 || v <= 0 || v > 0.9 {
 		t.Errorf("while held: quorumlock_run_validity_seconds %v (%d series), want in (0, 0.9] (--ttl 900ms)", v, n)
