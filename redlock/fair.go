@@ -231,6 +231,21 @@ func (p *place) lastCalls() []*call {
 	return p.last.calls
 }
 
+// running returns a channel closed when the first call of the latest
+// attempt that has not finished does; nil (never ready) when every one has,
+// or without a place or an attempt.
+func (p *place) running() <-chan struct{} {
+	if p == nil || p.last == nil {
+		return nil
+	}
+	for _, cl := range p.last.calls {
+		if ch := cl.done(); ch != nil {
+			return ch
+		}
+	}
+	return nil
+}
+
 // holdsOnGrants reports whether m's Lock calls may hold the lock with the
 // keys releases handed them (docs/handoff.md, the hold on grants): a
 // mutex's, plain or fair, without fencing (a hand-over carries no fencing

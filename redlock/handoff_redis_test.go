@@ -174,6 +174,16 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Minute, time.Minute))
 			lease, err := a.TryLock(ctx)
 			require.NoError(t, err)
+			// TryLock returns at a quorum: its last call may still be on
+			// its way, and B's acquire could take that master first.
+			waitFor(t, "A's key on every master", func() bool {
+				for i := range ms.raw {
+					if !strings.HasPrefix(ms.keys(t, i)[lockName], lease.Token()+"?") {
+						return false
+					}
+				}
+				return true
+			})
 			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			got := lockAsync(lctx, b)

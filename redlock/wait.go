@@ -92,25 +92,44 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		wg.w.settle(wg.wt, err, wg.p.value(), wg.p.lastCalls())
 		wake = wg.wt.wake
 	}
+	if wg.held() != nil {
+		return nil // it holds with the hand-overs it heard while the attempt ran
+	}
 	delay := m.backoff(k)
+	last := false // the bound ends this wait: no attempt after it
 	if !wg.giveUp.IsZero() && !time.Now().Add(delay).Before(wg.giveUp) {
-		// The next attempt would start after the bound.
-		return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+		// The backoff's attempt would start after the bound: only a
+		// release reported before it may still start one.
+		if delay = time.Until(wg.giveUp); wake == nil || delay <= 0 {
+			return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+		}
+		last = true
 	}
 	t := m.c.timers.get(delay)
 	defer m.c.timers.put(t)
-	select {
-	case <-t.C:
-		return nil
-	case <-wake:
-		if wg.p == nil && !m.scatter(ctx, took) {
+	for {
+		select {
+		case <-t.C:
+			if last {
+				return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
+			}
+			return nil
+		case <-wake:
+			if wg.p == nil && !m.scatter(ctx, took) {
+				return withCtxErr(ctx, err)
+			}
+			return nil
+		case <-wg.p.running():
+			// A call of the attempt that had not finished did: its
+			// refusal may complete a quorum of hand-overs heard before.
+			if wg.held() != nil {
+				return nil
+			}
+		case <-m.c.closing:
+			return fmt.Errorf("%w: %w", err, ErrClosed)
+		case <-ctx.Done():
 			return withCtxErr(ctx, err)
 		}
-		return nil
-	case <-m.c.closing:
-		return fmt.Errorf("%w: %w", err, ErrClosed)
-	case <-ctx.Done():
-		return withCtxErr(ctx, err)
 	}
 }
 

@@ -197,7 +197,10 @@ func TestMetricsOnRealMasters(t *testing.T) {
 		got := metrics(t, reg)
 		assert.Equal(t, 1.0, got["quorumlock_lock_wait_seconds_count{class=contended,outcome=ok,shape=mutex}"], "one wait, ended by the lock")
 		attempts := got["quorumlock_lock_attempts_sum{class=contended,outcome=ok,shape=mutex}"]
-		assert.GreaterOrEqual(t, attempts, 3.0, "two contended attempts, then the one that got the lock")
+		// Two contended attempts, then the one that got the lock, or none:
+		// the waiter held with the keys the holder's release handed it
+		// (docs/handoff.md, the hold on grants).
+		assert.GreaterOrEqual(t, attempts, 2.0, "two contended attempts, then the lock")
 		// Each contended attempt was decided by two "taken" votes (N=3:
 		// more than N-quorum noes), reported before the wait ended.
 		assert.GreaterOrEqual(t, sum(got, "quorumlock_node_calls_total", "class=contended", "op=acquire", "vote=taken"), 2*(attempts-1))
