@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -153,8 +154,13 @@ func (l *scriptLink) Watch(ctx context.Context, key, group string, fn func(next 
 			return nil, l.ctxErr(ctx)
 		}
 	}
-	return l.m.Watch(ctx, key, group, func(next string) {
+	return l.m.Watch(ctx, key, group, func(msg string) {
 		l.w.count(&l.w.notified)
-		fn(l.names.real(next))
+		// The waiter's ID renamed back, the value a hand-over carries kept.
+		next, value := wire.ParseGrant(msg)
+		if next = l.names.real(next); value != "" {
+			next = wire.Grant(next, value)
+		}
+		fn(next)
 	})
 }

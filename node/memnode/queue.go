@@ -382,13 +382,16 @@ func (n *Node) retireHolderLocked(key, value string, now time.Time) {
 	if err != nil || knobs.NoGrantHoldRelease.Load() { // test-only switch
 		return
 	}
+	_, qk, tk, _ := n.queueKeys(key)
+	if n.lookupLocked(qk, now) == nil {
+		return // nobody waits: release.lua stops before it reads the record
+	}
 	g, found, _ := n.getLocked(gk, now)
 	id, v := wire.ParseGrant(g)
 	if !found || v != value {
 		return
 	}
 	delete(n.data, gk)
-	_, qk, tk, _ := n.queueKeys(key)
 	if _, _, err := n.queueLocked(qk, tk, now); err == nil {
 		n.dropLocked(qk, tk, id, now)
 	}
