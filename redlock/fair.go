@@ -313,6 +313,8 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 	}
 	lease := newLease(m, p.token, p.val, held, d, renew, 0)
 	lease.holds = 1 // an exclusive lock's: the only kinds in a line
+	w := p.w
+	lease.waiter, lease.counted = &w, counted
 	// Its calls that finished after it was decided count now.
 	p.tried(r)
 	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line

@@ -181,3 +181,36 @@ func TestHoldReleaseHandsOn(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldExpiredUnlockHandsOn: B holds a fair lock with the keys A's
+// release handed it, and lets its lease expire (keys gone, no renewal);
+// C waits behind it. B's Unlock finds its value gone on every master, so
+// its releases take B out of no line: B's LeaveQueue there does, and hands
+// C the key at that instant (without it C, behind B's entry, would wait for
+// its backoff or the entry's expiry).
+func TestHoldExpiredUnlockHandsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, nodes := mem(3)
+		opts := []redlock.LockOption{redlock.WithFairQueue(), redlock.WithTTL(time.Second), redlock.WithRetryBackoff(time.Hour, time.Hour)}
+		lease, err := newMutex(t, newClient(t, nodes), opts...).TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait()
+		b := lockAsync(ctx, newMutex(t, newClient(t, nodes), opts...))
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		c := lockAsync(ctx, newMutex(t, newClient(t, nodes), opts...))
+		synctest.Wait()
+		require.NoError(t, lease.Unlock(ctx))
+		rb := <-b
+		require.NoError(t, rb.err)
+		time.Sleep(2 * time.Second) // B's lease and keys expire
+		<-rb.lease.Done()
+		released := time.Now()
+		_ = rb.lease.Unlock(ctx) // its lock was lost: the error says so
+		rc := <-c
+		require.NoError(t, rc.err)
+		assert.Equal(t, released, rc.at, "B's Unlock took B out of the lines and handed C the key")
+		require.NoError(t, rc.lease.Unlock(ctx))
+	})
+}

@@ -20,6 +20,10 @@ type Lease struct {
 	fence    int64         // fencing token (WithFencing), 0 without
 	epoch    bool          // the fencing token started a new epoch
 	holds    int           // live holds of the lease's group at acquire (Holds)
+	// waiter, for a lease held with hand-overs (place.hold), is the call's
+	// waiter, in the lines of the nodes counted (nil otherwise).
+	waiter  *Waiter
+	counted []bool
 	decided  time.Duration // how long the acquire took to reach its quorum
 	got      time.Time     // when the lease was handed out
 
@@ -263,6 +267,15 @@ func (l *Lease) unlock(ctx context.Context) error {
 	// The releases behind the quorum go on; the next acquire of this lock
 	// on this client waits for each (releasing.go).
 	m.c.releasing.keep(m.name, r)
+	if l.waiter != nil {
+		// A node counted for the hold whose release found the value gone
+		// (the lease expired there, or renewed past the grant record)
+		// did not take the waiter out of its line: its LeaveQueue does,
+		// and hands the key on.
+		m.leaveQueue(ctx, *l.waiter, r, func(i int) bool {
+			return !l.counted[i] || !errors.Is(r.calls[i].err, ErrNodeNotHeld)
+		})
+	}
 	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
 	if d.yes >= m.quorum {
 		return nil
