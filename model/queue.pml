@@ -285,6 +285,9 @@ bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 #define CLREV(x)
 #define GN(c,m) 0
 #endif
+#ifdef GRANT_HOLD
+#define HELDBY(c,g) ((g) == gen[c] && (st[c] == HOLD || st[c] == DONE))
+#endif
 #ifndef BYGRANTS
 #define BYGRANTS(c) 0
 #define GLEAVE(c,m) 0
@@ -591,6 +594,10 @@ inline ghold(c) {
 		gc[CM(c,0)] = CNT(c,0); gc[CM(c,1)] = CNT(c,1); gc[CM(c,2)] = CNT(c,2);
 		yes = 0;
 		printf("EV hold-grants c=%d g=%d m0=%d m1=%d m2=%d\n", c, gen[c], gc[CM(c,0)], gc[CM(c,1)], gc[CM(c,2)]);
+#ifdef REACH
+		/* a check of the check: a hold on grants is reachable */
+		PROP("EV violate hold-by-grants\n", 0);
+#endif
 		hold(c)
 	:: else -> yes = 0
 	fi
@@ -716,10 +723,12 @@ inline acquire(c, g, m, late) {
 				if
 				:: xt -> kv[m] = KV(c)
 				:: else -> /* refused by the line although the key is free:
-					    * never for a waiter that left this line */
-#ifdef DELAY
+					    * never for a waiter that left this line
+					    * (GRANT_HOLD: nor for a call that holds or
+					    * held the lock) */
+#if defined(DELAY) || defined(GRANT_HOLD)
 					head(m);
-					PROP("EV violate kept-out\n", !(hc > 0 && lf[IE(m,hc-1,hg)]))
+					PROP("EV violate kept-out\n", !(hc > 0 && (LFX(IE(m,hc-1,hg)) || HELDBY(hc-1,hg))))
 #else
 					skip
 #endif
@@ -1070,6 +1079,12 @@ inline tick() {
 	for (xi : 0 .. N-1) {
 		PROP("EV violate grant-released\n", !(kv[xi] != 0 && (st[OWNER(kv[xi])] == GONE || st[OWNER(kv[xi])] == DONE)))
 	}
+#if defined(GRANT_HOLD) && !defined(NO_HOLDS)
+	/* a holder's value is still on a quorum of masters */
+	for (xi : 0 .. C-1) {
+		PROP("EV violate holds\n", !(st[xi] == HOLD && (kv[0] == KV(xi)) + (kv[1] == KV(xi)) + (kv[2] == KV(xi)) < Q))
+	}
+#endif
 #endif
 	for (xi : 0 .. N*C*2 - 1) {
 		/* a live waiter's current entry does not expire: its backoff
