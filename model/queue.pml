@@ -287,6 +287,8 @@ bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 #endif
 #ifdef GRANT_HOLD
 #define HELDBY(c,g) ((g) == gen[c] && (st[c] == HOLD || st[c] == DONE))
+#else
+#define HELDBY(c,g) 0
 #endif
 #ifndef BYGRANTS
 #define BYGRANTS(c) 0
