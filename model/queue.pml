@@ -101,7 +101,10 @@
  * master), NO_HOLD_RELEASE (no H4). HOLD_LINE_NO: a refusal by the line
  * (key free) counts too. RDELAY: a rollback's release to a master that
  * did not answer may apply later (a step of its own, before the next
- * tick), not at once.
+ * tick), not at once. Properties judged more closely: holds also at
+ * every tick while held, kept-out also when the line's first is the
+ * current ID of a call that holds or held the lock; REACH: the assertion
+ * hold-by-grants fails at any hold on grants (that one is reachable).
  *
  * GRANT_OLD: the handoff as first modelled, before it was built (implies
  * GRANT). A hand-over takes the waiter out of the line (no tombstone) and
