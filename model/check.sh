@@ -43,10 +43,7 @@ update=0
 # name | model | flags | expect | quick | search (counterexamples: bfs, the
 # default, or bitstate: a depth-first bitstate search, for a counterexample
 # too deep for breadth-first search in memory; "ltl NAME": the liveness
-# property NAME, passes and counterexamples alike; hashcompact: a pass
-# whose states are stored hash-compacted (-DHC4), for a search too large
-# to store exactly in MEMLIM: a state can be missed only by a collision
-# of its compacted form, which pan's "hash conflicts" count bounds)
+# property NAME, passes and counterexamples alike)
 configs=(
 # ---- the protected protocol: every property holds ----
 "safe-network|redlock|-DDELAY -DSPLIT -DEXTENDS=1 -DWRITES|pass|"
@@ -237,7 +234,6 @@ for c in "${configs[@]}"; do
 		cc+=(-DBITSTATE)
 		panflags+=(-w32)
 	fi
-	[ "${search:-}" = hashcompact ] && cc+=(-DHC4)
 	gcc "${cc[@]}" -o pan pan.c 2>gcc.log || { echo "$name: gcc failed:"; cat gcc.log; exit 2; }
 	t0=$(date +%s.%N)
 	./pan "${panflags[@]}" >pan.out 2>&1 || true
