@@ -78,25 +78,56 @@
  * without GRANT). SPLITNO (with SPLIT): a refusal's reply, too, may come
  * later than its effect, or not before the deadline.
  *
- * GRANT_HOLD: the handoff as first modelled (implies GRANT). A hand-over
- * takes the waiter out of the line (no tombstone) and notifies it with a
- * grant (v = 4 + ID*2 + value); a call holds the lock when grants heard
- * for its current value and its current round's yes make a quorum (at the
+ * GRANT_HOLD: the code's form (GRANT, the waiter keeping its place) with
+ * the hold on grants (implies GRANT). H1: a hand-over (by a release, or
+ * by a LeaveQueue that released a handed key) notifies the waiter with
+ * its ID and the handed value (v = 4 + ID*2 + value). H2: a call counts
+ * master m's grant (its ID, value v) only when v is its current value
+ * and m refused the current attempt with the key held, its refusal's
+ * reply arrived (ao O_NO; a refusal by the line with the key free is
+ * O_NOL; a yes, rolled back, and an unanswered call do not count);
+ * counting starts once the attempt has failed and been rolled back
+ * (grants heard before, for the same value, are remembered: gn); when
+ * the counted grants make a quorum (VALID=n: the attempt began less than
+ * n ticks before) the call holds the lock on them (gc: counted), no new
+ * round. H3: the hold's LeaveQueue goes to every master but the counted
+ * ones. H4: a release of value v that deletes the key, on a master whose
+ * grant record names (X, v), takes X out of the line (its record too;
+ * no tombstone) before handing the key on. H5: Unlock releases where the
+ * round said yes or did not answer, and on the counted masters. Rules
+ * switched off: NO_CURVAL (a grant heard for any value of the call's ID
+ * counts, until the call ends), HOLD_UNANSWERED (an unanswered master
+ * counts too), HOLD_LEAVE_ALL (the hold's LeaveQueue goes to every
+ * master), NO_HOLD_RELEASE (no H4). HOLD_LINE_NO: a refusal by the line
+ * (key free) counts too. RDELAY: a rollback's release to a master that
+ * did not answer may apply later (a step of its own, before the next
+ * tick), not at once. Properties judged more closely: holds also at
+ * every tick while held, kept-out also when the line's first is the
+ * current ID of a call that holds or held the lock; REACH: the assertion
+ * hold-by-grants fails at any hold on grants (that one is reachable).
+ *
+ * GRANT_OLD: the handoff as first modelled, before it was built (implies
+ * GRANT). A hand-over takes the waiter out of the line (no tombstone) and
+ * notifies it with a grant; a call holds the lock when grants heard for
+ * its current value and its current round's yes make a quorum (at the
  * round's end, or on hearing a grant while it waits: no new round);
- * Unlock releases on every master. NO_CURVAL (a grant heard for any value
- * of the call's ID counts, until the call ends).
+ * Unlock releases on every master. NO_CURVAL as above.
  */
 
-/* GRANT_HOLD: the handoff as first modelled (a hand-over takes the waiter
+/* GRANT_OLD: the handoff as first modelled (a hand-over takes the waiter
  * out of the line; a call holds with grants); GRANT alone: the code's form
- * (GKEEP: the waiter keeps its place; no hold on grants) */
-#ifdef GRANT_HOLD
+ * (GKEEP: the waiter keeps its place; no hold on grants); GRANT_HOLD: the
+ * code's form with the hold on grants */
+#if defined(GRANT_OLD) || defined(GRANT_HOLD)
 #ifndef GRANT
 #define GRANT
 #endif
 #endif
-#if defined(GRANT) && !defined(GRANT_HOLD)
+#if defined(GRANT) && !defined(GRANT_OLD)
 #define GKEEP
+#endif
+#if defined(GRANT_OLD) && defined(GRANT_HOLD)
+#error GRANT_OLD and GRANT_HOLD are two forms of the hold on grants
 #endif
 
 #ifndef C
@@ -145,10 +176,20 @@
 #define FLY 1		/* sent, not applied */
 #define PENDY 2		/* applied, said yes (the key is ours), reply not back */
 #define PENDN 3		/* SPLITNO: applied, said no, reply not back */
+#define PENDNL 4	/* GRANT_HOLD, SPLITNO: the same, the key free (refused by the line) */
 /* its outcome (ao) */
 #define O_YES 1
-#define O_NO 2
+#define O_NO 2		/* refused (GRANT_HOLD: with the key held) */
 #define O_UNK 3		/* no reply by the deadline */
+#define O_NOL 4		/* GRANT_HOLD: refused by the line, the key free */
+/* a refusal's outcome on m (after the acquire: it changed no key) */
+#ifdef GRANT_HOLD
+#define REFUSED(m) (kv[m] != 0 -> O_NO : O_NOL)
+#define PREFUSED(m) (kv[m] != 0 -> PENDN : PENDNL)
+#else
+#define REFUSED(m) O_NO
+#define PREFUSED(m) PENDN
+#endif
 
 /* a notification (nt): names (c, g) as g+1, or "" */
 #define N_ANY 3
@@ -210,6 +251,32 @@ bit rc[N*C*2];		/* the entry has a value record (ev): a hand-over clears it */
 #define SETEV(x, v) ev[x] = v; rc[x] = 1;
 #define CLREV(x) ev[x] = 0; rc[x] = 0;
 #define GN(c,m) 0
+#ifdef GRANT_HOLD
+bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
+bit gc[C*N];		/* the call holds by grants: m counted */
+/* H2: m's grant counts (the refusal's reply arrived, the key held) */
+#if defined(HOLD_UNANSWERED) && defined(HOLD_LINE_NO)
+#define CNT(c,m) (gn[CM(c,m)] && (ao[CM(c,m)] == O_NO || ao[CM(c,m)] == O_NOL || ao[CM(c,m)] == O_UNK))
+#elif defined(HOLD_UNANSWERED)
+#define CNT(c,m) (gn[CM(c,m)] && (ao[CM(c,m)] == O_NO || ao[CM(c,m)] == O_UNK))
+#elif defined(HOLD_LINE_NO)
+#define CNT(c,m) (gn[CM(c,m)] && (ao[CM(c,m)] == O_NO || ao[CM(c,m)] == O_NOL))
+#else
+#define CNT(c,m) (gn[CM(c,m)] && ao[CM(c,m)] == O_NO)
+#endif
+#define BYGRANTS(c) (gc[CM(c,0)] || gc[CM(c,1)] || gc[CM(c,2)])
+#ifdef HOLD_LEAVE_ALL
+#define GLEAVE(c,m) 1
+#else
+#define GLEAVE(c,m) !gc[CM(c,m)]
+#endif
+#ifdef VALID
+byte ag[C];		/* ticks since the attempt began (to VALID) */
+#endif
+#ifdef RDELAY
+byte pr[C*N];		/* a rollback's release on its way: its value (parity) + 1 */
+#endif
+#endif
 #else
 bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 #define SETEV(x, v) ev[x] = v;
@@ -220,6 +287,15 @@ bit gn[C*N];		/* a grant from m heard for the current value (NO_CURVAL: any) */
 #define SETEV(x, v)
 #define CLREV(x)
 #define GN(c,m) 0
+#endif
+#ifdef GRANT_HOLD
+#define HELDBY(c,g) ((g) == gen[c] && (st[c] == HOLD || st[c] == DONE))
+#else
+#define HELDBY(c,g) 0
+#endif
+#ifndef BYGRANTS
+#define BYGRANTS(c) 0
+#define GLEAVE(c,m) 0
 #endif
 /* clients */
 byte st[C];
@@ -355,7 +431,12 @@ inline handoff(m, any) {
 		rc[IE(m,hc-1,hg)] = 0; ev[IE(m,hc-1,hg)] = 0;
 #endif
 		printf("EV handoff m=%d c=%d g=%d val=%d\n", m, hc-1, hg, (kv[m]-1)%2);
+#ifdef GRANT_HOLD
+		/* H1: the waiter is told its ID and the handed value */
+		nt[MC(m,hc-1)] = 4 + hg*2 + (kv[m]-1)%2
+#else
 		NAMEIT(m, hc-1, hg)
+#endif
 	:: hc > 0 ->
 		printf("EV handoff m=%d c=%d g=%d norecord\n", m, hc-1, hg);
 		NAMEIT(m, hc-1, hg)
@@ -386,14 +467,35 @@ inline handoff(m, any) {
 
 /* release.lua, the key being c's: delete; if someone is in line, name its
  * first waiter */
+#ifdef GRANT
+#define release(c, m) releasev(c, m, cv[c])
+/* the key holds c's value of parity par */
+inline releasev(c, m, par) {
+	if
+	:: kv[m] == 1 + (c)*2 + (par) ->
+		kv[m] = 0;
+		printf("EV release c=%d m=%d\n", c, m);
+#if defined(GRANT_HOLD) && !defined(NO_HOLD_RELEASE)
+		/* H4: the key was handed to X (a holder by grants): X leaves
+		 * the line (no tombstone) before the key is handed on */
+		if
+		:: mg[m] != 0 -> hc = mg[m] - 1;
+			en[IE(m,hc/2,hc%2)] = 0; CLREV(IE(m,hc/2,hc%2))
+			if :: FAIR -> LEFT(IE(m,hc/2,hc%2)) :: else -> skip fi;
+			printf("EV release-leave m=%d c=%d g=%d\n", m, hc/2, hc%2);
+			hc = 0
+		:: else -> skip
+		fi;
+#endif
+		handoff(m, 0)
+	:: else -> skip	/* not ours: a guard (late copies never take the key) */
+	fi
+}
+#else
 inline release(c, m) {
 	if
 	:: kv[m] == KV(c) ->
 		kv[m] = 0;
-#ifdef GRANT
-		printf("EV release c=%d m=%d\n", c, m);
-		handoff(m, 0)
-#else
 		head(m);
 		if
 		:: hc > 0 -> printf("EV release c=%d m=%d next=%d g=%d\n", c, m, hc-1, hg);
@@ -402,10 +504,27 @@ inline release(c, m) {
 		:: else -> printf("EV release c=%d m=%d next=none\n", c, m)
 		fi;
 		hc = 0; hg = 0
-#endif
 	:: else -> skip	/* not ours: a guard (late copies never take the key) */
 	fi
 }
+#endif
+
+/* a rollback's release to a master that did not answer (RDELAY: on its
+ * way, applied before the next tick; one already on its way applies
+ * first) */
+#ifdef RDELAY
+#define RBACK(c, m) \
+	if :: pr[CM(c,m)] != 0 -> xp = pr[CM(c,m)] - 1; pr[CM(c,m)] = 0; releasev(c, m, xp); xp = 0 :: else -> skip fi; \
+	pr[CM(c,m)] = cv[c] + 1
+#define RAPPLY(c,m) \
+	:: d_step { pr[CM(c,m)] != 0 -> xp = pr[CM(c,m)] - 1; pr[CM(c,m)] = 0; \
+		printf("EV rapply c=%d m=%d\n", c, m); releasev(c, m, xp); xp = 0; norm() }
+#define RAPPLY_MC(m,c) RAPPLY(c,m)
+#define PR_PENDING(m,c) || pr[CM(c,m)] != 0
+#else
+#define RBACK(c, m) release(c, m)
+#define PR_PENDING(m,c)
+#endif
 
 /* leave_queue.lua of (c,g) on m: out of the line, a tombstone; the line's
  * first waiter leaving a free key names the next one ("" when none) */
@@ -440,7 +559,8 @@ inline leaveq(c, g, m) {
 #endif
 	xt = 0
 }
-/* the lock is c's: by its round's yes, or (GRANT_HOLD) with grants */
+/* the lock is c's: by its round's yes, or (GRANT_OLD, GRANT_HOLD) with
+ * grants */
 inline hold(c) {
 	PROP("EV violate mutual-exclusion\n", !(0
 		|| (c != 0 && st[0] == HOLD) || (c != 1 && st[1] == HOLD)
@@ -458,13 +578,63 @@ inline hold(c) {
 #endif
 	printf("EV grant c=%d g=%d\n", c, gen[c]);
 	st[c] = HOLD; hl[c] = HT; wst[c] = 0;
-	/* out of the line where it did not acquire */
-	if :: ao[CM(c,0)] != O_YES && !GN(c,0) -> leaveq(c, gen[c], 0) :: else -> skip fi;
-	if :: ao[CM(c,1)] != O_YES && !GN(c,1) -> leaveq(c, gen[c], 1) :: else -> skip fi;
-	if :: ao[CM(c,2)] != O_YES && !GN(c,2) -> leaveq(c, gen[c], 2) :: else -> skip fi
+	/* out of the line where it did not acquire (GRANT_HOLD, by grants:
+	 * H3, every master but the counted ones) */
+	if :: (BYGRANTS(c) -> GLEAVE(c,0) : ao[CM(c,0)] != O_YES && !GN(c,0)) -> leaveq(c, gen[c], 0) :: else -> skip fi;
+	if :: (BYGRANTS(c) -> GLEAVE(c,1) : ao[CM(c,1)] != O_YES && !GN(c,1)) -> leaveq(c, gen[c], 1) :: else -> skip fi;
+	if :: (BYGRANTS(c) -> GLEAVE(c,2) : ao[CM(c,2)] != O_YES && !GN(c,2)) -> leaveq(c, gen[c], 2) :: else -> skip fi
 }
 
 #ifdef GRANT_HOLD
+#ifdef VALID
+#define INVALID(c) (ag[c] >= VALID)
+#else
+#define INVALID(c) 0
+#endif
+/* H2: the grants c counts (yes); a quorum: the call holds with them */
+inline ghold(c) {
+	yes = CNT(c,0) + CNT(c,1) + CNT(c,2);
+	if
+	:: yes >= Q && !INVALID(c) ->
+		gc[CM(c,0)] = CNT(c,0); gc[CM(c,1)] = CNT(c,1); gc[CM(c,2)] = CNT(c,2);
+		yes = 0;
+		printf("EV hold-grants c=%d g=%d m0=%d m1=%d m2=%d\n", c, gen[c], gc[CM(c,0)], gc[CM(c,1)], gc[CM(c,2)]);
+#ifdef REACH
+		/* a check of the check: a hold on grants is reachable */
+		PROP("EV violate hold-by-grants\n", 0);
+#endif
+		hold(c)
+	:: else -> yes = 0
+	fi
+}
+
+/* H1/H2: a grant's notification (v = 4 + g*2 + value) from m reaches c's
+ * watch: news for the wake-up rule, as any notification naming the ID; it
+ * is remembered when it names the call's current ID and value
+ * (NO_CURVAL: any value of the ID); a waiting call (its attempt failed
+ * and rolled back) whose counted grants make a quorum holds the lock,
+ * else the wake-up rule decides */
+inline hgrant(m, c, v) {
+	if
+	:: wst[c] && (st[c] == ATT || st[c] == WAIT) && (v-4)/2 == gen[c] ->
+		printf("EV gnote m=%d c=%d val=%d\n", m, c, (v-4)%2);
+#ifndef NO_CURVAL
+		if :: (v-4)%2 == cv[c] -> gn[CM(c,m)] = 1 :: else -> skip fi;
+#else
+		gn[CM(c,m)] = 1;
+#endif
+		sn[CM(c,m)] = 1;
+		if
+		:: st[c] == WAIT -> ghold(c);
+			if :: st[c] == WAIT -> check(c) :: else -> skip fi
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+#endif
+
+#ifdef GRANT_OLD
 /* a grant's notification (v = 4 + g*2 + value) from m reaches c's watch:
  * it counts when it names the call's current ID and value (NO_CURVAL:
  * any value of the ID); a waiting call whose grants make a quorum holds
@@ -492,7 +662,7 @@ inline hgrant(m, c, v) {
 }
 #endif
 
-#ifdef GRANT_HOLD
+#if defined(GRANT_OLD) || defined(GRANT_HOLD)
 inline hearg(m, c, v) {
 	if
 	:: v >= 4 -> hgrant(m, c, v)
@@ -558,10 +728,12 @@ inline acquire(c, g, m, late) {
 				if
 				:: xt -> kv[m] = KV(c)
 				:: else -> /* refused by the line although the key is free:
-					    * never for a waiter that left this line */
-#ifdef DELAY
+					    * never for a waiter that left this line
+					    * (GRANT_HOLD: nor for a call that holds or
+					    * held the lock) */
+#if defined(DELAY) || defined(GRANT_HOLD)
 					head(m);
-					PROP("EV violate kept-out\n", !(hc > 0 && lf[IE(m,hc-1,hg)]))
+					PROP("EV violate kept-out\n", !(hc > 0 && (LFX(IE(m,hc-1,hg)) || HELDBY(hc-1,hg))))
 #else
 					skip
 #endif
@@ -606,9 +778,18 @@ inline norm() {
 #endif
 		:: else -> skip
 		fi
-#ifdef GRANT_HOLD
+#if defined(GRANT_OLD) || defined(GRANT_HOLD)
 		; if
 		:: !CALLING(xi) -> gn[CM(xi,0)] = 0; gn[CM(xi,1)] = 0; gn[CM(xi,2)] = 0
+		:: else -> skip
+		fi
+#endif
+#ifdef GRANT_HOLD
+		; if
+		:: !CALLING(xi) && st[xi] != HOLD -> gc[CM(xi,0)] = 0; gc[CM(xi,1)] = 0; gc[CM(xi,2)] = 0
+#ifdef VALID
+			; ag[xi] = 0
+#endif
 		:: else -> skip
 		fi
 #endif
@@ -672,11 +853,17 @@ inline attempt(c) {
 		ev[IE(xj,c,0)] = 1 - cv[c]; ev[IE(xj,c,1)] = 1 - cv[c];
 		lv[CM(c,xj)] = 1 - cv[c];
 		if :: nt[MC(xj,c)] >= 4 -> nt[MC(xj,c)] = 4 + ((nt[MC(xj,c)]-4)/2)*2 + 1 - cv[c] :: else -> skip fi
+#ifdef RDELAY
+		; if :: pr[CM(c,xj)] != 0 -> pr[CM(c,xj)] = 2 - cv[c] :: else -> skip fi
+#endif
 	}
 	xj = 0;
-#if defined(GRANT_HOLD) && !defined(NO_CURVAL)
+#if (defined(GRANT_OLD) || defined(GRANT_HOLD)) && !defined(NO_CURVAL)
 	/* grants heard for an older value no longer count */
 	gn[CM(c,0)] = 0; gn[CM(c,1)] = 0; gn[CM(c,2)] = 0;
+#endif
+#ifdef VALID
+	ag[c] = 0;
 #endif
 #endif
 	printf("EV attempt c=%d g=%d\n", c, gen[c]);
@@ -690,7 +877,7 @@ inline attempt(c) {
 
 inline settle(c) {
 	for (xj : 0 .. N-1) {
-		tk[CM(c,xj)] = (ao[CM(c,xj)] == O_NO || ao[CM(c,xj)] == O_UNK);
+		tk[CM(c,xj)] = (ao[CM(c,xj)] == O_NO || ao[CM(c,xj)] == O_NOL || ao[CM(c,xj)] == O_UNK);
 		if :: ao[CM(c,xj)] == O_YES -> fr[c]++ :: else -> skip fi
 	}
 	xj = 0;
@@ -703,7 +890,7 @@ inline close(c) {
 	yes = 0;
 	for (xj : 0 .. N-1) {
 		if
-		:: aq[CM(c,xj)] == PENDY || aq[CM(c,xj)] == PENDN -> ao[CM(c,xj)] = O_UNK
+		:: aq[CM(c,xj)] == PENDY || aq[CM(c,xj)] == PENDN || aq[CM(c,xj)] == PENDNL -> ao[CM(c,xj)] = O_UNK
 		:: aq[CM(c,xj)] == FLY -> ao[CM(c,xj)] = O_UNK;
 #ifdef DELAY
 			if :: lq[CM(c,xj)] == 0 -> lq[CM(c,xj)] = gen[c]+1; lt[CM(c,xj)] = STRAG;
@@ -717,7 +904,7 @@ inline close(c) {
 		:: else -> skip
 		fi;
 		aq[CM(c,xj)] = 0;
-		/* GRANT_HOLD: a grant heard for its value counts as a yes */
+		/* GRANT_OLD: a grant heard for its value counts as a yes */
 		if :: ao[CM(c,xj)] == O_YES || GN(c,xj) -> yes++ :: else -> skip fi
 	}
 	xj = 0;
@@ -732,7 +919,7 @@ inline close(c) {
 		for (xt : 0 .. N-1) {
 			if
 			:: ao[CM(c,xt)] == O_YES -> RQYES(c) release(c, xt)
-			:: ao[CM(c,xt)] == O_UNK -> rq[c] = 1; release(c, xt)
+			:: ao[CM(c,xt)] == O_UNK -> rq[c] = 1; RBACK(c, xt)
 			:: else -> skip
 			fi
 		}
@@ -740,6 +927,10 @@ inline close(c) {
 		if
 		:: !wst[c] -> st[c] = WSTART
 		:: else -> settle(c)
+#ifdef GRANT_HOLD
+			/* H2: failed and rolled back: the grants heard count now */
+			; ghold(c)
+#endif
 		fi
 	fi;
 	norm()
@@ -752,14 +943,14 @@ inline close(c) {
 #define AAPPLY(c,m) \
 	:: d_step { aq[CM(c,m)] == FLY -> \
 		acquire(c, gen[c], m, 0); printf("EV aapply c=%d m=%d g=%d r=%d\n", c, m, gen[c], xt); \
-		ao[CM(c,m)] = (xt -> O_YES : O_NO); aq[CM(c,m)] = 0; xt = 0; \
+		ao[CM(c,m)] = (xt -> O_YES : REFUSED(m)); aq[CM(c,m)] = 0; xt = 0; \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
 /* SPLIT: applied, said yes, its reply later (or not before the deadline) */
 #define AAPPLY_P(c,m) \
 	:: d_step { aq[CM(c,m)] == FLY -> \
 		acquire(c, gen[c], m, 0); \
 		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
-		   :: else -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV aapply c=%d m=%d g=%d r=0\n", c, m, gen[c]) fi; \
+		   :: else -> ao[CM(c,m)] = REFUSED(m); aq[CM(c,m)] = 0; printf("EV aapply c=%d m=%d g=%d r=0\n", c, m, gen[c]) fi; \
 		xt = 0; \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
 /* SPLITNO: a refusal's reply, too, comes later (or not before the deadline) */
@@ -767,10 +958,10 @@ inline close(c) {
 	:: d_step { aq[CM(c,m)] == FLY -> \
 		acquire(c, gen[c], m, 0); \
 		if :: xt -> aq[CM(c,m)] = PENDY; printf("EV aapply c=%d m=%d g=%d r=1 pend=1\n", c, m, gen[c]) \
-		   :: else -> aq[CM(c,m)] = PENDN; printf("EV aapply c=%d m=%d g=%d r=0 pend=1\n", c, m, gen[c]) fi; \
+		   :: else -> aq[CM(c,m)] = PREFUSED(m); printf("EV aapply c=%d m=%d g=%d r=0 pend=1\n", c, m, gen[c]) fi; \
 		xt = 0 }
 #define AREPLYN(c,m) \
-	:: d_step { aq[CM(c,m)] == PENDN -> ao[CM(c,m)] = O_NO; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d r=0\n", c, m); \
+	:: d_step { aq[CM(c,m)] == PENDN || aq[CM(c,m)] == PENDNL -> ao[CM(c,m)] = (aq[CM(c,m)] == PENDN -> O_NO : O_NOL); aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d r=0\n", c, m); \
 		if :: aq[CM(c,0)] == 0 && aq[CM(c,1)] == 0 && aq[CM(c,2)] == 0 -> close(c) :: else -> skip fi }
 #define AREPLY(c,m) \
 	:: d_step { aq[CM(c,m)] == PENDY -> ao[CM(c,m)] = O_YES; aq[CM(c,m)] = 0; printf("EV areply c=%d m=%d\n", c, m); \
@@ -799,7 +990,7 @@ inline close(c) {
 	:: d_step { st[c] == WSTART -> wst[c] = 1; printf("EV watch c=%d fresh=1\n", c); attempt(c) }
 #endif
 
-#ifdef GRANT_HOLD
+#if defined(GRANT_OLD) || defined(GRANT_HOLD)
 #define HEAR hearg
 #define NOTE_NORM norm()
 #elif defined(GRANT)
@@ -825,17 +1016,20 @@ inline close(c) {
 	:: d_step { st[c] == WAIT && bt[c] == 0 -> printf("EV backoff c=%d\n", c); attempt(c) }
 
 /* Unlock: a release where the round said yes or did not answer (the
- * code's releasePlan); GRANT_HOLD (or UNLOCK_ALL): to every master (those
- * that granted it, heard or not) */
-#if defined(GRANT_HOLD) || defined(UNLOCK_ALL)
-#define GRANTED 1
+ * code's releasePlan); GRANT_OLD (or UNLOCK_ALL): to every master (those
+ * that granted it, heard or not); GRANT_HOLD, held by grants (H5): the
+ * counted masters too */
+#if defined(GRANT_OLD) || defined(UNLOCK_ALL)
+#define GRANTED(c,m) 1
+#elif defined(GRANT_HOLD)
+#define GRANTED(c,m) gc[CM(c,m)]
 #else
-#define GRANTED 0
+#define GRANTED(c,m) 0
 #endif
 #define UNLOCK(c) \
 	:: d_step { st[c] == HOLD -> printf("EV unlock c=%d\n", c); \
 		for (xt : 0 .. N-1) { \
-			if :: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK || GRANTED -> release(c, xt) :: else -> skip fi \
+			if :: ao[CM(c,xt)] == O_YES || ao[CM(c,xt)] == O_UNK || GRANTED(c,xt) -> release(c, xt) :: else -> skip fi \
 		} xt = 0; st[c] = DONE; norm() }
 
 /* a waiting call gives up (ctx ended, WithMaxWait): LeaveQueue everywhere */
@@ -890,6 +1084,12 @@ inline tick() {
 	for (xi : 0 .. N-1) {
 		PROP("EV violate grant-released\n", !(kv[xi] != 0 && (st[OWNER(kv[xi])] == GONE || st[OWNER(kv[xi])] == DONE)))
 	}
+#if defined(GRANT_HOLD) && !defined(NO_HOLDS)
+	/* a holder's value is still on a quorum of masters */
+	for (xi : 0 .. C-1) {
+		PROP("EV violate holds\n", !(st[xi] == HOLD && (kv[0] == KV(xi)) + (kv[1] == KV(xi)) + (kv[2] == KV(xi)) < Q))
+	}
+#endif
 #endif
 	for (xi : 0 .. N*C*2 - 1) {
 		/* a live waiter's current entry does not expire: its backoff
@@ -906,6 +1106,9 @@ inline tick() {
 	for (xi : 0 .. C-1) {
 		if :: st[xi] == WAIT && bt[xi] > 0 -> bt[xi]-- :: else -> skip fi;
 		if :: st[xi] == HOLD && hl[xi] > 0 -> hl[xi]-- :: else -> skip fi
+#ifdef VALID
+		; if :: CALLING(xi) && ag[xi] < VALID -> ag[xi]++ :: else -> skip fi
+#endif
 	}
 	xi = 0;
 	TKA;
@@ -921,8 +1124,11 @@ inline tick() {
 proctype world()
 {
 	byte xi, xj, xk, xt, hc, hg, yes, news;
+#ifdef RDELAY
+	byte xp;
+#endif
 	do
-	:: d_step { !(0 FOR_C(DUE) FOR_CM(NOTE_PENDING) EXP_DUE) -> tick(); printf("EV tick\n") }
+	:: d_step { !(0 FOR_C(DUE) FOR_CM(NOTE_PENDING) FOR_CM(PR_PENDING) EXP_DUE) -> tick(); printf("EV tick\n") }
 	FOR_C(LOCK)
 #ifdef SPLIT
 	FOR_CM(AAPPLY_P_MC)
@@ -947,6 +1153,9 @@ proctype world()
 #endif
 #ifdef LOSSN
 	FOR_CM(NLOST)
+#endif
+#ifdef RDELAY
+	FOR_CM(RAPPLY_MC)
 #endif
 #ifdef GRANT
 	EXPIRE(0) EXPIRE(1) EXPIRE(2)
