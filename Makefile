@@ -50,7 +50,7 @@ test-bench:
 	cd bench && $(GO) test -count=1 -timeout 10m ./...
 
 # test-model runs the quick model configurations (model/check.sh quick:
-# about two and a half minutes, most of it compiling verifiers), then checks the
+# about four minutes for 46 configurations, most of it compiling verifiers), then checks the
 # harness itself (model-harness).
 test-model:
 	model/check.sh quick
