@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"flag"
 	"os"
 	"path/filepath"
@@ -34,6 +35,11 @@ var modelCases = []struct {
 	// property is the history invariant the off run must break (the
 	// model's property of the same name).
 	property string
+	// judged, when set, is the invariant the replay breaks instead, when
+	// the history judges the model's property by another (the model's
+	// kept-out of a waiter behind a holder's stale entry is, on the real
+	// code, a call not granted within a second of the lock being free).
+	judged string
 }{
 	{trail: "NoQuarantine", knob: "NoQuarantine", property: "mutual-exclusion"},
 	{trail: "NoVoteIdentity", knob: "NoVoteIdentity", property: "mutual-exclusion"},
@@ -68,6 +74,18 @@ var modelCases = []struct {
 	// m1's line.
 	{trail: "NoGrantLeaveRelease", knob: "NoGrantLeaveRelease", property: "grant-released"},
 	{trail: "GrantPlainNoRequeue", knob: "NoPlainRequeue", property: "grant-released"},
+	// The hold on grants (queue.pml -DGRANT_HOLD): a call holds with the
+	// keys releases handed it. Leaving the lines it counted releases its
+	// own keys (two holders); a release of a handed value that leaves its
+	// waiter first in line keeps the next waiter from the free key (the
+	// model's kept-out; here the waiter is not granted within a second of
+	// the key being free). Not replayed: GrantHoldUnanswered (the code's
+	// late refusal reply reaches the client before the hand-over's
+	// notification, so it holds on time: the simulator's stragglers find
+	// it, TestKnobsAreCaught) and NoGrantCurrentValue (a woken call
+	// attempts at once, the trail's attempt comes later).
+	{trail: "GrantHoldLeaveAll", knob: "GrantHoldLeaveAll", property: "mutual-exclusion"},
+	{trail: "NoGrantHoldRelease", knob: "NoGrantHoldRelease", property: "kept-out", judged: "granted"},
 	{trail: "unsafe-restart", on: func(s *Script) { s.Quar = true }, property: "mutual-exclusion"},
 	{trail: "unsafe-jump", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
 	{trail: "unsafe-pause", on: func(s *Script) { s.Fencing = true }, property: "fresh-writes"},
@@ -140,19 +158,20 @@ func TestModelCounterexamples(t *testing.T) {
 				defer setKnob(t, mc.knob)()
 				return runScript(t, s)
 			}()
-			if len(broke(off, mc.property)) == 0 {
+			judged := cmp.Or(mc.judged, mc.property)
+			if len(broke(off, judged)) == 0 {
 				t.Errorf("with %s off the replay does not break %s: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
-					mechanism(mc.knob), mc.property, off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
+					mechanism(mc.knob), judged, off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
 			}
 			if mc.on != nil {
 				mc.on(&s)
 			}
 			on := runScript(t, s)
-			if on.Outcome == Fail || len(broke(on, mc.property)) > 0 {
+			if on.Outcome == Fail || len(broke(on, judged)) > 0 {
 				t.Errorf("with %s on the replay fails: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
 					mechanism(mc.knob), on.Outcome, on.Violations, on.Unsafe, s, strings.Join(on.History, "\n"))
 			}
-			t.Logf("%s: off: %v (%s); on: %v, %d leases%s", mc.trail, off.Outcome, firstOr(broke(off, mc.property)), on.Outcome, on.Holds, withBase(mc.base))
+			t.Logf("%s: off: %v (%s); on: %v, %d leases%s", mc.trail, off.Outcome, firstOr(broke(off, judged)), on.Outcome, on.Holds, withBase(mc.base))
 		})
 	}
 

@@ -190,13 +190,16 @@ func parseQueueTrail(t *Trail) (Script, error) {
 			if t.Violation == "grant-released" {
 				s.Checkpoints = append(s.Checkpoints, e.At)
 			}
-		case "fail", "grant", "publish", "note",
-			"handoff", "takeover", "leave-release":
+		case "fail", "grant", "publish", "note", "gnote", "hold-grants",
+			"handoff", "takeover", "leave-release", "release-leave":
 			// The round's decision (its time is queueTimes'), a
 			// notification (the masters send it), the property; with
 			// GRANT what a master's release, acquire or LeaveQueue did
 			// to its key (the hand-over, its take-over, the release of a
-			// handed key: the step's own call does it).
+			// handed key: the step's own call does it); with GRANT_HOLD
+			// a hand-over's notification (the master sends it), the call
+			// holding with them (the code's own step once they arrive),
+			// and a released handed value's waiter leaving the line.
 		default:
 			// "backoff" starts an attempt at a time of the client's
 			// choosing (the backoff's jitter); "giveup", "die" and
