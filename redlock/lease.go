@@ -20,12 +20,12 @@ type Lease struct {
 	fence    int64         // fencing token (WithFencing), 0 without
 	epoch    bool          // the fencing token started a new epoch
 	holds    int           // live holds of the lease's group at acquire (Holds)
+	decided  time.Duration // how long the acquire took to reach its quorum
+	got      time.Time     // when the lease was handed out
 	// waiter, for a lease held with hand-overs (place.hold), is the call's
 	// waiter, in the lines of the nodes counted (nil otherwise).
 	waiter  *Waiter
 	counted []bool
-	decided  time.Duration // how long the acquire took to reach its quorum
-	got      time.Time     // when the lease was handed out
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
