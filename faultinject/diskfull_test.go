@@ -116,6 +116,16 @@ func TestUnlockAndExtendOnAFullDisk(t *testing.T) {
 			require.NoError(t, err)
 			lease, err := mu.Lock(ctx)
 			require.NoError(t, err)
+			// Lock returns at a quorum: the third acquire may still be on
+			// its way, and the full disk would refuse it.
+			require.Eventually(t, func() bool {
+				for i := range c.N() {
+					if h, err := c.Node(i).Inspect(ctx, "job"); err != nil || !h.Exists {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, time.Millisecond, "the key on every master")
 			require.NoError(t, f.Inject(ctx, c))
 
 			err = lease.Extend(ctx)
