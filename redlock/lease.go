@@ -349,11 +349,6 @@ func (l *Lease) doExtend(ctx context.Context) (bool, error) {
 		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
 			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
 		},
-		// A node whose acquire answered no holds the value only if a
-		// release handed it to the call's waiter since, and the call's
-		// LeaveQueue, maybe still on its way, deletes it there (fair.go):
-		// a yes from it must not count.
-		skip: func(i int) bool { cl := l.acquired[i]; return cl.finished() && !mayHold(cl) },
 	})
 	l.mu.Unlock()
 	d := r.wait(ctx, m.quorum, 0)
