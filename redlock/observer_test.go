@@ -347,6 +347,9 @@ func TestObserverSeesARenewalFailureWithItsCause(t *testing.T) {
 		warmUp(t, m)
 		var cause error
 		err := m.Do(context.Background(), func(ctx context.Context, _ *redlock.Lease) error {
+			// Lock returns at a quorum: its last call may still be on its
+			// way, and would meet a paused node (its key never written).
+			synctest.Wait()
 			resume1, resume2 := ms[1].Pause(), ms[2].Pause()
 			defer resume1()
 			defer resume2()
