@@ -251,3 +251,38 @@ func TestLeftoversCountsWithoutRemoving(t *testing.T) {
 	_, err := Leftovers(t.Context(), "bad label")
 	assert.ErrorContains(t, err, "bad label")
 }
+
+// TestAStoppedProxyKeepsItsPort: a proxy drawn while another one's listener
+// is down (partitioned) must not take that port, or the heal cannot bind it
+// and the stopped proxy's clients reach the other proxy's master (seen in
+// CI: "bind: address already in use", then "nodes 1 and 2 are the same
+// server"). The draw is made to offer the taken port first.
+func TestAStoppedProxyKeepsItsPort(t *testing.T) {
+	RequireBackend(t, Process)
+	c := StartT(t, Config{N: 2, Backend: Process})
+	require.NoError(t, c.partition(t.Context(), 0))
+	taken := c.members[0].hop.port
+	draw := drawHopPort
+	t.Cleanup(func() { drawHopPort = draw })
+	offered := 0
+	drawHopPort = func() int {
+		if offered++; offered == 1 {
+			return taken
+		}
+		return draw()
+	}
+	l, err := c.NewLink("late")
+	require.NoError(t, err)
+	require.Greater(t, offered, 1, "the taken port was offered and refused")
+	require.NoError(t, c.heal(t.Context(), 0))
+	want, err := do(t, c.Node(0).Info)
+	require.NoError(t, err)
+	for _, n := range []*Node{c.Node(0), l.Node(0)} {
+		got, err := do(t, n.Info)
+		require.NoError(t, err)
+		assert.Equal(t, want.RunID, got.RunID, "%s reaches master 0", n.Addr())
+	}
+	for i := range c.N() {
+		assert.NotEqual(t, c.Addr(0), l.Addr(i))
+	}
+}

@@ -1,6 +1,7 @@
 package faultinject
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ func (d Direction) streams() ([]string, error) {
 type hop struct {
 	p    *toxiproxy.Proxy
 	addr string // listen address, fixed at creation (p.Listen is written on every start)
+	port int    // addr's port, reserved in hopPorts until close
 
 	mu     sync.Mutex
 	closed bool
@@ -67,24 +69,62 @@ func (h *hop) do(f func() error) error {
 // partition closes the listener and heal binds the same port again, and in
 // between an outgoing connection could take an ephemeral port as its own
 // local port and make the rebind fail (seen: "bind: address already in
-// use" healing a partition in chaos --quick).
+// use" healing a partition in chaos --quick). For the same reason the port
+// stays reserved (hopPorts) until the hop is closed: another hop drawn
+// while this one's listener is down must not take it (seen in CI: a link's
+// proxy took the port of another link's stopped proxy, whose heal then
+// failed, and a client's connection to master 2 reached master 1).
 func (c *Cluster) newHop(name, upstream string) (*hop, error) {
 	var err error
 	for range 50 { // bounded: another process may hold a port we draw
-		addr := fmt.Sprintf("127.0.0.1:%d", hopPortLow+rand.IntN(hopPortHigh-hopPortLow))
+		port := drawHopPort()
+		if !hopPorts.reserve(port) {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p := toxiproxy.NewProxy(c.tp, name, addr, upstream)
 		if err = c.tp.Collection.Add(p, true); err == nil {
-			return &hop{p: p, addr: addr}, nil
+			return &hop{p: p, addr: addr, port: port}, nil
 		}
+		hopPorts.free(port)
 		if !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("faultinject: starting proxy %s to %s: %w", name, upstream, err)
+	return nil, fmt.Errorf("faultinject: starting proxy %s to %s: %w", name, upstream, cmp.Or(err, errors.New("no free port drawn")))
 }
 
 // The ports newHop draws from: below the kernel's ephemeral range.
 const hopPortLow, hopPortHigh = 20000, 32768
+
+// drawHopPort draws a port for newHop (a variable: a test draws a taken one).
+var drawHopPort = func() int { return hopPortLow + rand.IntN(hopPortHigh-hopPortLow) }
+
+// hopPorts holds the ports of this process's hops from their creation to
+// their close, listening or not.
+var hopPorts = portSet{used: map[int]bool{}}
+
+type portSet struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// reserve marks port used; false if it already was.
+func (s *portSet) reserve(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used[port] {
+		return false
+	}
+	s.used[port] = true
+	return true
+}
+
+func (s *portSet) free(port int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.used, port)
+}
 
 // setToxic replaces (or adds) the toxic of the given name.
 func (h *hop) setToxic(ctx context.Context, name, typ, stream, attrs string) error {
@@ -184,6 +224,7 @@ func (h *hop) close() {
 	h.closed = true
 	h.p.Stop()
 	h.p.Toxics.ResetToxics(context.Background())
+	hopPorts.free(h.port)
 }
 
 // Link is one harness client's own set of proxies, one per master, so that

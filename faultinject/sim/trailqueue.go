@@ -49,8 +49,13 @@ const (
 	// never expire (holders unlock within a tick).
 	queueTTL = 50 * ModelTick
 	// queueWait bounds a waiting call's wait on a free lock (Script.Wait):
-	// five ticks, more than a round, its rollback and a backoff of a tick.
-	queueWait = 5 * ModelTick
+	// four ticks, more than a round, its rollback and a backoff of a tick,
+	// and less than a waiter's entry TTL (redlock's minimum, 1s): a waiter
+	// kept out by an entry that stays in line must wait past the bound
+	// even when that entry's last refresh came just before the lock fell
+	// free (at five ticks, the bound and the entry's expiry met, and a
+	// replay caught the kept-out waiter in about 1 run in 8).
+	queueWait = 4 * ModelTick
 	// queueNoBackoff is the backoff of a NO_BACKOFF trail: past any run.
 	queueNoBackoff = time.Hour
 )
