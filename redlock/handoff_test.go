@@ -2,6 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -212,5 +216,115 @@ func TestHoldExpiredUnlockHandsOn(t *testing.T) {
 		require.NoError(t, rc.err)
 		assert.Equal(t, released, rc.at, "B's Unlock took B out of the lines and handed C the key")
 		require.NoError(t, rc.lease.Unlock(ctx))
+	})
+}
+
+// A waiter that holds on grants hears its turn, so it does not poll: its
+// fallback is its longest backoff from the first failed attempt (10ms to 10s
+// here, on synctest's virtual clock). Two waiters in line behind a holder
+// for 4 seconds make their first attempt and the look once their watch
+// started, nothing more (exponential from 10ms they made about ten each,
+// and each attempt changes the value a release hands the key at); then
+// each holds with the hand-overs, in order, without another acquire.
+func TestHoldWaiterDoesNotPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, nodes := mem(3)
+		lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait() // A's TryLock reaches every master
+		clients, attempts := clocked(t, ms, 2)
+		var got []<-chan lockResult
+		for _, c := range clients {
+			got = append(got, lockAsync(ctx, newMutex(t, c, redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Second))))
+			synctest.Wait() // B is in every line before C arrives
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(4 * time.Second)
+		before := attempts()
+		for c, at := range before {
+			assert.LessOrEqual(t, len(at), 2*len(ms), "waiter %d's acquires in 4s: its first attempt and one look", c)
+		}
+		require.NoError(t, lease.Unlock(ctx))
+		for c, ch := range got {
+			r := <-ch
+			require.NoError(t, r.err)
+			synctest.Wait()
+			assert.Equal(t, len(before[c]), len(attempts()[c]), "waiter %d holds with the hand-overs: no acquire", c)
+			require.NoError(t, r.lease.Unlock(ctx))
+		}
+	})
+}
+
+// deafNode is a memnode whose notifications can be dropped (deaf), as a
+// broken watch connection drops them, and whose watchers the test can tell
+// that some were lost (resync), as redisnode does once it listens again.
+type deafNode struct {
+	*memnode.Node
+	deaf *atomic.Bool
+	mu   sync.Mutex
+	fns  []func(string)
+}
+
+func (n *deafNode) Watch(ctx context.Context, key, group string, fn func(string)) (func(), error) {
+	n.mu.Lock()
+	n.fns = append(n.fns, fn)
+	n.mu.Unlock()
+	return n.Node.Watch(ctx, key, group, func(msg string) {
+		if !n.deaf.Load() {
+			fn(msg)
+		}
+	})
+}
+
+func (n *deafNode) resync() {
+	n.mu.Lock()
+	fns := slices.Clone(n.fns)
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn("\n")
+	}
+}
+
+// A waiter whose notifications were lost (the release handed it the keys
+// while its watch connection was down) tries again as soon as its nodes
+// say they listen again (a lone newline: QueueNode.Watch), and takes the
+// handed keys over, instead of sleeping its backoff (an hour here).
+func TestResyncWakesAWaiterThatLostItsNotifications(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, nodes := mem(3)
+		lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait() // A's TryLock reaches every master
+		var deaf atomic.Bool
+		deafs := make([]*deafNode, len(ms))
+		wrapped := make([]redlock.Node, len(ms))
+		for i, m := range ms {
+			deafs[i] = &deafNode{Node: m, deaf: &deaf}
+			wrapped[i] = deafs[i]
+		}
+		got := lockAsync(ctx, newMutex(t, newClient(t, wrapped), redlock.WithRetryBackoff(time.Hour, time.Hour)))
+		synctest.Wait() // B waits in every line
+		deaf.Store(true)
+		require.NoError(t, lease.Unlock(ctx))
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("B got the lock without hearing of it: %v", r.err)
+		default:
+		}
+		for i, m := range ms {
+			assert.NotEmpty(t, m.Keys()[lockName], "master %d handed B the key", i)
+		}
+		deaf.Store(false)
+		resynced := time.Now()
+		for _, d := range deafs {
+			d.resync()
+		}
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Equal(t, resynced, r.at, "B tried again when its nodes listened again, not after its backoff")
+		require.NoError(t, r.lease.Unlock(ctx))
 	})
 }

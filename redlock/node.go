@@ -205,8 +205,11 @@ type QueueNode interface {
 	// (an ID without one, "") reach the watches with group "". So a client
 	// that gives its waiters' IDs its own group hears only of its own. A
 	// release nobody waits for costs no notification, and a key that
-	// expires is not reported. Notifications can be lost (a reconnect) or
-	// late; fn is called from the node's own goroutine and must not block.
+	// expires is not reported. Notifications can be lost or late; a node
+	// that knows it may have lost some (its connection broke and it
+	// listens again) calls fn with a lone newline ("\n"), and the calls
+	// that wait for its reports try again at once. fn is called from the
+	// node's own goroutine and must not block.
 	// Watch returns once the node listens for key, or with an error when
 	// it cannot (ctx ended, the server refused: an ACL user without channel
 	// permissions). stop ends the watch; it may be called more than once

@@ -174,7 +174,10 @@ func WithMinValidity(d time.Duration) LockOption {
 // (docs/algorithm.md, "Waiting"): a plain lock's woken call then tries
 // after a random delay under four times its last attempt's duration, so
 // that the calls of several clients woken by one release do not split the
-// vote. Default: 10ms, 250ms. Both must
+// vote. A call that holds on the keys releases hand it (a mutex without
+// fencing, on nodes that keep a line: docs/handoff.md) hears its turn and
+// does not poll: it sleeps [max/2, max] from its first failed attempt.
+// Default: 10ms, 250ms. Both must
 // be non-negative with min <= max, and min must be positive unless max is 0
 // (0, 0 retries without any delay).
 func WithRetryBackoff(min, max time.Duration) LockOption {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -17,7 +18,8 @@ import (
 // watch and the wake-up policy; the lock kind owns the call's place in the
 // nodes' line (fair.go).
 //
-// It always sleeps its backoff. When the nodes report releases
+// It always sleeps its backoff (its longest one when it holds on grants:
+// it hears its turn, so it does not poll). When the nodes report releases
 // (QueueNode.Watch), the client also keeps one watch per lock name while any of
 // its Lock calls waits for that name (and for watchLinger after the last
 // one stops). A node's release names the first waiter of its line
@@ -96,6 +98,15 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		return nil // it holds with the hand-overs it heard while the attempt ran
 	}
 	delay := m.backoff(k)
+	if wg.wt != nil && wg.wt.hold {
+		// A waiter that holds on grants hears its turn (the hand-overs):
+		// another attempt before then is refused and, worse, changes
+		// the value a release hands it the key at, so that hand-overs
+		// on their way count for nothing and the next attempt takes
+		// them over and splits. Its backoff is the fallback for what is
+		// never reported: the longest one from the start.
+		delay = m.backoff(math.MaxInt)
+	}
 	last := false // the bound ends this wait: no attempt after it
 	if !wg.giveUp.IsZero() && !time.Now().Add(delay).Before(wg.giveUp) {
 		// The backoff's attempt would start after the bound: only a
@@ -198,7 +209,11 @@ type waiter struct {
 	settled bool
 	taken   []bool
 	free    int
-	wake    chan struct{} // signalled when a new attempt is worth making, or the call holds
+	// resynced: a node said that its notifications may have been lost
+	// (watch.resync) while the attempt ran: the call tries again at once
+	// when it fails.
+	resynced bool
+	wake     chan struct{} // signalled when a new attempt is worth making, or the call holds
 	// The hold on grants (docs/handoff.md), for a call that may hold so
 	// (hold): handed[i] is the value node i last reported handing the
 	// waiter the key at since its attempt began; value and calls, the
@@ -343,6 +358,10 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 // it was: wire.Grant): only that waiter counts it, or, when it names
 // none (no line), the oldest waiting call.
 func (w *watch) notify(i int, msg string) {
+	if msg == wire.Resync {
+		w.resync(i)
+		return
+	}
 	next, value := wire.ParseGrant(msg)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -358,6 +377,27 @@ func (w *watch) notify(i int, msg string) {
 	}
 }
 
+// resync is node i's word that its notifications may have been lost (its
+// connection broke: wire.Resync): every call whose attempt node i refused
+// for a held lock, and that has not been woken since, makes its next
+// attempt now, which takes over what a lost notification handed it
+// (there is no round trip to save by waiting for the backoff).
+func (w *watch) resync(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, wt := range w.waiters {
+		switch {
+		case !wt.settled:
+			wt.resynced = true
+		case wt.taken[i]:
+			select {
+			case wt.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // check wakes wt when a new attempt is worth making: a node that refused
 // it for a held lock has reported a release since, and those nodes with
 // the free ones make a quorum; or when its call may hold with the
@@ -365,6 +405,13 @@ func (w *watch) notify(i int, msg string) {
 func (w *watch) check(wt *waiter) {
 	if !wt.settled {
 		return // its attempt is running
+	}
+	if wt.resynced {
+		select {
+		case wt.wake <- struct{}{}:
+		default:
+		}
+		return
 	}
 	if wt.hold && wt.held() >= w.need {
 		select {
@@ -434,7 +481,7 @@ func (w *watch) reset(wt *waiter, id string) {
 	w.mu.Lock()
 	clear(wt.seen)
 	clear(wt.handed)
-	wt.settled, wt.calls = false, nil
+	wt.settled, wt.resynced, wt.calls = false, false, nil
 	wt.id = id
 	select {
 	case <-wt.wake:

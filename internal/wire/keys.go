@@ -60,6 +60,12 @@ func GrantKey(key string) string { return Derive(key, grantMark) }
 // the key (QueueNode.Watch), else the waiter's ID alone.
 func Grant(id, value string) string { return id + "\n" + value }
 
+// Resync is the notification a node's watch gives after it may have lost
+// some (its connection broke and it subscribed again): a lone newline,
+// which no grant or waiter ID is (QueueNode.Watch). The watcher looks
+// again: its next attempt takes over what a lost notification handed it.
+const Resync = "\n"
+
 // ParseGrant splits a grant record, or a release's notification, into the
 // waiter's ID and the value it was handed the key at ("" when it was
 // handed nothing: a notification of the ID alone).

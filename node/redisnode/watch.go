@@ -37,7 +37,10 @@ const (
 // when key has a hash tag), or that channel followed by ":" and group for a
 // watch of a group (a notification naming a waiter whose ID has a group,
 // "group.rest", goes to its group's channel: see redlock.QueueNode.Watch), which
-// the release scripts publish; they can be lost (a reconnect) or late.
+// the release scripts publish; they can be lost or late. After the
+// connection broke and go-redis subscribed the channel again, fn hears
+// wire.Resync (a lone newline): what was published meanwhile is lost, so
+// the watcher should look again (redlock.QueueNode.Watch).
 // group must not contain a newline.
 //
 // Every watch of the Node shares one go-redis PubSub connection, opened by
@@ -324,28 +327,50 @@ func (w *watcher) read(client redis.UniversalClient, ps *redis.PubSub) {
 		pinged, fails = false, 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				w.mu.Lock()
-				if c := w.chans[m.Channel]; c != nil {
-					w.resolve(c, nil)
-				}
-				w.mu.Unlock()
+			if m.Kind != "subscribe" {
+				continue
 			}
+			// A channel subscribed already is subscribed again after a
+			// reconnect (go-redis does it): what was published between
+			// is lost, so its watchers hear wire.Resync.
+			fns = fns[:0]
+			w.mu.Lock()
+			if c := w.chans[m.Channel]; c != nil {
+				if c.ok {
+					fns = c.appendFns(fns)
+				}
+				w.resolve(c, nil)
+			}
+			w.mu.Unlock()
+			fns = call(fns, wire.Resync)
 		case *redis.Message:
 			fns = fns[:0]
 			w.mu.Lock()
 			if c := w.chans[m.Channel]; c != nil && c.ok {
-				for _, fn := range c.fns {
-					fns = append(fns, fn)
-				}
+				fns = c.appendFns(fns)
 			}
 			w.mu.Unlock()
-			for _, fn := range fns {
-				fn(m.Payload)
-			}
-			clear(fns)
+			fns = call(fns, m.Payload)
 		}
 	}
+}
+
+// appendFns appends c's watchers to fns. w.mu is held.
+func (c *watchChan) appendFns(fns []func(string)) []func(string) {
+	for _, fn := range c.fns {
+		fns = append(fns, fn)
+	}
+	return fns
+}
+
+// call calls each of fns with msg, outside w.mu, and returns fns emptied
+// for reuse.
+func call(fns []func(string), msg string) []func(string) {
+	for _, fn := range fns {
+		fn(msg)
+	}
+	clear(fns)
+	return fns[:0]
 }
 
 // readError classifies a failed read of the watch connection: reply is

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // blackhole is a TCP proxy whose current connections can be made to drop
@@ -127,14 +130,42 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 	require.Equal(t, "waiter\nwaiter", nextT(t, got))
 
 	bh.drop()
-	heard := false
-	for i := 0; i < 600 && !heard; i++ { // until the reader subscribed again on a new connection
+	var heard []string
+	for i := 0; i < 600 && len(heard) < 2; i++ { // until the reader subscribed again on a new connection
 		cycle()
 		select {
-		case <-got:
-			heard = true
+		case s := <-got:
+			heard = append(heard, s)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	require.True(t, heard, "no notification after the watch connection went silent")
+	require.Len(t, heard, 2, "no notification after the watch connection went silent")
+	assert.Equal(t, wire.Resync, heard[0], "what was published while the connection was silent is lost: the watcher hears so first")
+	assert.Equal(t, "waiter\nwaiter", heard[1])
+}
+
+// When the watch connection breaks (here the server kills it), go-redis
+// subscribes again on a new one, and every watcher of the Node hears
+// wire.Resync: a release published in between reached nobody.
+func TestWatchResyncsAfterAReconnect(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	n := dialT(t, srv.Addr())
+	admin := adminT(t, &redis.Options{Addr: srv.Addr()})
+	ctx := context.Background()
+	got, _ := watchT(t, n, "locks:r")
+	other, _ := watchT(t, n, "locks:o")
+	require.NoError(t, admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	assert.Equal(t, wire.Resync, nextT(t, got))
+	assert.Equal(t, wire.Resync, nextT(t, other))
+
+	// Subscribed again: releases are reported as before.
+	ok, err := n.Acquire(ctx, "locks:r", "v", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	waitingT(t, n, "locks:r")
+	ok, err = n.Release(ctx, "locks:r", "v", 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "waiter\nwaiter", nextT(t, got))
+	requireNone(t, other, "nothing else for the other key")
 }
