@@ -2,7 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
 	"github.com/quorumlock/quorumlock/internal/wire"
+	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -212,6 +215,116 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 				assert.Zero(t, raw.ZCard(ctx, wire.QueueKey(lockName)).Val(), "master %d: B is out of the line", i)
 				assert.Zero(t, raw.Exists(ctx, wire.GrantKey(lockName)).Val(), "master %d: no grant record", i)
 			}
+		})
+	}
+}
+
+// gatedNode is a redisnode whose Release, LeaveQueue or Extend calls wait
+// for the test (held until open is closed, or the call's context ends), or
+// whose Extend fails (a lost call): the network's order, forced.
+type gatedNode struct {
+	*redisnode.Node
+	release, leave chan struct{} // nil: not held
+	extendFails    bool
+}
+
+func gate(ch chan struct{}, ctx context.Context) error {
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *gatedNode) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	if err := gate(n.release, ctx); err != nil {
+		return false, err
+	}
+	return n.Node.Release(ctx, key, value, guard)
+}
+
+func (n *gatedNode) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if err := gate(n.leave, ctx); err != nil {
+		return err
+	}
+	return n.Node.LeaveQueue(ctx, key, w)
+}
+
+func (n *gatedNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if n.extendFails {
+		return false, errors.New("test: the extend call was lost")
+	}
+	return n.Node.Extend(ctx, key, value, ttl)
+}
+
+// TestExtendDoesNotCountAHandedKeyOnRealServers: B holds with the keys A's
+// release handed it on masters 0 and 1 and leaves master 2's line, but A's
+// release reaches master 2 before B's LeaveQueue does and hands B the key
+// there too. B's Extend (its call to master 0 lost) finds B's value on
+// masters 1 and 2. It must not count master 2, whose acquire said no: the
+// LeaveQueue then deletes that key and hands it on, and an Extend that
+// counted it would rest on master 1 alone (knobs.ExtendCountsHanded shows
+// it). The simulator's schedule of the same (sim
+// TestExtendDoesNotCountAHandedKey) goes on to the second holder.
+func TestExtendDoesNotCountAHandedKeyOnRealServers(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "rule", true: "ExtendCountsHanded"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.ExtendCountsHanded.Store(true)
+				defer knobs.ExtendCountsHanded.Store(false)
+			}
+			ctx := context.Background()
+			ms := startMasters(t, 3)
+			raw := func(i int) *redisnode.Node { return ms.nodes[i].(*redisnode.Node) }
+			aRelease, bLeave := make(chan struct{}), make(chan struct{})
+			rec := &recorder{}
+			var once [2]sync.Once
+			open := func(i int, ch chan struct{}) { once[i].Do(func() { close(ch) }) }
+			t.Cleanup(func() { open(0, aRelease); open(1, bLeave) })
+			a := newMutex(t, realClient(t, []redlock.Node{raw(0), raw(1), &gatedNode{Node: raw(2), release: aRelease}}), redlock.WithTTL(time.Hour))
+			bc := newClient(t, []redlock.Node{&gatedNode{Node: raw(0), extendFails: true}, raw(1), &gatedNode{Node: raw(2), leave: bLeave}},
+				redlock.WithNodeTimeout(time.Second), redlock.WithReleaseTimeout(time.Minute), redlock.WithObserver(rec))
+			b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Hour, time.Hour))
+
+			lease, err := a.TryLock(ctx)
+			require.NoError(t, err)
+			mine := func(i int, l *redlock.Lease) bool { return strings.HasPrefix(ms.keys(t, i)[lockName], l.Token()+"?") }
+			waitFor(t, "A's key on every master", func() bool { return mine(0, lease) && mine(1, lease) && mine(2, lease) })
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			got := lockAsync(lctx, b)
+			// B's first attempt and the one it makes once its watch listens
+			// are refused on every master, and it waits.
+			waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
+			require.NoError(t, lease.Unlock(ctx)) // returns at the quorum: masters 0 and 1
+			r := <-got
+			require.NoError(t, r.err, "B holds with the hand-overs of masters 0 and 1")
+			open(0, aRelease)
+			waitFor(t, "master 2 handed B the key", func() bool { return mine(2, r.lease) })
+
+			err = r.lease.Extend(ctx)
+			open(1, bLeave)
+			waitFor(t, "B's LeaveQueue released master 2's key", func() bool { return !mine(2, r.lease) })
+			var yes []int
+			rec.mu.Lock()
+			for _, e := range rec.nodes {
+				if e.Op == redlock.OpExtend && e.Err == nil {
+					yes = append(yes, e.Index)
+				}
+			}
+			rec.mu.Unlock()
+			if knob {
+				require.NoError(t, err)
+				assert.ElementsMatch(t, []int{1, 2}, yes, "the Extend counted master 2, whose key the LeaveQueue then deleted: it rests on master 1 alone")
+			} else {
+				require.ErrorIs(t, err, redlock.ErrNotExtended, "master 2 does not count: one yes (master 1)")
+				assert.Equal(t, []int{1}, yes, "master 2 was not asked")
+			}
+			require.NoError(t, r.lease.Unlock(ctx))
 		})
 	}
 }

@@ -318,6 +318,18 @@ func (l *Lease) extend(ctx context.Context, renewal bool) error {
 	return err
 }
 
+// handedOnly reports whether node i's acquire call finished without
+// leaving the lease's value on the node (see doExtend); known says that
+// the answer is wanted now, before the call may have finished (false
+// while it runs).
+func (l *Lease) handedOnly(i int, known bool) bool {
+	cl := l.acquired[i]
+	if known && !cl.finished() {
+		return false
+	}
+	return !l.m.c.cfg.knobs.ExtendCountsHanded && !granted(cl) // test-only switch
+}
+
 // doExtend is Extend; it also reports whether it found the lease ended
 // before it could extend it.
 func (l *Lease) doExtend(ctx context.Context) (bool, error) {
@@ -346,7 +358,19 @@ func (l *Lease) doExtend(ctx context.Context) (bool, error) {
 		vote:    true,
 		node:    OpExtend,
 		lock:    &m.info,
-		do: func(ctx context.Context, _ int, mb *member) (bool, error) {
+		// A node whose acquire did not leave the lease's value there (it
+		// refused, or never answered) can hold that value only as a key
+		// a release handed the call's waiter since, which the call's
+		// LeaveQueue, maybe still on its way, deletes and hands on
+		// (place.leave; docs/handoff.md, rule 10): its yes must not
+		// count. A node whose acquire is still running is asked once it
+		// has finished (before), and then only if it said yes.
+		before: [2][]*call{l.acquired},
+		skip:   func(i int) bool { return l.handedOnly(i, true) },
+		do: func(ctx context.Context, i int, mb *member) (bool, error) {
+			if l.handedOnly(i, false) {
+				return false, nil
+			}
 			return m.kind.extend(ctx, mb, m.name, l.value, keyTTL)
 		},
 	})

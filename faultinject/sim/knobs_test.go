@@ -43,6 +43,7 @@ var knobVars = map[string]*atomic.Bool{
 	"GrantHoldUnanswered": &knobs.GrantHoldUnanswered,
 	"GrantHoldLeaveAll":   &knobs.GrantHoldLeaveAll,
 	"NoGrantHoldRelease":  &knobs.NoGrantHoldRelease,
+	"ExtendCountsHanded":  &knobs.ExtendCountsHanded,
 
 	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
 }

@@ -115,6 +115,13 @@ var (
 	// as a vote in quarantine must not (the simulator's late and restarts
 	// families: two holders).
 	GrantHoldQuarantined atomic.Bool
+	// ExtendCountsHanded: Extend counts a yes from a master whose acquire
+	// did not leave the lease's value there (it refused, or never
+	// answered), which holds that value only as a key a release handed the
+	// call's waiter since; the call's LeaveQueue, maybe still on its way,
+	// deletes it and hands it on (docs/handoff.md, rule 10; sim
+	// TestExtendDoesNotCountAHandedKey: two holders).
+	ExtendCountsHanded atomic.Bool
 	// NoGrantHoldRelease: a release of a handed value (release.lua,
 	// memnode) leaves the waiter it was handed to in the line, so a holder
 	// by hand-overs stays first after its Unlock and the release names it,
@@ -180,6 +187,7 @@ type Set struct {
 	GrantHoldLeaveAll   bool
 
 	GrantHoldQuarantined bool
+	ExtendCountsHanded   bool
 }
 
 // Load returns the switches' current values.
@@ -209,5 +217,6 @@ func Load() Set {
 		GrantHoldLeaveAll:   GrantHoldLeaveAll.Load(),
 
 		GrantHoldQuarantined: GrantHoldQuarantined.Load(),
+		ExtendCountsHanded:   ExtendCountsHanded.Load(),
 	}
 }

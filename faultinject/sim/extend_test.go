@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// extendCountsHanded is the schedule of an Extend defect (knob
+// ExtendCountsHanded): a waiter's call holds with hand-overs from masters 0
+// and 1 and leaves master 2's line, but the holder's release reaches
+// master 2 before that LeaveQueue does and hands the waiter the key there
+// too. An Extend then finds the lease's value on masters 1 and 2 (its call
+// to master 0 is lost) and counted both: a quorum, the lease valid until
+// 300ms + TTL. The LeaveQueue then deletes the key on master 2 and hands it
+// to the next waiter, which takes master 0 once the key there expires (at
+// 10ms + TTL, a hand-over's life) and holds the lock while the first lease
+// is believed valid. With the rule on, the Extend does not count master 2
+// (its acquire said no): it fails, and the lease ends at its first
+// validity, before the key on master 0 expires.
+//
+// Clients: 2 holds first (TryLock, released at 10ms), 0 and 1 wait (0
+// first); each waiter's first attempt and the look its new watch makes
+// are refused (attempts #0 and #1), so the lease is #1's.
+func extendCountsHanded() Script {
+	const ms = time.Millisecond
+	return Script{Name: "extend-counts-handed", Masters: 3, Clients: 3, TTL: time.Second, Drift: 0.01,
+		NodeTimeout: 20 * ms, ReleaseTimeout: 500 * ms, Backoff: 50 * ms, Duration: 1500 * ms,
+		Ops: []ScriptOp{
+			{At: 0, Client: 2, Kind: OpLock},
+			{At: 2 * ms, Client: 0, Kind: OpWait},
+			{At: 3 * ms, Client: 1, Kind: OpWait},
+			{At: 10 * ms, Client: 2, Kind: OpUnlock},
+			{At: 300 * ms, Client: 0, Kind: OpExtend},
+		},
+		Calls: []ScriptCall{
+			// Client 2's TryLock reaches every master before it is decided.
+			{Client: 2, Master: 0, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 1, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 2, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 2, Kind: CallRelease, Attempt: 0, ApplyAt: 15 * ms},
+			// Client 0's first attempt is decided by two refusals while its
+			// call to master 1 is still out: its next attempt goes under a
+			// new ID (the requeue: leaves of the old one, Seq 0), so that
+			// the hold's leave of master 2 is its second there.
+			{Client: 0, Master: 0, Kind: CallAcquire, Attempt: 0, ReplyAt: 2*ms + ms/2},
+			{Client: 0, Master: 1, Kind: CallAcquire, Attempt: 0, ReplyAt: 2*ms + 3*ms/4},
+			{Client: 0, Master: 2, Kind: CallLeave, Attempt: 0, Seq: 1, ApplyAt: 350 * ms},
+			{Client: 0, Master: 0, Kind: CallExtend, Attempt: 1, DropRequest: true},
+		},
+	}
+}
+
+// TestExtendDoesNotCountAHandedKey runs extendCountsHanded: with the rule
+// switched off (ExtendCountsHanded) the two waiters' leases must overlap
+// (mutual-exclusion); with it on the schedule passes, both granted.
+func TestExtendDoesNotCountAHandedKey(t *testing.T) {
+	s := extendCountsHanded()
+	off := func() Result {
+		defer setKnob(t, "ExtendCountsHanded")()
+		return runScript(t, s)
+	}()
+	if off.Outcome != Fail || len(broke(off, "mutual-exclusion")) == 0 {
+		t.Errorf("with ExtendCountsHanded the schedule does not break mutual-exclusion: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
+			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
+	}
+	on := runScript(t, s)
+	if on.Outcome != Pass || on.Holds != 3 {
+		t.Errorf("with the rule the schedule: %v, %d leases (want pass, 3), violations %v, unsafe %v\nhistory:\n%s",
+			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
+	}
+	t.Logf("ExtendCountsHanded: %v (%s); rule on: %v, %d leases", off.Outcome, firstOr(broke(off, "mutual-exclusion")), on.Outcome, on.Holds)
+}
