@@ -241,7 +241,9 @@ type Resource string
 const PostgreSQL Resource = "postgresql"
 
 // Needs is what the scenario's faults need of the machine and of the
-// cluster (faultinject.Needs, merged over its schedule).
+// cluster (faultinject.Needs, merged over its schedule); a fair lock needs
+// masters that keep a waiting line, which the memory backend's do not: it
+// runs on the process backend.
 func (s Scenario) Needs() faultinject.Needs {
 	var n faultinject.Needs
 	for _, st := range s.Schedule {
@@ -249,6 +251,7 @@ func (s Scenario) Needs() faultinject.Needs {
 			n = n.Merge(faultinject.NeedsOf(st.Fault))
 		}
 	}
+	n.Process = n.Process || s.Shape == Fair
 	return n
 }
 
@@ -301,8 +304,8 @@ func (s Scenario) Validate() error {
 		return bad("split needs an odd number of nodes, have %d", s.Nodes)
 	case s.Split && s.Clients < 2:
 		return bad("split needs at least 2 clients, have %d", s.Clients)
-	case s.Shape != Mutex && s.Shape != RW && s.Shape != Semaphore && s.Shape != Reentrant && s.Shape != Election:
-		return bad("shape %q must be one of %q, %q, %q, %q, %q", s.Shape, Mutex, RW, Semaphore, Reentrant, Election)
+	case !slices.Contains([]Shape{Mutex, Fair, RW, Semaphore, Reentrant, Election}, s.Shape):
+		return bad("shape %q must be one of %q, %q, %q, %q, %q, %q", s.Shape, Mutex, Fair, RW, Semaphore, Reentrant, Election)
 	case (s.Shape == Semaphore) != (s.K > 0):
 		return bad("K %d must be positive for a semaphore and 0 otherwise (shape %q)", s.K, s.Shape)
 	case s.Shape != Mutex && (s.Fencing || s.Renew):
@@ -452,6 +455,19 @@ var builtin = []Scenario{
 		About: "semaphore K=2 (quorum 4 of 5): one master is paused for 3/4 of a TTL, again and again; never more than 2 holders",
 		Schedule: []Step{{At: 300 * time.Millisecond, For: shapePause, Every: 300 * time.Millisecond,
 			Fault: faultinject.Pause{}, Target: LastNode}},
+	},
+	{
+		// Eight clients in a fair line (each its own client and links, as
+		// eight processes would have), a master paused and another killed
+		// and restarted empty, again and again: the line is lost with the
+		// killed master's data and rebuilt by the waiters' next attempts.
+		Name: "fair-paused-killed", Expect: Safe, Nodes: 5, Clients: 8, TTL: splitTTL, Hold: hold, Shape: Fair,
+		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
+		About: "fair mutex, 8 clients in the masters' line: one master is paused for 3/4 of a TTL and another killed, kept down for 1.5 TTL and restarted empty, again and again; no two holders, no key left",
+		Schedule: []Step{
+			{At: 300 * time.Millisecond, For: shapePause, Every: 300 * time.Millisecond, Fault: faultinject.Pause{}, Target: Pivot},
+			{At: 500 * time.Millisecond, For: 3 * splitTTL / 2, Every: 300 * time.Millisecond, Fault: faultinject.Kill{}, Target: LastNode},
+		},
 	},
 	{
 		Name: "reentrant-minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: splitTTL, Hold: hold, Shape: Reentrant,

@@ -16,6 +16,9 @@ type Shape string
 const (
 	// Mutex: Client.NewMutex (the default, "").
 	Mutex Shape = ""
+	// Fair: Client.NewMutex WithFairQueue: the waiters take the lock in
+	// the masters' line order.
+	Fair Shape = "fair"
 	// RW: Client.NewRWMutex with writer preference; each acquisition is a
 	// read lease with probability 3/4, else a write lease.
 	RW Shape = "rw"
@@ -48,6 +51,8 @@ func newLocker(rc *redlock.Client, sh Shape, k, places int, name string, opts []
 	switch sh {
 	case Mutex:
 		l.mu, err = rc.NewMutex(name, opts...)
+	case Fair:
+		l.mu, err = rc.NewMutex(name, append(opts, redlock.WithFairQueue())...)
 	case RW:
 		l.rw, l.w, err = rc.NewRWMutex(name, append(opts, redlock.WithWriterPreference())...)
 	case Semaphore:

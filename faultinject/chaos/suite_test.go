@@ -42,7 +42,7 @@ func TestShortSuite(t *testing.T) {
 			var reps []Report
 			for _, sc := range Scenarios() {
 				if sc.Needs().Process && kind != faultinject.Process {
-					t.Logf("%s: its faults act on redis-server processes: it runs on the process backend only", sc.Name)
+					t.Logf("%s: it needs redis-server processes (its faults, or a waiting line): it runs on the process backend only", sc.Name)
 					continue
 				}
 				if err := sc.Missing(); err != nil {

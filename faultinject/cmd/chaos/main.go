@@ -189,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: [%d/%d] %s (expect %s)\n", i+1, len(jobs), sc.Name, sc.Expect)
 		if sc.Needs().Process && kind != faultinject.Process && faultinject.BackendAvailable(ctx, faultinject.Process) == nil {
 			opt.Backend = faultinject.Process
-			fmt.Fprintf(stderr, "chaos: %s runs on the process backend: its faults act on redis-server processes\n", sc.Name)
+			fmt.Fprintf(stderr, "chaos: %s runs on the process backend: it needs redis-server processes (its faults, or a waiting line)\n", sc.Name)
 		}
 		rep, err := chaos.Run(ctx, sc, opt)
 		if err != nil {
