@@ -155,6 +155,13 @@ configs=(
 # leases extended across the steps, moving to the new epoch, with W = V:
 # the renewal interval is not needed in the wait (exact clocks)
 "reconfig-extend|reconfig|-DEXTENDS=1 -DW=2|pass|"
+# the swap through joint mode: {0,1,2} -> joint({0,1,2}, {0,1,3}) ->
+# {0,1,3}, each step followed by the wait (and with extends, W = V); its
+# twins count a joint round on one set only: the new one, the old one
+"reconfig-joint|reconfig|-DPLAN_JOINT|pass|quick"
+"reconfig-joint-extend|reconfig|-DPLAN_JOINT -DEXTENDS=1 -DW=2|pass|"
+"reconfig-joint-one-set|reconfig|-DPLAN_JOINT -DJOINT_ONE_SET|violate mutual-exclusion|quick"
+"reconfig-joint-old-set|reconfig|-DPLAN_JOINT -DJOINT_OLD_SET|violate mutual-exclusion|quick"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

@@ -16,6 +16,11 @@
  *            (each step: Q + Q' > |C u C'|: 2 + 3 > 4, 3 + 2 > 4)
  *   SWAP, PLAN_SWAP: one step {0,1,2} q2 -> {0,1,3} q2 (2 + 2 = 4: the
  *            quorums {1,2} and {0,3} do not meet)
+ *   PLAN_JOINT: the swap through joint mode, two steps:
+ *            {0,1,2} q2 -> joint({0,1,2} q2, {0,1,3} q2) -> {0,1,3} q2
+ *            (a round at the joint epoch goes to {0,1,2,3} and holds when
+ *            a quorum of each set said yes; each commit point needs a
+ *            quorum of each set of both epochs)
  *
  * Records (every configuration but SWAP). Each master holds a record: its
  * epoch (0 none) and whether the step that wrote it is sealed, with the
@@ -45,7 +50,9 @@
  * Options (-D): SWAP (no records, the clients switch from the old list to
  * the new one at different times: the failure of docs/reconfig.md),
  * PLAN_SWAP (the swap as one step with records, the check and the wait:
- * the step rule broken), NO_CFG_CHECK (records written, masters not
+ * the step rule broken), PLAN_JOINT (above), JOINT_ONE_SET and
+ * JOINT_OLD_SET (with PLAN_JOINT: a joint round counts a quorum of the new
+ * set only, or of the old set only), NO_CFG_CHECK (records written, masters not
  * checking them: knobs.NoConfigCheck, planned), NO_WAIT (the next step's
  * install not held for W: knobs.NoReconfigWait, planned), W=n (the wait in
  * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3),
@@ -72,15 +79,30 @@
 #define W K		/* ticks a master holds the next step's install after its seal */
 #endif
 
+/* An epoch names two sets, SETA and SETB (bit masks), with their quorums
+ * QA and QB: the same set twice for a single configuration, the old and the
+ * new set for a joint one. SETM is their union: the masters a round goes
+ * to, and the masters that hold the epoch's record. */
 #if defined(SWAP) || defined(PLAN_SWAP)
 #define NE 2
-#define SETM(e) ((e) == 1 -> 7 : 11)		/* {0,1,2}, {0,1,3} */
-#define QU(e) 2
+#define SETA(e) ((e) == 1 -> 7 : 11)		/* {0,1,2}, {0,1,3} */
+#define SETB(e) SETA(e)
+#define QA(e) 2
+#define QB(e) 2
+#elif defined(PLAN_JOINT)
+#define NE 3
+#define SETA(e) ((e) == 3 -> 11 : 7)		/* {0,1,2}, joint({0,1,2}, */
+#define SETB(e) ((e) == 1 -> 7 : 11)		/* {0,1,3}), {0,1,3} */
+#define QA(e) 2
+#define QB(e) 2
 #else
 #define NE 3
-#define SETM(e) ((e) == 1 -> 7 : ((e) == 2 -> 15 : 11))	/* {0,1,2}, {0,1,2,3}, {0,1,3} */
-#define QU(e) ((e) == 2 -> 3 : 2)
+#define SETA(e) ((e) == 1 -> 7 : ((e) == 2 -> 15 : 11))	/* {0,1,2}, {0,1,2,3}, {0,1,3} */
+#define SETB(e) SETA(e)
+#define QA(e) ((e) == 2 -> 3 : 2)
+#define QB(e) QA(e)
 #endif
+#define SETM(e) (SETA(e) | SETB(e))
 #define IN(e,m) ((SETM(e) >> (m)) & 1)
 
 #ifdef SWAP
@@ -137,6 +159,32 @@ byte nx[C];		/* Extends made in this lease */
 /* masters of set s holding epoch f */
 #define HOLDS(m,f) ((re[m] == (f)) -> (1 << (m)) : 0)
 #define HOLDERS(f) (HOLDS(0,f) | HOLDS(1,f) | HOLDS(2,f) | HOLDS(3,f))
+/* the masters in mask x are a quorum of each of epoch e's sets (a master
+ * in both counts for both) */
+#define QUORUM(x,e) (NBITS((x) & SETA(e)) >= QA(e) && NBITS((x) & SETB(e)) >= QB(e))
+
+/* The round's yes votes are a quorum at its epoch. Single plans: the count
+ * (each epoch has one set). PLAN_JOINT: the masters that said yes (ym, an
+ * extend's yes included), a quorum of each set; JOINT_ONE_SET: a quorum of
+ * the new set only (SETB), the old one not counted; JOINT_OLD_SET: of the
+ * old set only (SETA). The commit points are unchanged by either. */
+#if defined(PLAN_JOINT) && defined(JOINT_ONE_SET)
+#define QOK(c) (NBITS(ym[c] & SETB(xe[c])) >= QB(xe[c]))
+#elif defined(PLAN_JOINT) && defined(JOINT_OLD_SET)
+#define QOK(c) (NBITS(ym[c] & SETA(xe[c])) >= QA(xe[c]))
+#elif defined(PLAN_JOINT)
+#define QOK(c) QUORUM(ym[c], xe[c])
+#else
+#define QOK(c) (ay[c] >= QA(xe[c]))
+#endif
+#if (defined(JOINT_ONE_SET) || defined(JOINT_OLD_SET)) && !defined(PLAN_JOINT)
+#error JOINT_ONE_SET and JOINT_OLD_SET change the joint round: they need PLAN_JOINT
+#endif
+#ifdef PLAN_JOINT
+#define XYES(c,m) ym[c] = ym[c] | (1 << m);
+#else
+#define XYES(c,m)
+#endif
 
 /* ---- clients ---- */
 
@@ -169,7 +217,7 @@ byte nx[C];		/* Extends made in this lease */
 			if :: re[m] > xe[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, re[m]) \
 			   :: else -> printf("EV vote c=%d m=%d behind rec=%d\n", c, m, re[m]) fi \
 		   :: xk[c] -> \
-			if :: kv[m] == c + 1 -> kl[m] = K; ay[c]++; printf("EV vote c=%d m=%d yes\n", c, m) \
+			if :: kv[m] == c + 1 -> kl[m] = K; ay[c]++; XYES(c,m) printf("EV vote c=%d m=%d yes\n", c, m) \
 			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi \
 		   :: else -> \
 			if :: kv[m] == 0 -> kv[m] = c + 1; kl[m] = K; ay[c]++; ym[c] = ym[c] | (1 << m); \
@@ -180,12 +228,12 @@ byte nx[C];		/* Extends made in this lease */
 #define DECIDE(c) \
 	:: d_step { op[c] && pd[c] == 0 -> \
 		op[c] = 0; \
-		if :: xk[c] && ay[c] >= QU(xe[c]) -> \
+		if :: xk[c] && QOK(c) -> \
 			vl[c] = V; le[c] = xe[c]; \
 			printf("EV extended c=%d e=%d valid=%d\n", c, xe[c], V) \
-		   :: xk[c] && ay[c] < QU(xe[c]) -> \
+		   :: xk[c] && !QOK(c) -> \
 			printf("EV notextended c=%d e=%d yes=%d\n", c, xe[c], ay[c]) \
-		   :: !xk[c] && ay[c] >= QU(xe[c]) -> \
+		   :: !xk[c] && QOK(c) -> \
 			PROP("EV violate mutual-exclusion\n", !OTHER_VALID(c)); \
 			g[c] = 1; vl[c] = V; le[c] = xe[c]; nx[c] = 0; \
 			printf("EV grant c=%d e=%d valid=%d\n", c, xe[c], V) \
@@ -220,8 +268,7 @@ byte nx[C];		/* Extends made in this lease */
 		sd[m] = 1; ws[m] = 0; printf("EV seal m=%d e=%d\n", m, os) }
 #define COMMIT \
 	:: d_step { !com && \
-		NBITS(HOLDERS(os) & SETM(os - 1)) >= QU(os - 1) && \
-		NBITS(HOLDERS(os) & SETM(os)) >= QU(os) -> \
+		QUORUM(HOLDERS(os), os - 1) && QUORUM(HOLDERS(os), os) -> \
 		com = 1; printf("EV commit e=%d\n", os) }
 #define NEXT \
 	:: d_step { com && os < NE -> os++; com = 0; printf("EV step e=%d\n", os) }
