@@ -162,6 +162,11 @@ configs=(
 "reconfig-joint-extend|reconfig|-DPLAN_JOINT -DEXTENDS=1 -DW=2|pass|"
 "reconfig-joint-one-set|reconfig|-DPLAN_JOINT -DJOINT_ONE_SET|violate mutual-exclusion|quick"
 "reconfig-joint-old-set|reconfig|-DPLAN_JOINT -DJOINT_OLD_SET|violate mutual-exclusion|quick"
+# fencing tokens across the steps, counters stamped with the epoch; the
+# lock used before the records while master 3 was a master (token 1 on
+# masters 0 and 3); its twin reads every counter as present
+"reconfig-fence|reconfig|-DFENCING -DPRIOR_FENCE|pass|"
+"reconfig-nostamp|reconfig|-DFENCING -DPRIOR_FENCE -DNO_CFG_STAMP|violate tokens|"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

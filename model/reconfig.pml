@@ -47,19 +47,37 @@
  * set extends it: compare-and-pexpire, never creating a key); an extend
  * that fails leaves the lease's end as it was.
  *
+ * Fencing (FENCING). Each master holds the lock's counter with its stamp,
+ * the epoch of the raise that wrote it (0: written before the records). An
+ * acquire reads the counter of every master that passes the record check,
+ * yes or no, as present when it is stamped with the round's epoch f or
+ * f - 1, else as lost (0). On a quorum of yes votes the token is the
+ * highest present counter + 1, or, when fewer than a quorum of counters
+ * (of each set, joint) are present, the clock epoch: above every token
+ * computed before. The write-back (raise_fence.lua: checks the record,
+ * raises while the key is the client's, stamps the counter with f) is
+ * applied at the decision, on the masters that said yes and still hold f;
+ * the lease is granted when it reached a quorum, else the attempt fails and
+ * is rolled back. PRIOR_FENCE: the lock was used before the records while
+ * master 3 was a master (removed then without records; the plan adds it
+ * back): token 1 on masters 0 and 3, stamp 0.
+ *
  * Options (-D): SWAP (no records, the clients switch from the old list to
  * the new one at different times: the failure of docs/reconfig.md),
  * PLAN_SWAP (the swap as one step with records, the check and the wait:
  * the step rule broken), PLAN_JOINT (above), JOINT_ONE_SET and
  * JOINT_OLD_SET (with PLAN_JOINT: a joint round counts a quorum of the new
- * set only, or of the old set only), NO_CFG_CHECK (records written, masters not
+ * set only, or of the old set only), FENCING, PRIOR_FENCE (above),
+ * NO_CFG_STAMP (with FENCING: every counter read as present whatever its
+ * stamp: knobs.NoConfigStamp, planned), NO_CFG_CHECK (records written, masters not
  * checking them: knobs.NoConfigCheck, planned), NO_WAIT (the next step's
  * install not held for W: knobs.NoReconfigWait, planned), W=n (the wait in
  * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3),
  * EXTENDS=n (Extends per lease, default 0).
  *
- * Property: mutual-exclusion (no grant while another client's lease is
- * valid), printed as "EV violate mutual-exclusion" and asserted.
+ * Properties: mutual-exclusion (no grant while another client's lease is
+ * valid) and, with FENCING, tokens (each lease's token above the last
+ * granted lease's), printed as "EV violate NAME" and asserted.
  */
 
 #define C 2		/* clients */
@@ -154,6 +172,17 @@ byte xe[C];		/* the open round's epoch */
 byte le[C];		/* the lease's epoch: its last successful round's */
 byte nx[C];		/* Extends made in this lease */
 
+#ifdef FENCING
+/* fencing (docs/reconfig.md, "Fence tokens across the change") */
+byte fv[N];		/* the lock's fencing counter, 0 absent */
+byte fe[N];		/* its stamp: the epoch of the raise that wrote it (0: before the records) */
+byte hc[C];		/* the open round: highest present counter read */
+byte pm[C];		/* the open round: masters whose counter read as present (bit mask) */
+byte maxc;		/* the highest token computed: the clock epoch is above it (maxc + 1) */
+byte lasttok;		/* the token of the last lease granted */
+byte tk;		/* scratch: the token being computed (0 between steps) */
+#endif
+
 #define OTHER_VALID(c) (((c) != 0 && g[0]) || ((c) != 1 && g[1]))
 #define NBITS(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1))
 /* masters of set s holding epoch f */
@@ -184,6 +213,48 @@ byte nx[C];		/* Extends made in this lease */
 #define XYES(c,m) ym[c] = ym[c] | (1 << m);
 #else
 #define XYES(c,m)
+#endif
+
+#define MAX(a,b) ((a) > (b) -> (a) : (b))
+/* the masters a write-back raises (with FENCING): raise_fence.lua checks
+ * the record too, and raises only while the key is the client's (the
+ * masters that said yes: no key expires while a round is open) */
+#define RZ(c) (CHECKS -> (ym[c] & HOLDERS(xe[c])) : ym[c])
+#ifdef FENCING
+/* A counter as an acquire at epoch f reads it: present when stamped f or
+ * f - 1, else lost (0). NO_CFG_STAMP (knobs.NoConfigStamp, planned): every
+ * counter is present whatever its stamp. */
+#ifdef NO_CFG_STAMP
+#define PRESENT(m,f) (fv[m] > 0)
+#else
+#define PRESENT(m,f) (fv[m] > 0 && (fe[m] == (f) || fe[m] + 1 == (f)))
+#endif
+/* acquire_fenced.lua returns the counter with its vote, yes or no */
+#define FREAD(c,m) \
+	if :: PRESENT(m, xe[c]) -> hc[c] = MAX(hc[c], fv[m]); pm[c] = pm[c] | (1 << m) :: else -> skip fi;
+#define RAISE(c,m) if :: (RZ(c) >> m) & 1 -> fv[m] = MAX(fv[m], tk); fe[m] = xe[c] :: else -> skip fi;
+/* the token: the highest present counter + 1, or, with fewer than a quorum
+ * present (of each set, joint), the clock epoch, above every token computed
+ * before; then the write-back (raise and stamp), applied at once; the lease
+ * needs it on a quorum (RAISED) */
+#define FTOKEN(c) \
+	tk = hc[c] + 1; \
+	if :: !QUORUM(pm[c], xe[c]) -> tk = MAX(tk, maxc + 1) :: else -> skip fi; \
+	maxc = MAX(maxc, tk); \
+	printf("EV token c=%d e=%d tok=%d present=%d\n", c, xe[c], tk, pm[c]); \
+	RAISE(c,0) RAISE(c,1) RAISE(c,2) RAISE(c,3)
+#define RAISED(c) QUORUM(RZ(c), xe[c])
+#define TOKENS PROP("EV violate tokens\n", tk > lasttok); lasttok = tk;
+#define FRESET(c) hc[c] = 0; pm[c] = 0; tk = 0;
+#else
+#if defined(NO_CFG_STAMP) || defined(PRIOR_FENCE)
+#error NO_CFG_STAMP and PRIOR_FENCE are about fencing counters: they need FENCING
+#endif
+#define FREAD(c,m)
+#define FTOKEN(c)
+#define RAISED(c) 1
+#define TOKENS
+#define FRESET(c)
 #endif
 
 /* ---- clients ---- */
@@ -220,6 +291,7 @@ byte nx[C];		/* Extends made in this lease */
 			if :: kv[m] == c + 1 -> kl[m] = K; ay[c]++; XYES(c,m) printf("EV vote c=%d m=%d yes\n", c, m) \
 			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi \
 		   :: else -> \
+			FREAD(c,m) \
 			if :: kv[m] == 0 -> kv[m] = c + 1; kl[m] = K; ay[c]++; ym[c] = ym[c] | (1 << m); \
 				printf("EV vote c=%d m=%d yes\n", c, m) \
 			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi fi }
@@ -234,12 +306,17 @@ byte nx[C];		/* Extends made in this lease */
 		   :: xk[c] && !QOK(c) -> \
 			printf("EV notextended c=%d e=%d yes=%d\n", c, xe[c], ay[c]) \
 		   :: !xk[c] && QOK(c) -> \
-			PROP("EV violate mutual-exclusion\n", !OTHER_VALID(c)); \
-			g[c] = 1; vl[c] = V; le[c] = xe[c]; nx[c] = 0; \
-			printf("EV grant c=%d e=%d valid=%d\n", c, xe[c], V) \
+			FTOKEN(c) \
+			if :: RAISED(c) -> \
+				PROP("EV violate mutual-exclusion\n", !OTHER_VALID(c)); \
+				TOKENS \
+				g[c] = 1; vl[c] = V; le[c] = xe[c]; nx[c] = 0; \
+				printf("EV grant c=%d e=%d valid=%d\n", c, xe[c], V) \
+			   :: else -> RB(c,0) RB(c,1) RB(c,2) RB(c,3) \
+				printf("EV fail c=%d e=%d raised=%d\n", c, xe[c], RZ(c)) fi \
 		   :: else -> RB(c,0) RB(c,1) RB(c,2) RB(c,3) \
 			printf("EV fail c=%d e=%d yes=%d\n", c, xe[c], ay[c]) fi; \
-		xk[c] = 0; xe[c] = 0; ay[c] = 0; ym[c] = 0; FORGET(c) }
+		xk[c] = 0; xe[c] = 0; ay[c] = 0; ym[c] = 0; FRESET(c) FORGET(c) }
 
 /* a client with no attempt left and no lease: its epoch no longer
  * matters (0), so that dead state does not multiply states */
@@ -294,6 +371,12 @@ init {
 		re[0] = 1; re[1] = 1; re[2] = 1;
 		sd[0] = 1; sd[1] = 1; sd[2] = 1;
 		ws[0] = W; ws[1] = W; ws[2] = W;
+#endif
+#ifdef PRIOR_FENCE
+		/* before the records the lock was used while master 3 was a
+		 * master (removed then, the old way; the plan adds it back):
+		 * that lease's token 1 is on masters 0 and 3, with no epoch */
+		fv[0] = 1; fv[3] = 1; maxc = 1; lasttok = 1;
 #endif
 	}
 	do
