@@ -214,6 +214,10 @@ func (p *place) leave(ctx context.Context, acq *round) {
 	}
 }
 
+// lined reports whether the call waits in the nodes' lines with a value
+// record a release hands the key at (not a fair TryLock's 1 ms entry).
+func (p *place) lined() bool { return p != nil && p.w.TTL > time.Millisecond }
+
 // value is the latest attempt's value, "" without a place.
 func (p *place) value() string {
 	if p == nil {

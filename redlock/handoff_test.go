@@ -220,8 +220,9 @@ func TestHoldExpiredUnlockHandsOn(t *testing.T) {
 }
 
 // A waiter that holds on grants hears its turn, so it does not poll: its
-// fallback is its longest backoff from the first failed attempt (10ms to 10s
-// here, on synctest's virtual clock). Two waiters in line behind a holder
+// fallback is its longest backoff (up to a quarter of the TTL) from the
+// first failed attempt (10ms to 10s here, TTL a minute, on synctest's
+// virtual clock). Two waiters in line behind a holder
 // for 4 seconds make their first attempt and the look once their watch
 // started, nothing more (exponential from 10ms they made about ten each,
 // and each attempt changes the value a release hands the key at); then
@@ -236,7 +237,7 @@ func TestHoldWaiterDoesNotPoll(t *testing.T) {
 		clients, attempts := clocked(t, ms, 2)
 		var got []<-chan lockResult
 		for _, c := range clients {
-			got = append(got, lockAsync(ctx, newMutex(t, c, redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Second))))
+			got = append(got, lockAsync(ctx, newMutex(t, c, redlock.WithTTL(time.Minute), redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Second))))
 			synctest.Wait() // B is in every line before C arrives
 			time.Sleep(time.Millisecond)
 		}

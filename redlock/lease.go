@@ -26,6 +26,10 @@ type Lease struct {
 	// waiter, in the lines of the nodes counted (nil otherwise).
 	waiter  *Waiter
 	counted []bool
+	// lined: the lease's call waited in the nodes' lines (a Lock of a
+	// lock kind in a line), so a release may have handed its value to a
+	// node that refused it (see handedOnly).
+	lined bool
 
 	// extending serialises Extend calls (a one-slot semaphore: a channel,
 	// so that a wait for it is durable inside a testing/synctest bubble).
@@ -288,8 +292,12 @@ func (l *Lease) unlock(ctx context.Context) error {
 }
 
 // Extend resets the TTL on every node that still holds the token
-// (compare-and-pexpire, which never recreates an expired key) and, on a
-// quorum, moves the validity deadline to the start of this call plus the
+// (compare-and-pexpire, which never recreates an expired key) among those
+// where the acquisition left it: every node for a call that waited in no
+// line (TryLock, a shape's hold), those that said yes for a Lock that
+// waited in the nodes' lines, those a hold on grants counted
+// (docs/handoff.md, rule 10; the others count as not holding it).
+// On a quorum it moves the validity deadline to the start of this call plus the
 // TTL minus the drift allowance. Concurrent Extends run one at a time.
 //
 // It refuses without contacting any node once the lease has ended or its
@@ -323,11 +331,22 @@ func (l *Lease) extend(ctx context.Context, renewal bool) error {
 // the answer is wanted now, before the call may have finished (false
 // while it runs).
 func (l *Lease) handedOnly(i int, known bool) bool {
+	switch {
+	case l.m.c.cfg.knobs.ExtendCountsHanded: // test-only switch
+		return false
+	case l.counted != nil:
+		// Held with hand-overs: the value is the failed attempt's, which
+		// its rollback deletes where it said yes, and the hold's
+		// LeaveQueue where a release handed it.
+		return !l.counted[i]
+	case !l.lined:
+		return false // nothing was handed to it
+	}
 	cl := l.acquired[i]
 	if known && !cl.finished() {
 		return false
 	}
-	return !l.m.c.cfg.knobs.ExtendCountsHanded && !granted(cl) // test-only switch
+	return !granted(cl)
 }
 
 // doExtend is Extend; it also reports whether it found the lease ended

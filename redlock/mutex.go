@@ -50,7 +50,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 }
 
 // Lock acquires the lock, retrying with exponential backoff and jitter (see
-// WithRetryBackoff) until it succeeds, ctx ends, or WithMaxWait has passed
+// WithRetryBackoff; a call that holds on grants waits for its turn instead)
+// until it succeeds, ctx ends, or WithMaxWait has passed
 // (no attempt starts after it). Without a deadline on ctx and without that
 // option it can block forever.
 // Its errors are TryLock's; when ctx ended, the error wraps ctx.Err().
@@ -167,7 +168,11 @@ func (m *Mutex) backoff(k int) time.Duration {
 	for i := 0; i < k && d < m.cfg.retryMax; i++ {
 		d *= 2
 	}
-	d = min(d, m.cfg.retryMax)
+	return jitter(min(d, m.cfg.retryMax))
+}
+
+// jitter returns a random duration in [d/2, d].
+func jitter(d time.Duration) time.Duration {
 	if d <= 1 {
 		return d
 	}
@@ -225,7 +230,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 		case len(causes) > 0:
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
 			lease := newLease(m, token, value, r, d, renew, fence)
-			lease.epoch = epoch
+			lease.epoch, lease.lined = epoch, q.lined()
 			lease.holds = m.holdCount(r, d, grants)
 			q.tried(r)
 			q.leave(ctx, r)

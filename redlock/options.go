@@ -171,12 +171,16 @@ func WithMinValidity(d time.Duration) LockOption {
 // k it waits a random duration in [d/2, d] with d = min(max, min*2^k), so
 // competing clients do not retry in lockstep. On nodes that report
 // releases (QueueNode.Watch) a waiting call also wakes when the holder releases
-// (docs/algorithm.md, "Waiting"): a plain lock's woken call then tries
-// after a random delay under four times its last attempt's duration, so
-// that the calls of several clients woken by one release do not split the
-// vote. A call that holds on the keys releases hand it (a mutex without
-// fencing, on nodes that keep a line: docs/handoff.md) hears its turn and
-// does not poll: it sleeps [max/2, max] from its first failed attempt.
+// (docs/algorithm.md, "Waiting"): a woken call without a place in the
+// nodes' line (a shape's hold) then tries after a random delay under four
+// times its last attempt's duration, so that the calls of several clients
+// woken by one release do not split the vote (a release wakes only the
+// line's first waiter). A call that holds on the keys releases hand it (a mutex without
+// fencing, on nodes that keep a line and report releases, without a
+// restart quarantine on a non-durable node: docs/handoff.md) hears its
+// turn and does not poll: after an attempt that a quorum refused for a
+// held lock it sleeps [d/2, d] with d = min(max, TTL/4) (at least min),
+// unless WithMaxWait's bound comes first.
 // Default: 10ms, 250ms. Both must
 // be non-negative with min <= max, and min must be positive unless max is 0
 // (0, 0 retries without any delay).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -18,7 +17,8 @@ import (
 // watch and the wake-up policy; the lock kind owns the call's place in the
 // nodes' line (fair.go).
 //
-// It always sleeps its backoff (its longest one when it holds on grants:
+// It always sleeps its backoff (its longest one, up to a quarter of the
+// TTL, when it holds on grants and a quorum refused it for a held lock:
 // it hears its turn, so it does not poll). When the nodes report releases
 // (QueueNode.Watch), the client also keeps one watch per lock name while any of
 // its Lock calls waits for that name (and for watchLinger after the last
@@ -59,9 +59,15 @@ func (m *Mutex) waiting(p *place) *waiting {
 }
 
 // begin is called as an attempt begins: from now on only releases reported
-// after it wake the call.
+// after it wake the call. A call with a place in the line joins the lock
+// name's watch at its first attempt when the client has one listening
+// already (another call's, or one that lingers), so that the releases
+// reported while that attempt runs (a hand-over to it among them) count.
 func (wg *waiting) begin() {
 	wg.began = time.Now()
+	if wg.w == nil && wg.p != nil {
+		wg.w, wg.wt, _ = wg.m.waitFor(context.Background(), wg.p.id(), true)
+	}
 	if wg.w != nil {
 		wg.w.reset(wg.wt, wg.p.id())
 	}
@@ -83,7 +89,7 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	took := time.Since(wg.began)
 	if wg.w == nil && k == 0 {
 		var fresh bool
-		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id()); fresh && !m.c.cfg.knobs.NoFreshLook { // test-only switch (internal/knobs)
+		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id(), false); fresh && !m.c.cfg.knobs.NoFreshLook { // test-only switch (internal/knobs)
 			// A release between the attempt and the watch went
 			// unreported: look once more now that it listens.
 			return nil
@@ -98,14 +104,19 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		return nil // it holds with the hand-overs it heard while the attempt ran
 	}
 	delay := m.backoff(k)
-	if wg.wt != nil && wg.wt.hold {
-		// A waiter that holds on grants hears its turn (the hand-overs):
-		// another attempt before then is refused and, worse, changes
-		// the value a release hands it the key at, so that hand-overs
-		// on their way count for nothing and the next attempt takes
-		// them over and splits. Its backoff is the fallback for what is
-		// never reported: the longest one from the start.
-		delay = m.backoff(math.MaxInt)
+	if wg.wt != nil && wg.w.awaitsGrants(wg.wt) {
+		// A waiter that holds on grants, refused for a held lock by a
+		// quorum of nodes, hears its turn (the hand-overs): another
+		// attempt before then is refused and, worse, changes the value
+		// a release hands it the key at, so that hand-overs on their
+		// way count for nothing and the next attempt takes them over and
+		// splits. So it sleeps its longest backoff, up to a quarter of
+		// the TTL (a holder that died leaves keys that expire unreported
+		// within a TTL), unless WithMaxWait's bound comes first: the
+		// fallback for what is never reported.
+		if d := jitter(min(m.cfg.retryMax, max(m.cfg.retryMin, m.cfg.ttl/4))); d > delay && (wg.giveUp.IsZero() || time.Now().Add(d).Before(wg.giveUp)) {
+			delay = d
+		}
 	}
 	last := false // the bound ends this wait: no attempt after it
 	if !wg.giveUp.IsZero() && !time.Now().Add(delay).Before(wg.giveUp) {
@@ -267,8 +278,10 @@ func (wt *waiter) held() int {
 // none; fresh reports that it was started now (so a release may have been
 // missed before it listened). It returns nil when no quorum of nodes can
 // report releases or the client is closed: the call then sleeps its
-// backoff alone. Starting a watch is bounded by the node timeout.
-func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, fresh bool) {
+// backoff alone. Starting a watch is bounded by the node timeout. With
+// joinOnly it only joins a watch that already listens, and returns nil
+// otherwise, at once.
+func (m *Mutex) waitFor(ctx context.Context, id string, joinOnly bool) (w *watch, wt *waiter, fresh bool) {
 	c := m.c
 	ws := &c.watches
 	ws.mu.Lock()
@@ -277,6 +290,10 @@ func (m *Mutex) waitFor(ctx context.Context, id string) (w *watch, wt *waiter, f
 		return nil, nil, false
 	}
 	w = ws.m[m.name]
+	if joinOnly && (w == nil || !isClosed(w.ready)) {
+		ws.mu.Unlock()
+		return nil, nil, false
+	}
 	if w == nil {
 		if ws.m == nil {
 			ws.m = map[string]*watch{}
@@ -375,6 +392,25 @@ func (w *watch) notify(i int, msg string) {
 			return
 		}
 	}
+}
+
+// awaitsGrants reports whether wt's failed attempt may be followed by its
+// hold on grants: it holds on grants, and nodes that refused the attempt
+// for a held lock (or did not reply) make a quorum, each able to hand it
+// the key.
+func (w *watch) awaitsGrants(wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !wt.hold || !wt.settled {
+		return false
+	}
+	n := 0
+	for _, t := range wt.taken {
+		if t {
+			n++
+		}
+	}
+	return n >= w.need
 }
 
 // resync is node i's word that its notifications may have been lost (its

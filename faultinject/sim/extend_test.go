@@ -71,3 +71,71 @@ func TestExtendDoesNotCountAHandedKey(t *testing.T) {
 	}
 	t.Logf("ExtendCountsHanded: %v (%s); rule on: %v, %d leases", off.Outcome, firstOr(broke(off, "mutual-exclusion")), on.Outcome, on.Holds)
 }
+
+// extendCountsRolledBack is the same defect through a lease held with
+// hand-overs: client 0's attempt is granted by master 0 (free) and refused
+// by masters 1 and 2, which client 2 holds; its rollback to master 0 is
+// slow (at 400ms). Client 2's release then hands client 0 the key on
+// masters 1 and 2 at that attempt's value, and client 0 holds with them.
+// Its Extend at 300ms loses its call to master 1 and finds the value on
+// masters 0 and 2. With the knob it counts master 0, which the rollback
+// then releases and hands to client 1; client 1 takes master 1 once the
+// handed key there expires (50ms + TTL) while client 0's lease is believed
+// valid until 300ms + TTL. With the rule the Extend counts only the
+// masters the hold counted, and fails.
+//
+// Client 0 first locks and unlocks once (its watch then lingers, so its
+// second Lock makes no look after its first attempt: that attempt, #2, is
+// the one it holds with); client 2's second TryLock loses its call to
+// master 0.
+func extendCountsRolledBack() Script {
+	const ms = time.Millisecond
+	return Script{Name: "extend-counts-rolled-back", Masters: 3, Clients: 3, TTL: time.Second, Drift: 0.01,
+		NodeTimeout: 20 * ms, ReleaseTimeout: 20 * ms, Backoff: 50 * ms, Duration: 1600 * ms,
+		Ops: []ScriptOp{
+			{At: 0, Client: 2, Kind: OpLock},
+			{At: 2 * ms, Client: 0, Kind: OpWait},
+			{At: 10 * ms, Client: 2, Kind: OpUnlock},
+			{At: 20 * ms, Client: 0, Kind: OpUnlock},
+			{At: 30 * ms, Client: 2, Kind: OpLock},
+			{At: 40 * ms, Client: 0, Kind: OpWait},
+			{At: 45 * ms, Client: 1, Kind: OpWait},
+			{At: 50 * ms, Client: 2, Kind: OpUnlock},
+			{At: 300 * ms, Client: 0, Kind: OpExtend},
+		},
+		Calls: []ScriptCall{
+			{Client: 2, Master: 0, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 1, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 2, Kind: CallAcquire, Attempt: 0, ReplyAt: 1 * ms},
+			{Client: 2, Master: 0, Kind: CallAcquire, Attempt: 1, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 0, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 1, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 2, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 3, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 4, DropRequest: true},
+			{Client: 0, Master: 0, Kind: CallRelease, Attempt: 2, Seq: 5, DropRequest: true},
+			{Client: 0, Master: 1, Kind: CallExtend, Attempt: 2, DropRequest: true},
+		},
+	}
+}
+
+// TestExtendDoesNotCountARolledBackYes runs extendCountsRolledBack: with
+// the rule switched off (ExtendCountsHanded) two clients hold at once; with
+// it on the schedule passes.
+func TestExtendDoesNotCountARolledBackYes(t *testing.T) {
+	s := extendCountsRolledBack()
+	off := func() Result {
+		defer setKnob(t, "ExtendCountsHanded")()
+		return runScript(t, s)
+	}()
+	if off.Outcome != Fail || len(broke(off, "mutual-exclusion")) == 0 {
+		t.Errorf("with ExtendCountsHanded the schedule does not break mutual-exclusion: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
+			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
+	}
+	on := runScript(t, s)
+	if on.Outcome != Pass {
+		t.Errorf("with the rule the schedule: %v, %d leases, violations %v, unsafe %v\nhistory:\n%s",
+			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
+	}
+	t.Logf("ExtendCountsHanded: %v (%s); rule on: %v, %d leases", off.Outcome, firstOr(broke(off, "mutual-exclusion")), on.Outcome, on.Holds)
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
@@ -55,6 +56,9 @@ type link struct {
 	released map[string]time.Time
 	// conns: open connections (idle or busy); busy: calls using one.
 	conns, busy int
+	// deaf: watches that lost a notification while the link was cut;
+	// healed tells them so (Watch).
+	deaf map[*atomic.Bool]func(string)
 }
 
 type workerKey struct{}

@@ -156,6 +156,10 @@ func (l *scriptLink) Watch(ctx context.Context, key, group string, fn func(next 
 	}
 	return l.m.Watch(ctx, key, group, func(msg string) {
 		l.w.count(&l.w.notified)
+		if msg == wire.Resync {
+			fn(msg)
+			return
+		}
 		// The waiter's ID renamed back, the value a hand-over carries kept.
 		next, value := wire.ParseGrant(msg)
 		if next = l.names.real(next); value != "" {

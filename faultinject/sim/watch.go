@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
 // Watch implements redlock.QueueNode's Watch over the master's own Watch: the
@@ -13,7 +15,9 @@ import (
 //
 //   - it is lost while the client is cut from the master (Partition,
 //     Isolate), before an alias address is reachable, and with the plan's
-//     reply-drop chance (Net.DropReplyP);
+//     reply-drop chance (Net.DropReplyP); a watch that lost one while
+//     the link was cut hears wire.Resync when it heals (healed), as a real
+//     node's watch does once it has subscribed again;
 //   - otherwise it arrives after a reply delay (Net.BaseMax, Net.SpikeMax),
 //     so notifications can come late and out of order.
 //
@@ -31,8 +35,21 @@ func (l *link) Watch(ctx context.Context, key, group string, fn func(next string
 		}
 	}
 	lost := func() { l.w.count(&l.w.lost) }
+	cutOff := func() {
+		lost()
+		l.mu.Lock()
+		if l.deaf == nil {
+			l.deaf = map[*atomic.Bool]func(string){}
+		}
+		l.deaf[&stopped] = deliver
+		l.mu.Unlock()
+	}
 	mstop, err := l.m.Watch(ctx, key, group, func(next string) {
-		if l.w.isCut(l.client, l.master) || time.Now().Before(l.from) {
+		if l.w.isCut(l.client, l.master) {
+			cutOff()
+			return
+		}
+		if time.Now().Before(l.from) {
 			lost()
 			return
 		}
@@ -47,7 +64,7 @@ func (l *link) Watch(ctx context.Context, key, group string, fn func(next string
 		}
 		time.AfterFunc(w.rep, func() {
 			if l.w.isCut(l.client, l.master) {
-				lost()
+				cutOff()
 				return
 			}
 			deliver(next)
@@ -60,4 +77,16 @@ func (l *link) Watch(ctx context.Context, key, group string, fn func(next string
 		stopped.Store(true)
 		mstop()
 	}, nil
+}
+
+// healed is called when the client's link to the master is no longer cut:
+// each watch that lost a notification meanwhile hears wire.Resync.
+func (l *link) healed() {
+	l.mu.Lock()
+	deaf := l.deaf
+	l.deaf = nil
+	l.mu.Unlock()
+	for _, deliver := range deaf {
+		deliver(wire.Resync)
+	}
 }

@@ -361,16 +361,29 @@ func (w *world) faults() {
 			evs = append(evs, ev{f.At, func() { _ = m.SkewClock(0, f.Rate) }}, ev{p.Duration, func() { _ = m.SkewClock(0, 1) }})
 		case Partition, Isolate:
 			set := func(d int) {
+				var healed []*link
 				w.mu.Lock()
-				defer w.mu.Unlock()
+				cut := func(c, m int) {
+					if w.cut[c][m] += d; w.cut[c][m] == 0 {
+						for _, l := range w.links[c] { // an alias's too
+							if l.master == m {
+								healed = append(healed, l)
+							}
+						}
+					}
+				}
 				if f.Kind == Isolate {
 					for c := range p.Clients {
-						w.cut[c][f.Master] += d
+						cut(c, f.Master)
 					}
-					return
+				} else {
+					for _, mm := range f.Cut {
+						cut(f.Client, mm)
+					}
 				}
-				for _, mm := range f.Cut {
-					w.cut[f.Client][mm] += d
+				w.mu.Unlock()
+				for _, l := range healed {
+					l.healed()
 				}
 			}
 			evs = append(evs, ev{f.At, func() { set(1) }}, ev{end, func() { set(-1) }})

@@ -104,6 +104,9 @@ func (c *checker) watchGroup(key, group string) *watched {
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	stop, err := c.wn.Watch(ctx, key, group, func(next string) {
+		if next == "\n" {
+			return // a reconnect's word that some may be lost (QueueNode.Watch), not a release
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.notes = append(w.notes, next)

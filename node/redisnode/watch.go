@@ -324,7 +324,15 @@ func (w *watcher) read(client redis.UniversalClient, ps *redis.PubSub) {
 			}
 			continue
 		}
-		pinged, fails = false, 0
+		pinged = false
+		if _, sub := msg.(*redis.Subscription); !sub {
+			// A connection is healthy once it carries a message or a
+			// PING's reply: one the server accepts, subscribes again and
+			// then drops at once (a pub/sub output buffer limit) keeps
+			// its pause between dials, and its watchers hear
+			// wire.Resync at most once per dial.
+			fails = 0
+		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
