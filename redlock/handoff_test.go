@@ -329,3 +329,69 @@ func TestResyncWakesAWaiterThatLostItsNotifications(t *testing.T) {
 		require.NoError(t, r.lease.Unlock(ctx))
 	})
 }
+
+// slowCalls is a memnode whose queued acquires, or releases, take delay
+// (virtual time).
+type slowCalls struct {
+	*memnode.Node
+	acquire, release time.Duration
+}
+
+func (n slowCalls) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	time.Sleep(n.acquire)
+	return n.Node.AcquireQueued(ctx, key, value, ttl, w)
+}
+
+func (n slowCalls) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
+	time.Sleep(n.release)
+	return n.Node.Release(ctx, key, value, guard)
+}
+
+// A call joins its client's listening watch at its first attempt, so the
+// hand-overs reported while that attempt runs count. B's client still
+// listens after B's first Lock (the watch lingers). B's second Lock's
+// first attempt is refused at once by master 1 and answered after 10ms by
+// masters 0 and 2; A's release hands B master 1 at 5ms, while that attempt
+// runs, frees master 2 (B is not in line there yet: B takes it at 10ms and
+// rolls it back) and reaches master 0 only at 15ms, where it hands B the
+// key too. B holds with masters 1 and 0 then, after one attempt. Had the
+// report of 5ms named a waiter nobody had registered yet, B would have
+// needed another round.
+func TestFirstAttemptHearsHandOvers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, _ := mem(3)
+		opts := []redlock.LockOption{redlock.WithTTL(time.Minute), redlock.WithRetryBackoff(time.Hour, time.Hour)}
+		an := []redlock.Node{slowCalls{Node: ms[0], release: 15 * time.Millisecond}, ms[1], ms[2]}
+		a := newMutex(t, newClient(t, an), opts...)
+		rec := &recorder{}
+		bn := []redlock.Node{slowCalls{Node: ms[0], acquire: 10 * time.Millisecond}, ms[1], slowCalls{Node: ms[2], acquire: 10 * time.Millisecond}}
+		b := newMutex(t, newClient(t, bn, redlock.WithObserver(rec)), opts...)
+
+		lease, err := a.TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait()
+		got := lockAsync(ctx, b)
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, lease.Unlock(ctx))
+		r := <-got // B's first Lock: its watch starts
+		require.NoError(t, r.err)
+		require.NoError(t, r.lease.Unlock(ctx)) // the watch lingers
+		synctest.Wait()
+
+		lease, err = a.TryLock(ctx)
+		require.NoError(t, err)
+		synctest.Wait()
+		got = lockAsync(ctx, b)
+		time.Sleep(5 * time.Millisecond)
+		go func() { _ = lease.Unlock(ctx) }()
+		r = <-got
+		require.NoError(t, r.err)
+		rec.mu.Lock()
+		last := rec.dones[len(rec.dones)-1]
+		rec.mu.Unlock()
+		assert.Equal(t, redlock.OpAcquire, last.Op)
+		assert.Equal(t, 1, last.Attempts, "B held with the hand-overs after its first attempt")
+		require.NoError(t, r.lease.Unlock(ctx))
+	})
+}
