@@ -230,6 +230,31 @@ type gatedNode struct {
 	extendFails    bool
 }
 
+// gates are a scenario's two hold-backs of node calls (gatedNode), armed
+// once the scenario is set up, each opened once.
+type gates struct {
+	armed atomic.Bool
+	ch    [2]chan struct{}
+	once  [2]sync.Once
+}
+
+func newGates() *gates { return &gates{ch: [2]chan struct{}{make(chan struct{}), make(chan struct{})}} }
+
+func (g *gates) open(i int) { g.once[i].Do(func() { close(g.ch[i]) }) }
+
+// yes returns the nodes whose calls of op r recorded said yes.
+func (r *recorder) yes(op redlock.Op) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, e := range r.nodes {
+		if e.Op == op && e.Err == nil {
+			out = append(out, e.Index)
+		}
+	}
+	return out
+}
+
 func (n *gatedNode) gate(ch chan struct{}, ctx context.Context) error {
 	if ch == nil || !n.armed.Load() {
 		return nil
@@ -282,17 +307,13 @@ func TestExtendDoesNotCountAHandedKeyOnRealServers(t *testing.T) {
 			ctx := context.Background()
 			ms := startMasters(t, 3)
 			raw := func(i int) *redisnode.Node { return ms.nodes[i].(*redisnode.Node) }
-			aRelease, bLeave := make(chan struct{}), make(chan struct{})
-			rec := &recorder{}
-			var once [2]sync.Once
-			open := func(i int, ch chan struct{}) { once[i].Do(func() { close(ch) }) }
-			var armed atomic.Bool
-			a := newMutex(t, newClient(t, []redlock.Node{raw(0), raw(1), &gatedNode{Node: raw(2), armed: &armed, release: aRelease}},
+			g, rec := newGates(), &recorder{} // gate 0: A's release to master 2; 1: B's leave there
+			a := newMutex(t, newClient(t, []redlock.Node{raw(0), raw(1), &gatedNode{Node: raw(2), armed: &g.armed, release: g.ch[0]}},
 				redlock.WithNodeTimeout(time.Second), redlock.WithReleaseTimeout(10*time.Second)), redlock.WithTTL(time.Hour))
-			bc := newClient(t, []redlock.Node{&gatedNode{Node: raw(0), armed: &armed, extendFails: true}, raw(1), &gatedNode{Node: raw(2), armed: &armed, leave: bLeave}},
+			bc := newClient(t, []redlock.Node{&gatedNode{Node: raw(0), armed: &g.armed, extendFails: true}, raw(1), &gatedNode{Node: raw(2), armed: &g.armed, leave: g.ch[1]}},
 				redlock.WithNodeTimeout(time.Second), redlock.WithReleaseTimeout(5*time.Second), redlock.WithObserver(rec))
 			b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Hour, time.Hour))
-			t.Cleanup(func() { open(0, aRelease); open(1, bLeave) }) // before the clients close
+			t.Cleanup(func() { g.open(0); g.open(1) }) // before the clients close
 
 			lease, err := a.TryLock(ctx)
 			require.NoError(t, err)
@@ -304,27 +325,20 @@ func TestExtendDoesNotCountAHandedKeyOnRealServers(t *testing.T) {
 			// B's first attempt and the one it makes once its watch listens
 			// are refused on every master, and it waits.
 			waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
-			armed.Store(true)
+			g.armed.Store(true)
 			require.NoError(t, lease.Unlock(ctx)) // returns at the quorum: masters 0 and 1
 			r := <-got
 			if r.err != nil {
 				rec.log(t)
 			}
 			require.NoError(t, r.err, "B holds with the hand-overs of masters 0 and 1")
-			open(0, aRelease)
+			g.open(0)
 			waitFor(t, "master 2 handed B the key", func() bool { return mine(2, r.lease) })
 
 			err = r.lease.Extend(ctx)
-			open(1, bLeave)
+			yes := rec.yes(redlock.OpExtend)
+			g.open(1)
 			waitFor(t, "B's LeaveQueue released master 2's key", func() bool { return !mine(2, r.lease) })
-			var yes []int
-			rec.mu.Lock()
-			for _, e := range rec.nodes {
-				if e.Op == redlock.OpExtend && e.Err == nil {
-					yes = append(yes, e.Index)
-				}
-			}
-			rec.mu.Unlock()
 			if knob {
 				require.NoError(t, err)
 				assert.ElementsMatch(t, []int{1, 2}, yes, "the Extend counted master 2, whose key the LeaveQueue then deleted: it rests on master 1 alone")
@@ -372,17 +386,13 @@ func extendAfterRollback(t *testing.T, knob bool) bool {
 	ctx := context.Background()
 	ms := startMasters(t, 3)
 	raw := func(i int) *redisnode.Node { return ms.nodes[i].(*redisnode.Node) }
-	aRelease, bRollback := make(chan struct{}), make(chan struct{})
-	rec := &recorder{}
-	var once [2]sync.Once
-	open := func(i int, ch chan struct{}) { once[i].Do(func() { close(ch) }) }
-	var armed atomic.Bool
-	a := newMutex(t, newClient(t, []redlock.Node{raw(0), &gatedNode{Node: raw(1), armed: &armed, release: aRelease}, &gatedNode{Node: raw(2), armed: &armed, release: aRelease}},
+	g, rec := newGates(), &recorder{} // gate 0: A's releases to masters 1 and 2; 1: B's rollback to master 0
+	a := newMutex(t, newClient(t, []redlock.Node{raw(0), &gatedNode{Node: raw(1), armed: &g.armed, release: g.ch[0]}, &gatedNode{Node: raw(2), armed: &g.armed, release: g.ch[0]}},
 		redlock.WithNodeTimeout(time.Second), redlock.WithReleaseTimeout(10*time.Second)), redlock.WithTTL(time.Hour))
-	bc := newClient(t, []redlock.Node{&gatedNode{Node: raw(0), armed: &armed, release: bRollback}, &gatedNode{Node: raw(1), armed: &armed, extendFails: true}, raw(2)},
+	bc := newClient(t, []redlock.Node{&gatedNode{Node: raw(0), armed: &g.armed, release: g.ch[1]}, &gatedNode{Node: raw(1), armed: &g.armed, extendFails: true}, raw(2)},
 		redlock.WithNodeTimeout(time.Second), redlock.WithReleaseTimeout(200*time.Millisecond), redlock.WithObserver(rec))
 	b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(300*time.Millisecond, 300*time.Millisecond))
-	t.Cleanup(func() { open(0, aRelease); open(1, bRollback) }) // before the clients close
+	t.Cleanup(func() { g.open(0); g.open(1) }) // before the clients close
 
 	lease, err := a.TryLock(ctx)
 	require.NoError(t, err)
@@ -392,7 +402,7 @@ func extendAfterRollback(t *testing.T, knob bool) bool {
 	defer cancel()
 	got := lockAsync(lctx, b)
 	waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
-	armed.Store(true)
+	g.armed.Store(true)
 	go func() { _ = lease.Unlock(ctx) }() // master 0 now, 1 and 2 once opened
 	// B's next attempt (its backoff) takes master 0 over and is
 	// refused by 1 and 2; its rollback to master 0 is held back.
@@ -411,28 +421,21 @@ func extendAfterRollback(t *testing.T, knob bool) bool {
 		}
 		return yes0 && taken >= 2*len(ms.raw)+2
 	})
-	open(0, aRelease)
+	g.open(0)
 	r := <-got
 	if r.err != nil {
 		rec.log(t)
 	}
 	require.NoError(t, r.err, "B holds with the hand-overs of masters 1 and 2")
 	if !mine(0, r.lease) {
-		open(1, bRollback)
+		g.open(1)
 		require.NoError(t, r.lease.Unlock(ctx))
 		return false
 	}
 
 	err = r.lease.Extend(ctx)
-	var yes []int
-	rec.mu.Lock()
-	for _, e := range rec.nodes {
-		if e.Op == redlock.OpExtend && e.Err == nil {
-			yes = append(yes, e.Index)
-		}
-	}
-	rec.mu.Unlock()
-	open(1, bRollback)
+	yes := rec.yes(redlock.OpExtend)
+	g.open(1)
 	waitFor(t, "B's rollback released master 0", func() bool { return !mine(0, r.lease) })
 	if knob {
 		require.NoError(t, err)

@@ -72,9 +72,7 @@ func TestHoldOnGrants(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				ms, nodes := mem(3)
-				lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
-				require.NoError(t, err)
-				synctest.Wait() // A's TryLock reaches every master
+				lease := holdEverywhere(t, nodes)
 				clients, attempts := clocked(t, ms, 1)
 				got := lockAsync(ctx, newMutex(t, clients[0], redlock.WithRetryBackoff(time.Hour, time.Hour)))
 				synctest.Wait() // B waits in every line
@@ -91,7 +89,7 @@ func TestHoldOnGrants(t *testing.T) {
 				} else {
 					assert.Zero(t, sent, "B holds with the hand-overs: no acquire after the release")
 				}
-				_, err = newMutex(t, newClient(t, nodes)).TryLock(ctx)
+				_, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
 				require.ErrorIs(t, err, redlock.ErrNotObtained, "B holds the lock")
 				require.NoError(t, r.lease.Extend(ctx))
 				require.NoError(t, r.lease.Unlock(ctx))
@@ -160,9 +158,7 @@ func TestHoldReleaseHandsOn(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				_, nodes := mem(3)
-				lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
-				require.NoError(t, err)
-				synctest.Wait()
+				lease := holdEverywhere(t, nodes)
 				b := lockAsync(ctx, newMutex(t, newClient(t, nodes), redlock.WithRetryBackoff(time.Hour, time.Hour)))
 				synctest.Wait()
 				time.Sleep(time.Millisecond)
@@ -231,9 +227,7 @@ func TestHoldWaiterDoesNotPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		ms, nodes := mem(3)
-		lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
-		require.NoError(t, err)
-		synctest.Wait() // A's TryLock reaches every master
+		lease := holdEverywhere(t, nodes)
 		clients, attempts := clocked(t, ms, 2)
 		var got []<-chan lockResult
 		for _, c := range clients {
@@ -295,9 +289,7 @@ func TestResyncWakesAWaiterThatLostItsNotifications(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		ms, nodes := mem(3)
-		lease, err := newMutex(t, newClient(t, nodes)).TryLock(ctx)
-		require.NoError(t, err)
-		synctest.Wait() // A's TryLock reaches every master
+		lease := holdEverywhere(t, nodes)
 		var deaf atomic.Bool
 		deafs := make([]*deafNode, len(ms))
 		wrapped := make([]redlock.Node, len(ms))
@@ -394,4 +386,16 @@ func TestFirstAttemptHearsHandOvers(t *testing.T) {
 		assert.Equal(t, 1, last.Attempts, "B held with the hand-overs after its first attempt")
 		require.NoError(t, r.lease.Unlock(ctx))
 	})
+}
+
+// holdEverywhere takes the lock with a new client over nodes (memnode,
+// inside a synctest bubble) and waits until its TryLock's calls have
+// reached every node: TryLock returns at a quorum, and a straggling call
+// could meet a waiter's acquire first.
+func holdEverywhere(t *testing.T, nodes []redlock.Node) *redlock.Lease {
+	t.Helper()
+	lease, err := newMutex(t, newClient(t, nodes)).TryLock(context.Background())
+	require.NoError(t, err)
+	synctest.Wait()
+	return lease
 }

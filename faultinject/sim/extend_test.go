@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -55,21 +54,7 @@ func extendCountsHanded() Script {
 // switched off (ExtendCountsHanded) the two waiters' leases must overlap
 // (mutual-exclusion); with it on the schedule passes, both granted.
 func TestExtendDoesNotCountAHandedKey(t *testing.T) {
-	s := extendCountsHanded()
-	off := func() Result {
-		defer setKnob(t, "ExtendCountsHanded")()
-		return runScript(t, s)
-	}()
-	if off.Outcome != Fail || len(broke(off, "mutual-exclusion")) == 0 {
-		t.Errorf("with ExtendCountsHanded the schedule does not break mutual-exclusion: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
-			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
-	}
-	on := runScript(t, s)
-	if on.Outcome != Pass || on.Holds != 3 {
-		t.Errorf("with the rule the schedule: %v, %d leases (want pass, 3), violations %v, unsafe %v\nhistory:\n%s",
-			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
-	}
-	t.Logf("ExtendCountsHanded: %v (%s); rule on: %v, %d leases", off.Outcome, firstOr(broke(off, "mutual-exclusion")), on.Outcome, on.Holds)
+	knobSchedule(t, extendCountsHanded(), "ExtendCountsHanded", "mutual-exclusion", 3)
 }
 
 // extendCountsRolledBack is the same defect through a lease held with
@@ -123,19 +108,5 @@ func extendCountsRolledBack() Script {
 // the rule switched off (ExtendCountsHanded) two clients hold at once; with
 // it on the schedule passes.
 func TestExtendDoesNotCountARolledBackYes(t *testing.T) {
-	s := extendCountsRolledBack()
-	off := func() Result {
-		defer setKnob(t, "ExtendCountsHanded")()
-		return runScript(t, s)
-	}()
-	if off.Outcome != Fail || len(broke(off, "mutual-exclusion")) == 0 {
-		t.Errorf("with ExtendCountsHanded the schedule does not break mutual-exclusion: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
-			off.Outcome, off.Violations, off.Unsafe, s, strings.Join(off.History, "\n"))
-	}
-	on := runScript(t, s)
-	if on.Outcome != Pass {
-		t.Errorf("with the rule the schedule: %v, %d leases, violations %v, unsafe %v\nhistory:\n%s",
-			on.Outcome, on.Holds, on.Violations, on.Unsafe, strings.Join(on.History, "\n"))
-	}
-	t.Logf("ExtendCountsHanded: %v (%s); rule on: %v, %d leases", off.Outcome, firstOr(broke(off, "mutual-exclusion")), on.Outcome, on.Holds)
+	knobSchedule(t, extendCountsRolledBack(), "ExtendCountsHanded", "mutual-exclusion", 0)
 }
