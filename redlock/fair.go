@@ -315,7 +315,7 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 			d.answered[i] = true
 		}
 	}
-	lease := newLease(m, p.token, p.val, held, d, renew, 0)
+	lease := newLease(m, p.token, p.val, held, d, 0)
 	lease.holds = 1 // an exclusive lock's: the only kinds in a line
 	w := p.w
 	lease.waiter, lease.counted = &w, counted
@@ -323,11 +323,11 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 	p.tried(r)
 	if m.c.cfg.knobs.GrantHoldLeaveAll { // test-only switch: leave every line
 		p.leave(ctx, nil)
-		return lease
+		return lease.start(renew)
 	}
 	p.last = held
 	p.leave(ctx, held)
-	return lease
+	return lease.start(renew)
 }
 
 // granted reports whether a finished acquire call left the key with its

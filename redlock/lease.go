@@ -45,7 +45,9 @@ type Lease struct {
 	extendErr error
 }
 
-func newLease(m *Mutex, token, value string, r *round, d decision, renew float64, fence int64) *Lease {
+// newLease makes the lease of an acquisition decided by d; its caller sets
+// the lease's other fields, then starts it (start).
+func newLease(m *Mutex, token, value string, r *round, d decision, fence int64) *Lease {
 	l := &Lease{
 		m:        m,
 		fence:    fence,
@@ -61,10 +63,16 @@ func newLease(m *Mutex, token, value string, r *round, d decision, renew float64
 	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
 	l.mu.Unlock()
+	return l
+}
+
+// start starts l's renewal every renew of the TTL (none when 0), once its
+// fields are set, and returns l.
+func (l *Lease) start(renew float64) *Lease {
 	if renew > 0 {
 		// Never more often than every millisecond (Do's default 1/3 of a
 		// TTL of 1-2ms); WithAutoRenew rejects such a fraction.
-		go l.renew(max(time.Duration(float64(m.cfg.ttl)*renew), time.Millisecond))
+		go l.renew(max(time.Duration(float64(l.m.cfg.ttl)*renew), time.Millisecond))
 	}
 	return l
 }

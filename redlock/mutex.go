@@ -229,12 +229,12 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 		switch {
 		case len(causes) > 0:
 		case validity > m.cfg.minValidity && validity > 0 && ctx.Err() == nil:
-			lease := newLease(m, token, value, r, d, renew, fence)
+			lease := newLease(m, token, value, r, d, fence)
 			lease.epoch, lease.lined = epoch, q.lined()
 			lease.holds = m.holdCount(r, d, grants)
 			q.tried(r)
 			q.leave(ctx, r)
-			return lease, nil
+			return lease.start(renew), nil
 		default:
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
 		}
