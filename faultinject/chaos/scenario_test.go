@@ -16,6 +16,7 @@ func TestBuiltinScenarios(t *testing.T) {
 		"slow-node": Safe, "clock-drift": Safe, "restart-delayed": Safe, "restart-aof": Safe,
 		"replies-delayed": Safe, "work-overrun": Safe, "split-quorums": Safe, "rolling-restart-aof": Safe,
 		"rw-minority-killed": Safe, "semaphore-node-paused": Safe, "reentrant-minority-paused": Safe, "election-restart-quarantined": Safe,
+		"fair-paused-killed":     Safe,
 		"restart-no-persistence": Unsafe, "restart-no-persistence-quarantined": Safe, "restart-no-persistence-fenced": Safe,
 		"failover-no-key": Unsafe, "failover-no-key-quarantined": Safe,
 		"clock-jump": Unsafe, "clock-jump-fenced": Safe,
