@@ -113,17 +113,10 @@ func TestWatchSurvivesASilentConnection(t *testing.T) {
 	bh := newBlackhole(t, srv.Addr())
 	watcher := dialT(t, bh.Addr())
 	locker := dialT(t, srv.Addr())
-	ctx := context.Background()
 	got, _ := watchT(t, watcher, "locks:h")
 	cycle := func() {
 		t.Helper()
-		ok, err := locker.Acquire(ctx, "locks:h", "v", time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		waitingT(t, locker, "locks:h")
-		ok, err = locker.Release(ctx, "locks:h", "v", 0)
-		require.NoError(t, err)
-		require.True(t, ok)
+		handOverT(t, locker, "locks:h", "v")
 		takeOverT(t, locker, "locks:h") // publishes nothing: nobody waits
 	}
 	cycle()
@@ -159,13 +152,7 @@ func TestWatchResyncsAfterAReconnect(t *testing.T) {
 	assert.Equal(t, wire.Resync, nextT(t, other))
 
 	// Subscribed again: releases are reported as before.
-	ok, err := n.Acquire(ctx, "locks:r", "v", time.Minute)
-	require.NoError(t, err)
-	require.True(t, ok)
-	waitingT(t, n, "locks:r")
-	ok, err = n.Release(ctx, "locks:r", "v", 0)
-	require.NoError(t, err)
-	require.True(t, ok)
+	handOverT(t, n, "locks:r", "v")
 	assert.Equal(t, "waiter\nwaiter", nextT(t, got))
 	requireNone(t, other, "nothing else for the other key")
 }

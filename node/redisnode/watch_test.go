@@ -67,6 +67,21 @@ func requireNone(t *testing.T, got <-chan string, why string) {
 // waiter of the lock's queue ("" without one); one that removes nothing
 // publishes nothing; LeaveQueue of the first waiter of a free lock tells the
 // next one.
+// handOverT takes key with value, puts waiter "waiter" in its line
+// (waitingT) and releases it: the release hands the waiter the key and
+// publishes it.
+func handOverT(t *testing.T, n *Node, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	ok, err := n.Acquire(ctx, key, value, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	waitingT(t, n, key)
+	ok, err = n.Release(ctx, key, value, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
 // waitingT puts waiter "waiter" in key's line (a plain waiter refused while
 // key is held), so that the release of key is reported, naming it. It
 // arrives an hour late: waiters a test queues itself come first.
@@ -99,13 +114,7 @@ func TestWatchReportsReleases(t *testing.T) {
 	ctx := context.Background()
 	got, _ := watchT(t, n, "locks:w")
 
-	ok, err := n.Acquire(ctx, "locks:w", "v1", time.Minute)
-	require.NoError(t, err)
-	require.True(t, ok)
-	waitingT(t, n, "locks:w")
-	ok, err = n.Release(ctx, "locks:w", "v1", 0)
-	require.NoError(t, err)
-	require.True(t, ok)
+	handOverT(t, n, "locks:w", "v1")
 	assert.Equal(t, "waiter\nwaiter", nextT(t, got), "the line's first waiter, and the value the release handed it the key at")
 	// The release handed the key to the waiter, which keeps its place when
 	// the handed key expires (an expiry publishes nothing).
@@ -113,7 +122,7 @@ func TestWatchReportsReleases(t *testing.T) {
 
 	// A waiter queues ahead of the first (an earlier arrival), behind the
 	// holder: the release names it.
-	ok, err = n.Acquire(ctx, "locks:w", "v2", time.Minute)
+	ok, err := n.Acquire(ctx, "locks:w", "v2", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
 	a := redlock.Waiter{ID: "waiter-a", Arrival: time.Now(), TTL: time.Minute}
