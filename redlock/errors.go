@@ -60,6 +60,13 @@ var (
 	// server's own reply stays in the chain (errors.As finds it). Lock and Do
 	// stop retrying at once when an attempt fails with such a node.
 	ErrNodeDenied = errors.New("redlock: node denied access")
+	// ErrConfigStale is wrapped by a Node's error when the master refused
+	// the call because the client's configuration record is not the
+	// current one: the master is at a later epoch of its set, or at the
+	// same epoch with another set (docs/reconfig.md). The client must load
+	// the current configuration. Lock and Do stop retrying at once, and the
+	// QuorumError of a lock or extend that met it wraps it too.
+	ErrConfigStale = errors.New("redlock: configuration not current")
 )
 
 func configError(format string, args ...any) error {
@@ -141,6 +148,8 @@ func (e *QuorumError) Error() string {
 			why = "quarantined"
 		case errors.Is(r.Err, ErrNodeDenied):
 			why, item = "access denied", item+" ("+r.Err.Error()+")"
+		case errors.Is(r.Err, ErrConfigStale):
+			why, item = "configuration not current", item+" ("+r.Err.Error()+")"
 		default:
 			item += " (" + r.Err.Error() + ")"
 		}
@@ -157,4 +166,12 @@ func (e *QuorumError) Error() string {
 
 // Unwrap returns the operation's sentinel, a more specific cause if any, and
 // ctx.Err() when the caller's context ended.
-func (e *QuorumError) Unwrap() []error { return e.errs }
+// ErrConfigStale is among them when a node's result wraps it.
+func (e *QuorumError) Unwrap() []error {
+	for _, r := range e.Nodes {
+		if errors.Is(r.Err, ErrConfigStale) {
+			return append(e.errs[:len(e.errs):len(e.errs)], ErrConfigStale)
+		}
+	}
+	return e.errs
+}

@@ -118,14 +118,16 @@ func (m *Mutex) retry(ctx context.Context, renew float64) (*Lease, int, error) {
 }
 
 // denied reports whether a failed attempt's error names a node that denied
-// access (ErrNodeDenied): retrying cannot help.
+// access (ErrNodeDenied), refused the client's configuration
+// (ErrConfigStale), or found the call's configuration invalid
+// (ErrInvalidConfig: a TTL its record does not allow): retrying cannot help.
 func denied(err error) bool {
 	qe := asQuorumError(err)
 	if qe == nil {
 		return false
 	}
 	for _, r := range qe.Nodes {
-		if errors.Is(r.Err, ErrNodeDenied) {
+		if errors.Is(r.Err, ErrNodeDenied) || errors.Is(r.Err, ErrConfigStale) || errors.Is(r.Err, ErrInvalidConfig) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@
 //	quorumlock status [--nodes URL,...] [--json] [--watch D] [--quarantine D] NAME|PATTERN
 //	quorumlock doctor [--nodes URL,...] [--json]
 //	quorumlock bench [--nodes URL,...] [--quick] [--json FILE] [--svg FILE]
+//	quorumlock reconfig init|set|status [--nodes URL,...] --config-file F [--max-key-ttl D] [HOST:PORT,...]
 //
 // The masters of run, status and doctor are host:port addresses or
 // redis:// and rediss:// URLs (users, passwords, TLS; node/redisnode.Dial's
@@ -26,7 +27,9 @@
 // lost, command terminated), 64 (usage), 69 (masters unavailable or access
 // denied), 126 or 127 (command not executable or not found). status shows
 // holders, TTLs, fencing counters and the masters' state; doctor checks the
-// masters' settings (eviction, persistence, role, version). See
+// masters' settings (eviction, persistence, role, version). reconfig
+// changes the set of masters one master per step with the waits the
+// masters enforce (package reconfig, docs/reconfig.md). See
 // docs/operations.md.
 //
 // bench launches the side-by-side benchmark, a program of the bench module
@@ -87,6 +90,7 @@ commands:
   run     run a command while holding a lock on a quorum of masters (quorumlock run -h)
   status  show who holds a lock, its TTL and fencing counter, per master (quorumlock status -h)
   doctor  check the masters' settings the lock relies on (quorumlock doctor -h)
+  reconfig change the set of masters while clients hold locks (quorumlock reconfig -h)
   bench   measure quorumlock side by side with redsync, redislock and rueidislock (quorumlock bench -h)
 `
 
@@ -117,6 +121,8 @@ func dispatch(ctx context.Context, args []string, e *env) int {
 		return statusCmd(ctx, args[1:], e)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], e)
+	case "reconfig":
+		return reconfigCmd(ctx, args[1:], e)
 	case "chaos":
 		fmt.Fprint(stderr, chaosMoved)
 		return exitUsage

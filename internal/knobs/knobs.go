@@ -5,9 +5,10 @@
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
 // RawUptime, WallUptime, NoRunStamp, NoLeaveTombstone, NoGrant,
-// NoGrantTakeover, NoGrantLeaveRelease and NoGrantHoldRelease are read by the
-// nodes' code (internal/notsent, internal/redisinfo, memnode and
-// redisnode's scripts' arguments) on each call.
+// NoGrantTakeover, NoGrantLeaveRelease, NoGrantHoldRelease and NoConfigCheck
+// are read by the nodes' code (internal/notsent, internal/redisinfo, memnode
+// and redisnode's scripts' arguments) on each call, and NoReconfigWait by
+// package reconfig on each step.
 package knobs
 
 import "sync/atomic"
@@ -157,6 +158,14 @@ var (
 	// as final and not retried, so its key outlives the client once the
 	// server takes writes again.
 	NoBusyRetry atomic.Bool
+	// NoConfigCheck: a Node with a configuration record (redisnode's
+	// SetConfig) sends its calls unchecked, so a client on a stale list of
+	// masters still takes a quorum of a set that is no longer current.
+	NoConfigCheck atomic.Bool
+	// NoReconfigWait: the masters take a change's next step without the
+	// wait since the last step's seal (reconfig.lua's "nowait"), so a lease
+	// of a set two steps back may still be valid when the new set grants.
+	NoReconfigWait atomic.Bool
 )
 
 // Set is a snapshot of the switches that the coordinator reads. A client

@@ -226,5 +226,8 @@ var scriptsBySHA = sync.OnceValue(func() map[string]embeddedScript {
 		sum := sha1.Sum(src)
 		out[hex.EncodeToString(sum[:])] = embeddedScript{name: path.Base(name), lines: strings.Split(string(src), "\n")}
 	}
+	for sha, c := range checkedNames {
+		out[sha] = embeddedScript{name: c.name, lines: strings.Split(c.src, "\n")}
+	}
 	return out
 })

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -46,7 +47,7 @@ func Dial(addr string) (*Node, error) {
 		return nil, err
 	}
 	lockclient.Configure(opt)
-	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true, watch: new(watcher)}, nil
+	return &Node{client: redis.NewClient(opt), addr: opt.Addr, notSent: true, owned: true, watch: new(watcher), config: new(atomic.Pointer[nodeConfig])}, nil
 }
 
 // maxShown bounds how much of a value a Dial error quotes.

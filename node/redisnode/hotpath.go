@@ -189,6 +189,7 @@ func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
 
 // evalCmd is eval that hands the reply to read.
 func (n *Node) evalCmd(ctx context.Context, s *script, args []any, read func(*redis.Cmd) error) error {
+	s, args = n.checkedEval(s, args)
 	err := n.do(ctx, func(ctx context.Context) error {
 		cmd := n.process(ctx, args)
 		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {

@@ -35,7 +35,7 @@ var _ redlock.QueueNode = (*Node)(nil)
 // down to whole milliseconds and must be at least one; w.ID must be
 // non-empty without a newline. It implements redlock.QueueNode.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
-	ms, err := ttlMillis(ttl)
+	ms, err := n.keyMillis(ttl)
 	if err != nil {
 		return false, 0, err
 	}

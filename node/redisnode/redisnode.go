@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,6 +73,9 @@ type Node struct {
 	owned   bool
 	// watch is shared by copies of the Node (String has a value receiver).
 	watch *watcher
+	// config holds the configuration record the checked calls send
+	// (SetConfig); nil inside when there is none.
+	config *atomic.Pointer[nodeConfig]
 }
 
 // New wraps a go-redis client the caller built and keeps owning: Close leaves
@@ -106,10 +110,10 @@ func New(client redis.UniversalClient) (*Node, error) {
 			return nil, errors.New("redisnode: the *redis.Client's options lack ContextTimeoutEnabled: true" + why)
 		}
 		if o.Addr == "FailoverClient" {
-			return &Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c), watch: new(watcher)}, nil
+			return &Node{client: c, addr: fmt.Sprintf("sentinel(FailoverClient@%p)", c), watch: new(watcher), config: new(atomic.Pointer[nodeConfig])}, nil
 		}
 		// go-redis normalises MaxRetries: -1 (none) becomes 0, 0 becomes 3.
-		return &Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0, watch: new(watcher)}, nil
+		return &Node{client: c, addr: o.Addr, notSent: o.MaxRetries <= 0, watch: new(watcher), config: new(atomic.Pointer[nodeConfig])}, nil
 	case *redis.ClusterClient:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.ClusterClient")
@@ -121,7 +125,7 @@ func New(client redis.UniversalClient) (*Node, error) {
 		if len(o.Addrs) == 0 {
 			return nil, errors.New("redisnode: the *redis.ClusterClient has no Options().Addrs (built with ClusterSlots or NewFailoverClusterClient?); give it the cluster's seed addresses")
 		}
-		return &Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")", watch: new(watcher)}, nil
+		return &Node{client: c, addr: "cluster(" + strings.Join(o.Addrs, ",") + ")", watch: new(watcher), config: new(atomic.Pointer[nodeConfig])}, nil
 	case *redis.Ring:
 		if c == nil {
 			return nil, errors.New("redisnode: nil *redis.Ring")
@@ -162,7 +166,7 @@ func (n *Node) Close() error {
 // when another value holds key or a release guard refused the acquire. ttl is
 // rounded down to whole milliseconds and must be at least one.
 func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ms, err := ttlMillis(ttl)
+	ms, err := n.keyMillis(ttl)
 	if err != nil {
 		return false, err
 	}
@@ -183,14 +187,15 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 // be older than what the server had handed out; scripts/acquire_fenced.lua).
 // It implements redlock.FencingNode.
 func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
-	ms, guard, fence, err := fencedArgs(key, value, ttl)
+	ms, guard, fence, err := n.fencedArgs(key, value, ttl)
 	if err != nil {
 		return false, 0, err
 	}
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = fencedScript.Run(ctx, n.client, []string{key, guard, fence}, value, ms, anyRun()).Slice()
+		s, keys, args := n.checked(fencedScript, []string{key, guard, fence}, []any{value, ms, anyRun()})
+		res, err = s.Run(ctx, n.client, keys, args...).Slice()
 		return err
 	})
 	if err != nil {
@@ -206,8 +211,8 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 // fencedArgs checks an acquire that reads the fencing counter (AcquireFenced,
 // AcquireQueued) and returns its TTL in milliseconds, its release-guard key
 // and the lock's fencing counter key.
-func fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence string, err error) {
-	if ms, err = ttlMillis(ttl); err != nil {
+func (n *Node) fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence string, err error) {
+	if ms, err = n.keyMillis(ttl); err != nil {
 		return 0, "", "", err
 	}
 	if guard, err = guardKey(key, value); err != nil {
@@ -321,7 +326,7 @@ var (
 // (compare-and-pexpire) and reports whether it did. It never creates the key.
 // ttl is rounded down to whole milliseconds and must be at least one.
 func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ms, err := ttlMillis(ttl)
+	ms, err := n.keyMillis(ttl)
 	if err != nil {
 		return false, err
 	}
@@ -432,6 +437,7 @@ func infoText(ctx context.Context, c redis.Cmdable) (string, error) {
 
 func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
 	var res int64
+	s, keys, args = n.checked(s, keys, args)
 	err := n.do(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = s.Run(ctx, n.client, keys, args...).Int64()
@@ -463,6 +469,9 @@ func (n *Node) do(ctx context.Context, fn func(context.Context) error) error {
 	if errors.As(err, &rerr) {
 		if denied(rerr) {
 			return &deniedError{addr: n.addr, reply: err, notSent: n.notSent && unexecuted(rerr)}
+		}
+		if staleConfig(rerr) {
+			return &configError{addr: n.addr, reply: err}
 		}
 		return err
 	}

@@ -20,10 +20,12 @@ import (
 // scripts derive no names: the Node sends every key (KEYS) and the release
 // channel (ARGV) as package internal/wire names them (wire.GuardKey,
 // wire.FenceKey, wire.WaitingKey, wire.QueueKey, wire.QueueTTLKey,
-// wire.Channel); they build only a hold's member (wire.Member) and read and
+// wire.Channel); scripts/config_check.lua is the configuration check that a
+// Node with a record (Node.SetConfig) runs in front of the scripts that count
+// a vote; they build only a hold's member (wire.Member) and read and
 // write the fencing counter's value (wire.FormatFence).
 //
-//go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua scripts/acquire_queued.lua scripts/leave_queue.lua
+//go:embed scripts/acquire.lua scripts/extend.lua scripts/release.lua scripts/acquire_fenced.lua scripts/raise_fence.lua scripts/acquire_hold.lua scripts/extend_hold.lua scripts/release_hold.lua scripts/acquire_queued.lua scripts/leave_queue.lua scripts/config_check.lua
 var Scripts embed.FS
 
 var (

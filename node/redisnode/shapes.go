@@ -17,7 +17,7 @@ var _ redlock.ShapeNode = (*Node)(nil)
 // key's Cluster slot. ttl and h.WaitTTL are rounded down to whole
 // milliseconds; ttl must be at least one. It implements redlock.ShapeNode.
 func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
-	ms, err := ttlMillis(ttl)
+	ms, err := n.keyMillis(ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -37,7 +37,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 // ExtendHold resets the expiry of one hold of key to ttl if it is still live
 // (extend_hold.lua); it never creates it. It implements redlock.ShapeNode.
 func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
-	ms, err := ttlMillis(ttl)
+	ms, err := n.keyMillis(ttl)
 	if err != nil {
 		return false, err
 	}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/reconfig"
+)
+
+const reconfigUsage = `usage: quorumlock reconfig <init|set|status> [flags]
+
+  init   --config-file F --max-key-ttl D [--drift-factor 0.01]
+         write epoch 1 (the masters of --nodes) on every master and to F
+  set    --config-file F HOST:PORT,...
+         change the masters to this set, one master added or removed per
+         step, each step waiting what the masters require; run it again
+         after an interruption: it resumes from the masters' records
+  status --config-file F
+         show every master's record, its seal and the wait left
+
+--nodes (or --nodes-file, $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE) names
+every master the change touches, old and new, with its credentials; F holds
+the current configuration (host:port only) for the clients to load.
+`
+
+// reconfigCmd runs quorumlock reconfig (docs/reconfig.md): exit 0 when done,
+// 1 when a step was refused or a master could not be read, 64 for a usage
+// error.
+func reconfigCmd(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(e.stderr, reconfigUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("quorumlock reconfig "+sub, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	nf := addNodeFlags(fs)
+	file := fs.String("config-file", "", "the file holding the current configuration, which clients load (required)")
+	keyTTL := fs.Duration("max-key-ttl", 0, "init: the longest key life of any lock: its TTL plus its lock-delay (required for init)")
+	drift := fs.Float64("drift-factor", 0.01, "init: the largest drift factor of any client")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "quorumlock reconfig %s: %s\n", sub, fmt.Sprintf(format, a...))
+		return exitUsage
+	}
+	if *file == "" {
+		return usageErr("--config-file is required")
+	}
+	nl, err := nf.resolve(e.getenv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cs, err := nl.rawClients(2 * time.Second)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer closeRaw(cs)
+	masters := map[string]redis.Cmdable{}
+	var addrs []string
+	for _, c := range cs {
+		masters[c.addr] = c.c
+		addrs = append(addrs, c.addr)
+	}
+	ch := &reconfig.Changer{Masters: masters, Log: func(l string) { fmt.Fprintln(e.stdout, l) }}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "quorumlock reconfig %s: %v\n", sub, err)
+		return exitFail
+	}
+	switch sub {
+	case "init":
+		if fs.NArg() != 0 {
+			return usageErr("unexpected argument %q", fs.Arg(0))
+		}
+		if *keyTTL <= 0 {
+			return usageErr("--max-key-ttl is required (the longest TTL plus lock-delay of any lock)")
+		}
+		cfg := reconfig.Config{Epoch: 1, Masters: addrs, Quorum: len(addrs)/2 + 1, MaxKeyTTL: keyTTL.Truncate(time.Millisecond), DriftFactor: *drift}
+		if err := cfg.Check(); err != nil {
+			return usageErr("%v", err)
+		}
+		if err := ch.Init(ctx, cfg); err != nil {
+			return fail(err)
+		}
+		if err := reconfig.WriteFile(*file, cfg); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "published: %s (epoch 1, %d masters, quorum %d)\n", *file, len(addrs), cfg.Quorum)
+		return exitOK
+	case "set":
+		if fs.NArg() != 1 {
+			return usageErr("want one argument, the masters' new set: HOST:PORT,...")
+		}
+		target := strings.Split(fs.Arg(0), ",")
+		for i, t := range target {
+			target[i] = strings.TrimSpace(t)
+			if _, ok := masters[target[i]]; !ok {
+				return usageErr("master %q of the new set is not among --nodes (%s)", target[i], strings.Join(addrs, ", "))
+			}
+		}
+		return reconfigSet(ctx, ch, *file, addrs, target, e.stdout, fail)
+	case "status":
+		if fs.NArg() != 0 {
+			return usageErr("unexpected argument %q", fs.Arg(0))
+		}
+		cur, err := reconfig.ReadFile(*file)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "%s: epoch %d, %d masters, quorum %d, longest key life %v, wait between steps %v\n", *file, cur.Epoch, len(cur.Masters), cur.Quorum, cur.MaxKeyTTL, cur.Wait())
+		code := exitOK
+		for _, a := range addrs {
+			rec, err := ch.Read(ctx, a)
+			if err != nil {
+				fmt.Fprintf(e.stdout, "  %s  unreadable: %v\n", a, err)
+				code = exitFail
+				continue
+			}
+			fmt.Fprintf(e.stdout, "  %s  %s\n", a, describeRecord(a, rec))
+		}
+		return code
+	}
+	return usageErr("unknown subcommand (want init, set or status)")
+}
+
+// describeRecord is one master's record for status.
+func describeRecord(addr string, r reconfig.Record) string {
+	if r.Config.Epoch == 0 {
+		return "no record"
+	}
+	s := fmt.Sprintf("epoch %d (%d masters)", r.Config.Epoch, len(r.Config.Masters))
+	if !slices.Contains(r.Config.Masters, addr) {
+		return s + ", removed: it runs releases only; shut it down once the masters are ready for the next step"
+	}
+	if r.Sealed.IsZero() {
+		return s + ", not sealed"
+	}
+	left := r.Sealed.Add(r.Wait).Sub(r.Now)
+	if left > 0 {
+		return s + fmt.Sprintf(", sealed %v ago, next step in %v", r.Now.Sub(r.Sealed).Round(time.Millisecond), left.Round(time.Millisecond))
+	}
+	return s + fmt.Sprintf(", sealed %v ago, ready for the next step", r.Now.Sub(r.Sealed).Round(time.Millisecond))
+}
+
+// reconfigSet moves the masters from the file's configuration, or from a
+// later one the masters already hold (an interrupted run), to target.
+func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, target []string, out io.Writer, fail func(error) int) int {
+	cur, err := reconfig.ReadFile(file)
+	if err != nil {
+		return fail(err)
+	}
+	// An interrupted run may have installed the next epoch after the file's
+	// on some masters: finish that step first (install and seal are
+	// idempotent), then publish it.
+	var ahead *reconfig.Config
+	for _, a := range addrs {
+		rec, err := ch.Read(ctx, a)
+		if err != nil {
+			fmt.Fprintf(out, "  %s unreadable: %v\n", a, err)
+			continue
+		}
+		if rec.Config.Epoch == cur.Epoch+1 && (ahead == nil || ahead.Record() == rec.Config.Record()) {
+			ahead = &rec.Config
+		}
+	}
+	if ahead != nil {
+		fmt.Fprintf(out, "resuming: epoch %d is on the masters, %s has %d\n", ahead.Epoch, file, cur.Epoch)
+		if err := ch.Step(ctx, cur, *ahead); err != nil {
+			return fail(err)
+		}
+		if err := publish(file, *ahead, out); err != nil {
+			return fail(err)
+		}
+		cur = *ahead
+	}
+	steps, err := reconfig.Plan(cur, target)
+	if err != nil {
+		return fail(err)
+	}
+	if len(steps) == 0 {
+		fmt.Fprintf(out, "done: epoch %d, %d masters (nothing to change)\n", cur.Epoch, len(cur.Masters))
+		return exitOK
+	}
+	for i, to := range steps {
+		fmt.Fprintf(out, "step %d of %d:\n", i+1, len(steps))
+		if err := ch.Step(ctx, cur, to); err != nil {
+			return fail(err)
+		}
+		if err := publish(file, to, out); err != nil {
+			return fail(err)
+		}
+		cur = to
+	}
+	fmt.Fprintf(out, "done: epoch %d, %d masters, quorum %d; the next change waits %v from now\n", cur.Epoch, len(cur.Masters), cur.Quorum, cur.Wait())
+	return exitOK
+}
+
+func publish(file string, cfg reconfig.Config, out io.Writer) error {
+	if err := reconfig.WriteFile(file, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  published: %s (epoch %d)\n", file, cfg.Epoch)
+	return nil
+}

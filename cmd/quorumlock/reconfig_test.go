@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/node/redisnode"
+	"github.com/quorumlock/quorumlock/reconfig"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// reconfigClient is docs/operations.md's client of a reconfigured
+// deployment, as it appears there between the BEGIN and END lines
+// (TestReconfigRecipeIsTheDocs keeps the two identical).
+func reconfigClient() (client *redlock.Client, nodes redisnode.Nodes, err error) {
+	// BEGIN reconfig-client
+	cfg, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, err = redisnode.DialAll(cfg.Masters...) // or URLs with credentials for them
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range nodes {
+		if err := n.SetConfig(cfg.Record()); err != nil {
+			return nil, nodes, err
+		}
+	}
+	client, err = redlock.New(nodes.Redlock(), redlock.WithQuorum(cfg.Quorum))
+	// END reconfig-client
+	return client, nodes, err
+}
+
+// docBlock returns the lines of docs/operations.md between "BEGIN name"
+// and "END name" (exclusive).
+func docBlock(t *testing.T, name string) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(doc), "# BEGIN "+name+"\n")
+	body, _, ok2 := strings.Cut(body, "# END "+name+"\n")
+	if !ok || !ok2 {
+		t.Fatalf("docs/operations.md has no block %q", name)
+	}
+	return strings.Split(strings.TrimRight(body, "\n"), "\n")
+}
+
+// shellRun runs one line of the doc's recipe: export sets env, a comment
+// does nothing, quorumlock runs the command in this process. $M1...$M6
+// are the masters' addresses.
+func shellRun(t *testing.T, line string, masters []string, vars map[string]string) (string, int) {
+	t.Helper()
+	for i := len(masters); i >= 1; i-- {
+		line = strings.ReplaceAll(line, "$M"+string(rune('0'+i)), masters[i-1])
+	}
+	line, _, _ = strings.Cut(line, "#")
+	f := strings.Fields(line)
+	switch {
+	case len(f) == 0:
+		return "", 0
+	case f[0] == "export":
+		k, v, _ := strings.Cut(f[1], "=")
+		vars[k] = v
+		return "", 0
+	case f[0] != "quorumlock":
+		t.Fatalf("the recipe's line %q is not a quorumlock command", line)
+	}
+	var out, errOut bytes.Buffer
+	e := &env{stdout: &out, stderr: &errOut, getenv: func(k string) string { return vars[k] }}
+	code := dispatch(context.Background(), f[1:], e)
+	t.Logf("$ %s\n%s%s", line, out.String(), errOut.String())
+	return out.String() + errOut.String(), code
+}
+
+// TestReconfigRecipeIsTheDocs runs docs/operations.md's "Replacing a
+// master" on six redis-server processes (in a temporary directory, the
+// longest key life cut from 15s to 300ms so that each wait takes half a
+// second): master 5 is replaced by master 6 in two steps. A client loaded
+// from the file before the change is refused as stale afterwards; one
+// loaded again takes the lock on the new set. The Go code is the doc's.
+func TestReconfigRecipeIsTheDocs(t *testing.T) {
+	var masters []string
+	for range 6 {
+		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
+	}
+	recipe := docBlock(t, "replace-master")
+	t.Chdir(t.TempDir())
+	env := map[string]string{}
+	var old *redlock.Client
+	for _, line := range recipe {
+		line = strings.ReplaceAll(line, "--max-key-ttl 15s", "--max-key-ttl 300ms")
+		if strings.Contains(line, "reconfig set") {
+			c, nodes, err := reconfigClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nodes.Close()
+			defer c.Close(context.Background())
+			old = c
+			lockOnce(t, old, nil)
+		}
+		out, code := shellRun(t, line, masters, env)
+		if code != 0 {
+			t.Fatalf("%q exited %d:\n%s", line, code, out)
+		}
+		if strings.Contains(line, "reconfig status") {
+			for _, m := range []string{masters[0], masters[5]} {
+				if !strings.Contains(out, m+"  epoch 3 (5 masters), sealed") {
+					t.Errorf("status does not show %s at epoch 3:\n%s", m, out)
+				}
+			}
+		}
+	}
+	cfg, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(masters[:4:4], masters[5]); cfg.Epoch != 3 || strings.Join(cfg.Masters, ",") != strings.Join(want, ",") {
+		t.Fatalf("masters.conf: epoch %d, masters %v; want 3, %v", cfg.Epoch, cfg.Masters, want)
+	}
+	lockOnce(t, old, redlock.ErrConfigStale)
+	c, nodes, err := reconfigClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodes.Close()
+	defer c.Close(context.Background())
+	lockOnce(t, c, nil)
+}
+
+// TestReconfigClientIsTheDocs: docs/operations.md shows reconfigClient's
+// body as it is.
+func TestReconfigClientIsTheDocs(t *testing.T) {
+	src, err := os.ReadFile("reconfig_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "\t// BEGIN reconfig-client\n")
+	body, _, _ = strings.Cut(body, "\t// END reconfig-client\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		l = strings.TrimPrefix(l, "\t")
+		l = strings.ReplaceAll(l, "return nil, nil, err", "return err")
+		l = strings.ReplaceAll(l, "return nil, nodes, err", "return err")
+		l = strings.ReplaceAll(l, "nodes, err = ", "nodes, err := ")
+		l = strings.ReplaceAll(l, "client, err = ", "client, err := ")
+		lines = append(lines, l)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(lines, "\n") + "\n"; body == "" || !strings.Contains(string(doc), want) {
+		t.Errorf("docs/operations.md does not show the client as reconfig_test.go has it:\n%s", want)
+	}
+}
+
+// lockOnce locks and unlocks a lock with a 250ms TTL and wants err.
+func lockOnce(t *testing.T, c *redlock.Client, want error) {
+	t.Helper()
+	m, err := c.NewMutex("jobs:reconfig", redlock.WithTTL(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := m.TryLock(ctx)
+	if want == nil {
+		if err != nil {
+			t.Fatalf("TryLock: %v", err)
+		}
+		_ = lease.Unlock(ctx)
+		return
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("TryLock: %v, want %v", err, want)
+	}
+}

@@ -1,0 +1,412 @@
+// Package reconfig changes the set of masters while clients hold locks,
+// without two holders (docs/reconfig.md). Each master keeps a configuration
+// record: the epoch it has reached and the set that epoch names. Clients
+// send their record with every call that counts a vote
+// (redisnode.Node.SetConfig), and a master whose record is newer refuses
+// them (redlock.ErrConfigStale), so no client takes a quorum of a set that
+// is no longer current. A Changer moves the masters from one configuration
+// to the next one step at a time: one master added or removed per step, so
+// that quorums of neighbouring sets always share a master, and a wait of
+// Config.Wait between steps that the masters enforce by their own clocks, so
+// that no lease of a set two steps back is still valid when the new set
+// grants one. Only a Changer writes records (reconfig.lua).
+package reconfig
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
+)
+
+// Config is one configuration of the masters: its epoch, the masters'
+// addresses (host:port, sorted), the quorum, the longest key life any lock
+// may write (its TTL plus its stretched lock-delay) and the largest drift
+// factor of any client. Record is what its clients send (to
+// redisnode.Node.SetConfig), Wait the time between two steps, Text the
+// form WriteFile and the masters' records keep.
+type Config = wire.Config
+
+// ErrRefused is wrapped by the error of a step that a quorum of the old or
+// of the new set did not take (each master's answer is in the message).
+var ErrRefused = errors.New("reconfig: step refused")
+
+//go:embed reconfig.lua
+var scriptSrc string
+
+var script = redis.NewScript(scriptSrc)
+
+// Changer drives changes of one deployment's masters. Its fields are set
+// before use and not changed after; its methods may be called one at a time.
+type Changer struct {
+	// Masters reaches every master that a configuration names, by its
+	// address in Config.Masters. The clients should apply context deadlines
+	// to socket I/O (ContextTimeoutEnabled), as redisnode's do.
+	Masters map[string]redis.Cmdable
+	// Log receives one line per event: each master's answer, the commit
+	// point, the seals and each wait. Nil: no lines.
+	Log func(line string)
+	// CallTimeout bounds each call to one master. Zero: 2 s.
+	CallTimeout time.Duration
+}
+
+func (c *Changer) logf(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// Next returns the configuration that follows from with masters as its set
+// (in the clients' order): the next epoch, a majority quorum, from's longest key life
+// and drift factor. It errors when the change is not one step: more than
+// one master added or removed, so that a quorum of from and one of the
+// result could miss each other.
+func Next(from Config, masters []string) (Config, error) {
+	to := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(masters), MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
+	to.Quorum = len(to.Masters)/2 + 1
+	if err := to.Check(); err != nil {
+		return Config{}, fmt.Errorf("reconfig: next configuration: %w", err)
+	}
+	if err := oneStep(from, to); err != nil {
+		return Config{}, err
+	}
+	return to, nil
+}
+
+// Plan returns the steps that take from to the set masters one master at a
+// time: each master to add is added (at the end), then each master to
+// remove is removed, so a replacement is two steps and the set never
+// shrinks below either end's size.
+func Plan(from Config, masters []string) ([]Config, error) {
+	target := masters
+	var steps []Config
+	cur := from
+	set := slices.Clone(from.Masters)
+	for _, m := range target {
+		if !slices.Contains(set, m) {
+			set = append(set, m)
+			next, err := Next(cur, set)
+			if err != nil {
+				return nil, err
+			}
+			steps, cur = append(steps, next), next
+		}
+	}
+	for _, m := range from.Masters {
+		if !slices.Contains(target, m) {
+			set = slices.DeleteFunc(set, func(s string) bool { return s == m })
+			next, err := Next(cur, set)
+			if err != nil {
+				return nil, err
+			}
+			steps, cur = append(steps, next), next
+		}
+	}
+	return steps, nil
+}
+
+// oneStep checks the single-step rule: a quorum of from and a quorum of to
+// share a master.
+func oneStep(from, to Config) error {
+	union := map[string]bool{}
+	for _, m := range from.Masters {
+		union[m] = true
+	}
+	for _, m := range to.Masters {
+		union[m] = true
+	}
+	if from.Quorum+to.Quorum <= len(union) {
+		return fmt.Errorf("reconfig: epoch %d -> %d is more than one step: quorums %d and %d of %d masters in all need not share one (add or remove one master per step)", from.Epoch, to.Epoch, from.Quorum, to.Quorum, len(union))
+	}
+	return nil
+}
+
+// Init writes epoch 1, cfg, on every master of cfg and seals it. Every
+// master must take it: one that has another record refuses. The first Step
+// waits cfg.Wait from this seal. Call it before the clients send records:
+// a client with a record is refused by a master without one.
+func (c *Changer) Init(ctx context.Context, cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("reconfig: init: %w", err)
+	}
+	if cfg.Epoch != 1 {
+		return fmt.Errorf("reconfig: init: epoch %d: the first configuration is epoch 1", cfg.Epoch)
+	}
+	ans := c.install(ctx, cfg.Masters, cfg, func(string) bool { return true })
+	for _, m := range cfg.Masters {
+		if !ans[m].took() {
+			return fmt.Errorf("%w: init: %s: %s", ErrRefused, m, ans[m])
+		}
+	}
+	c.seal(ctx, cfg)
+	return nil
+}
+
+// Step moves the masters from configuration from to to (to.Epoch =
+// from.Epoch + 1, one master added or removed). It installs to on every
+// master of both sets; while the masters refuse it only because from's
+// wait has not passed since its seal, it sleeps the time they report left
+// and installs again (until ctx ends). Once a quorum of from and a quorum of
+// to hold to (the commit point: no client at from's epoch can count a
+// quorum from then on), it seals to on the masters of to that hold it, and
+// returns. A step interrupted anywhere can be run again: install and seal
+// are idempotent. Errors wrap ErrRefused (with every master's answer) or
+// ctx.Err().
+func (c *Changer) Step(ctx context.Context, from, to Config) error {
+	if err := from.Check(); err != nil {
+		return fmt.Errorf("reconfig: step: from: %w", err)
+	}
+	if err := to.Check(); err != nil {
+		return fmt.Errorf("reconfig: step: to: %w", err)
+	}
+	if to.Epoch != from.Epoch+1 {
+		return fmt.Errorf("reconfig: step: epoch %d -> %d: want one more", from.Epoch, to.Epoch)
+	}
+	if err := oneStep(from, to); err != nil {
+		return err
+	}
+	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(from.Masters), to.Masters...))))
+	added := func(m string) bool { return !slices.Contains(from.Masters, m) }
+	c.logf("step: epoch %d -> %d, %d -> %d masters (quorum %d -> %d)", from.Epoch, to.Epoch, len(from.Masters), len(to.Masters), from.Quorum, to.Quorum)
+	for {
+		ans := c.install(ctx, all, to, added)
+		oldOK, newOK := count(ans, from.Masters), count(ans, to.Masters)
+		for _, m := range all {
+			c.logf("  %s %s", m, ans[m])
+		}
+		if oldOK >= from.Quorum && newOK >= to.Quorum {
+			c.logf("  commit point: %d of %d old, %d of %d new", oldOK, len(from.Masters), newOK, len(to.Masters))
+			break
+		}
+		left := time.Duration(0)
+		for _, a := range ans {
+			left = max(left, a.wait)
+		}
+		if left == 0 {
+			return fmt.Errorf("%w: epoch %d -> %d: %d of %d old and %d of %d new took it (%s)", ErrRefused, from.Epoch, to.Epoch, oldOK, from.Quorum, newOK, to.Quorum, summary(all, ans))
+		}
+		c.logf("  waiting %v (the masters' wait since epoch %d was sealed)", left, from.Epoch)
+		t := time.NewTimer(left + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("reconfig: step epoch %d -> %d: %w", from.Epoch, to.Epoch, ctx.Err())
+		case <-t.C:
+		}
+	}
+	c.seal(ctx, to)
+	return nil
+}
+
+// answer is one master's answer to an install.
+type answer struct {
+	reply string        // "installed", "already", or the refusal
+	err   error         // the call failed (unreachable, a reply other than ours)
+	wait  time.Duration // refused for the wait: the time left
+}
+
+func (a answer) took() bool { return a.err == nil && (a.reply == "installed" || a.reply == "already") }
+
+func (a answer) String() string {
+	if a.err != nil {
+		return "unreachable: " + a.err.Error()
+	}
+	return a.reply
+}
+
+func count(ans map[string]answer, set []string) int {
+	n := 0
+	for _, m := range set {
+		if ans[m].took() {
+			n++
+		}
+	}
+	return n
+}
+
+func summary(all []string, ans map[string]answer) string {
+	parts := make([]string, 0, len(all))
+	for _, m := range all {
+		parts = append(parts, m+": "+ans[m].String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// install asks every master of set, at once, to take cfg; fresh says which
+// may take it without a record of the epoch before.
+func (c *Changer) install(ctx context.Context, set []string, cfg Config, fresh func(string) bool) map[string]answer {
+	var mu sync.Mutex
+	out := map[string]answer{}
+	var wg sync.WaitGroup
+	flags := ""
+	if knobs.NoReconfigWait.Load() { // a test-only switch (internal/knobs)
+		flags = "nowait"
+	}
+	for _, m := range set {
+		wg.Go(func() {
+			f := ""
+			if fresh(m) {
+				f = "fresh"
+			}
+			reply, err := c.call(ctx, m, "install", cfg.Record(), cfg.Text(), strconv.FormatInt(cfg.Wait().Milliseconds(), 10), f, flags)
+			a := answer{err: err}
+			if err == nil {
+				a.reply, _ = reply.(string)
+			} else if why, ok := refusal(err); ok {
+				a = answer{reply: "refused: " + why}
+				if ms, ok := strings.CutPrefix(why, "wait "); ok {
+					n, _ := strconv.ParseInt(ms, 10, 64)
+					a.wait = time.Duration(n) * time.Millisecond
+				}
+			}
+			mu.Lock()
+			out[m] = a
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// seal seals cfg on every master of cfg that holds it, and logs each
+// answer; a master that does not hold it stays unsealed (its next step is
+// refused there until a step reaches it again).
+func (c *Changer) seal(ctx context.Context, cfg Config) {
+	var wg sync.WaitGroup
+	lines := make([]string, len(cfg.Masters))
+	for i, m := range cfg.Masters {
+		wg.Go(func() {
+			reply, err := c.call(ctx, m, "seal", cfg.Record())
+			switch why, refused := refusal(err); {
+			case err == nil:
+				lines[i] = fmt.Sprintf("  %s %v", m, reply)
+			case refused:
+				lines[i] = fmt.Sprintf("  %s not sealed: %s", m, why)
+			default:
+				lines[i] = fmt.Sprintf("  %s not sealed: %v", m, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range lines {
+		c.logf("%s", l)
+	}
+}
+
+// refusal returns the reason of a reconfig.lua refusal.
+func refusal(err error) (string, bool) {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return "", false
+	}
+	return strings.CutPrefix(rerr.Error(), "QLRECONFIG ")
+}
+
+func (c *Changer) call(ctx context.Context, addr, op string, args ...string) (any, error) {
+	rdb, ok := c.Masters[addr]
+	if !ok || rdb == nil {
+		return nil, fmt.Errorf("no client for master %q in Changer.Masters", addr)
+	}
+	timeout := c.CallTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	argv := make([]any, 0, 1+len(args))
+	argv = append(argv, op)
+	for _, a := range args {
+		argv = append(argv, a)
+	}
+	return script.Run(ctx, rdb, []string{wire.ConfigKey}, argv...).Result()
+}
+
+// Record is one master's configuration record as Read finds it.
+type Record struct {
+	// Config is the configuration the record names; zero when the master
+	// has none.
+	Config Config
+	// Sealed is when the master sealed it, by its clock; zero when not
+	// sealed.
+	Sealed time.Time
+	// Wait is how long after Sealed the master takes the next step.
+	Wait time.Duration
+	// Now is the master's clock when it was read.
+	Now time.Time
+}
+
+// Read returns master addr's record.
+func (c *Changer) Read(ctx context.Context, addr string) (Record, error) {
+	v, err := c.call(ctx, addr, "read")
+	if err != nil {
+		return Record{}, fmt.Errorf("reconfig: read %s: %w", addr, err)
+	}
+	f, ok := v.([]any)
+	if !ok || len(f) != 5 {
+		return Record{}, fmt.Errorf("reconfig: read %s: reply %v, want 5 fields", addr, v)
+	}
+	str := func(i int) string { s, _ := f[i].(string); return s }
+	ms := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
+	r := Record{Now: time.UnixMilli(ms(4)), Wait: time.Duration(ms(2)) * time.Millisecond}
+	if str(3) != "" {
+		r.Sealed = time.UnixMilli(ms(3))
+	}
+	if str(1) != "" {
+		if r.Config, err = wire.ParseConfig(str(1)); err != nil {
+			return Record{}, fmt.Errorf("reconfig: read %s: members: %w", addr, err)
+		}
+		if r.Config.Record() != str(0) {
+			return Record{}, fmt.Errorf("reconfig: read %s: the record's cur %q does not match its members", addr, str(0))
+		}
+	}
+	return r, nil
+}
+
+// WriteFile writes cfg to path (Config.Text), replacing it in one rename,
+// for clients that load their configuration from a file.
+func WriteFile(path string, cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("reconfig: write %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("reconfig: write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(cfg.Text()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("reconfig: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("reconfig: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("reconfig: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadFile reads a configuration WriteFile wrote.
+func ReadFile(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reconfig: %w", err)
+	}
+	cfg, err := wire.ParseConfig(string(b))
+	if err != nil {
+		return Config{}, fmt.Errorf("reconfig: %s: %w", path, err)
+	}
+	return cfg, nil
+}

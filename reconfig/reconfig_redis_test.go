@@ -1,0 +1,315 @@
+package reconfig_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/node/redisnode"
+	"github.com/quorumlock/quorumlock/reconfig"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// rig is six real masters: five in the first set, one spare.
+type rig struct {
+	addrs []string
+	admin map[string]*redis.Client
+	ch    *reconfig.Changer
+	log   *lines
+}
+
+type lines struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (l *lines) add(s string) { l.mu.Lock(); l.l = append(l.l, s); l.mu.Unlock() }
+
+func (l *lines) all() string { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.l, "\n") }
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{admin: map[string]*redis.Client{}, log: &lines{}}
+	masters := map[string]redis.Cmdable{}
+	for range 6 {
+		s := redisproc.StartT(t, redisproc.Config{})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true})
+		t.Cleanup(func() { _ = c.Close() })
+		r.addrs = append(r.addrs, s.Addr())
+		r.admin[s.Addr()] = c
+		masters[s.Addr()] = c
+	}
+	r.ch = &reconfig.Changer{Masters: masters, Log: func(s string) { r.log.add(s); t.Log(s) }}
+	return r
+}
+
+// client is a lock client on cfg's masters with cfg's record, or without
+// a record (and so unchecked) when record is false.
+func (r *rig) client(t *testing.T, cfg reconfig.Config, record bool) *redlock.Client {
+	t.Helper()
+	ns, err := redisnode.DialAll(cfg.Masters...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ns.Close() })
+	if record {
+		for _, n := range ns {
+			require.NoError(t, n.SetConfig(cfg.Record()))
+		}
+	}
+	c, err := redlock.New(ns.Redlock(), redlock.WithQuorum(cfg.Quorum))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// waitUnsealed returns once every master of cfg would take the next step
+// by its own clock (the wait since cfg's seal has passed, or is not
+// enforced: knobs.NoReconfigWait), reading the records every 10 ms.
+func (r *rig) waitUnsealed(t *testing.T, cfg reconfig.Config) {
+	t.Helper()
+	if knobs.NoReconfigWait.Load() { // the masters do not wait
+		return
+	}
+	for _, m := range cfg.Masters {
+		for {
+			rec, err := r.ch.Read(context.Background(), m)
+			require.NoError(t, err)
+			require.False(t, rec.Sealed.IsZero(), m)
+			if !rec.Now.Before(rec.Sealed.Add(rec.Wait)) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// occupy sets key to a foreign value on masters, so that the next lock
+// gets the others only; free removes it.
+func (r *rig) occupy(t *testing.T, key string, masters ...string) {
+	t.Helper()
+	for _, m := range masters {
+		require.NoError(t, r.admin[m].Set(context.Background(), key, "someone-else", time.Hour).Err())
+	}
+}
+
+func (r *rig) free(t *testing.T, key string, masters ...string) {
+	t.Helper()
+	for _, m := range masters {
+		require.NoError(t, r.admin[m].Del(context.Background(), key).Err())
+	}
+}
+
+func lock(t *testing.T, c *redlock.Client, key string, ttl time.Duration) (*redlock.Lease, error) {
+	t.Helper()
+	m, err := c.NewMutex(key, redlock.WithTTL(ttl))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return m.TryLock(ctx)
+}
+
+func config(t *testing.T, epoch int64, masters []string, keyTTL time.Duration) reconfig.Config {
+	t.Helper()
+	c := reconfig.Config{Epoch: epoch, Masters: append([]string(nil), masters...), MaxKeyTTL: keyTTL, DriftFactor: 0.01}
+	c.Quorum = len(masters)/2 + 1
+	return c
+}
+
+// swap is the change of every test: masters 0-4 become 0-3 and 5
+// (master 4 replaced by the spare), A holds the old set's {2,3,4} and B
+// then asks the new one while {2,3} are A's: {0,1,5} is a quorum of the new
+// set that misses A's quorum.
+type swap struct {
+	old, new []string
+}
+
+func (r *rig) swap() swap {
+	return swap{old: r.addrs[:5], new: append(append([]string(nil), r.addrs[:4]...), r.addrs[5])}
+}
+
+// TestSwapWithoutRecordsGivesTwoHolders is the failure the records
+// prevent: clients switched from the old list to the new one in one swap,
+// no records, no wait. B takes {0,1,5} while A holds {2,3,4}.
+func TestSwapWithoutRecordsGivesTwoHolders(t *testing.T) {
+	r := newRig(t)
+	s := r.swap()
+	a := r.client(t, config(t, 1, s.old, time.Minute), false)
+	b := r.client(t, config(t, 2, s.new, time.Minute), false)
+	r.occupy(t, "job", s.old[0], s.old[1])
+	la, err := lock(t, a, "job", 30*time.Second)
+	require.NoError(t, err, "A takes {2,3,4}")
+	r.free(t, "job", s.old[0], s.old[1])
+	lb, err := lock(t, b, "job", 30*time.Second)
+	require.NoError(t, err, "B takes {0,1,5}")
+	assert.True(t, la.Valid() && lb.Valid(), "two holders")
+}
+
+// TestStepsKeepOneHolder replaces master 4 by the spare in two steps (add,
+// then remove) with the records: A, holding the lock at epoch 1, is
+// refused as stale once the first step commits, and the masters make the
+// second step wait until no lease of epoch 1 can be valid, so B at epoch 3
+// takes {0,1,5} only after A's lease ended. With either mechanism switched
+// off (knobs.NoReconfigWait, knobs.NoConfigCheck) the same schedule gives
+// two holders.
+func TestStepsKeepOneHolder(t *testing.T) {
+	run := func(t *testing.T, keyTTL, ttl time.Duration) (r *rig, c *redlock.Client, la *redlock.Lease, e3 reconfig.Config) {
+		r = newRig(t)
+		s := r.swap()
+		e1 := config(t, 1, s.old, keyTTL)
+		require.NoError(t, r.ch.Init(context.Background(), e1))
+		steps, err := reconfig.Plan(e1, s.new)
+		require.NoError(t, err)
+		require.Len(t, steps, 2, "a replacement is two steps")
+		assert.Len(t, steps[0].Masters, 6, "the first adds")
+		e3 = steps[1]
+		assert.Equal(t, s.new, e3.Masters)
+
+		a := r.client(t, e1, true)
+		c = r.client(t, e1, true) // another client still on epoch 1
+		r.waitUnsealed(t, e1)     // so that the first step commits while A holds
+		r.occupy(t, "job", s.old[0], s.old[1])
+		la, err = lock(t, a, "job", ttl)
+		require.NoError(t, err, "A takes {2,3,4} at epoch 1")
+		r.free(t, "job", s.old[0], s.old[1])
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, r.ch.Step(ctx, e1, steps[0]))
+		if la.Valid() { // always, but on a machine stalled for a whole TTL
+			err := la.Extend(ctx)
+			require.ErrorIs(t, err, redlock.ErrConfigStale, "A's extend after the commit point")
+		}
+		require.NoError(t, r.ch.Step(ctx, steps[0], steps[1]))
+		return r, c, la, e3
+	}
+
+	t.Run("rule", func(t *testing.T) {
+		const ttl = time.Second
+		r, c, la, e3 := run(t, ttl, ttl)
+		assert.Contains(t, r.log.all(), "refused: wait ", "the masters refused the second step until their wait had passed")
+		b := r.client(t, e3, true)
+		lb, err := lock(t, b, "job", ttl)
+		require.NoError(t, err, "B takes the lock at epoch 3")
+		assert.False(t, la.Valid(), "A's lease of epoch 1 ended before B's began")
+		assert.True(t, time.Now().After(la.Until()))
+		_ = lb
+
+		// A client still at epoch 1 is refused as stale at once.
+		r.free(t, "job", e3.Masters...)
+		_, err = lock(t, c, "job", ttl)
+		require.ErrorIs(t, err, redlock.ErrConfigStale)
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+	})
+
+	t.Run("NoReconfigWait", func(t *testing.T) {
+		knobs.NoReconfigWait.Store(true)
+		defer knobs.NoReconfigWait.Store(false)
+		// A long lease and key life: without the wait nothing separates
+		// the epochs.
+		r, _, la, e3 := run(t, time.Minute, 50*time.Second)
+		assert.NotContains(t, r.log.all(), "refused: wait ")
+		b := r.client(t, e3, true)
+		lb, err := lock(t, b, "job", 50*time.Second)
+		require.NoError(t, err, "B takes {0,1,5} at once")
+		assert.True(t, la.Valid() && lb.Valid(), "two holders: the wait is what separates them")
+	})
+}
+
+// TestStaleClientIsRefused: after the change, a client still on the old
+// list cannot take a quorum of the old set while B holds the new set's
+// {0,1,5}; with the check switched off (knobs.NoConfigCheck) it does.
+func TestStaleClientIsRefused(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		name := "rule"
+		if off {
+			name = "NoConfigCheck"
+		}
+		t.Run(name, func(t *testing.T) {
+			// The wait is not what this test is about: skipped, so that
+			// leases of a minute fit.
+			knobs.NoReconfigWait.Store(true)
+			defer knobs.NoReconfigWait.Store(false)
+			r := newRig(t)
+			s := r.swap()
+			e1 := config(t, 1, s.old, time.Minute)
+			require.NoError(t, r.ch.Init(context.Background(), e1))
+			stale := r.client(t, e1, true)
+			steps, err := reconfig.Plan(e1, s.new)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for i, to := range steps {
+				from := e1
+				if i > 0 {
+					from = steps[i-1]
+				}
+				require.NoError(t, r.ch.Step(ctx, from, to))
+			}
+			e3 := steps[len(steps)-1]
+			b := r.client(t, e3, true)
+			r.occupy(t, "job", s.new[2], s.new[3])
+			lb, err := lock(t, b, "job", 30*time.Second)
+			require.NoError(t, err, "B takes {0,1,5}")
+			r.free(t, "job", s.new[2], s.new[3])
+
+			if off {
+				knobs.NoConfigCheck.Store(true)
+				defer knobs.NoConfigCheck.Store(false)
+			}
+			la, err := lock(t, stale, "job", 30*time.Second)
+			if off {
+				require.NoError(t, err, "the stale client takes {2,3,4}")
+				assert.True(t, la.Valid() && lb.Valid(), "two holders")
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrConfigStale)
+			var qe *redlock.QuorumError
+			require.True(t, errors.As(err, &qe))
+			assert.Contains(t, err.Error(), "configuration not current")
+		})
+	}
+}
+
+// TestStepRefusals: a step that is not one step, or skips an epoch, is
+// refused before anything is written; a master that lost its record is
+// named and the step still commits on a quorum; the records read back.
+func TestStepRefusals(t *testing.T) {
+	r := newRig(t)
+	s := r.swap()
+	e1 := config(t, 1, s.old, 50*time.Millisecond)
+	ctx := context.Background()
+	require.NoError(t, r.ch.Init(ctx, e1))
+	require.Error(t, r.ch.Init(ctx, config(t, 1, s.new, 50*time.Millisecond)), "init over another record")
+
+	swap := config(t, 2, s.new, 50*time.Millisecond)
+	err := r.ch.Step(ctx, e1, swap)
+	require.ErrorContains(t, err, "more than one step")
+	_, err = reconfig.Next(e1, s.new)
+	require.ErrorContains(t, err, "more than one step")
+
+	next, err := reconfig.Next(e1, r.addrs)
+	require.NoError(t, err)
+	skip := next
+	skip.Epoch = 3
+	require.ErrorContains(t, r.ch.Step(ctx, e1, skip), "want one more")
+
+	require.NoError(t, r.admin[s.old[0]].Del(ctx, "quorumlock:config").Err()) // lost, as in a restart without persistence
+	require.NoError(t, r.ch.Step(ctx, e1, next))
+	assert.Contains(t, r.log.all(), s.old[0]+" refused: norecord")
+	rec, err := r.ch.Read(ctx, s.old[1])
+	require.NoError(t, err)
+	assert.Equal(t, next.Record(), rec.Config.Record())
+	assert.False(t, rec.Sealed.IsZero())
+	assert.Equal(t, next.Wait(), rec.Wait)
+	rec, err = r.ch.Read(ctx, s.old[0])
+	require.NoError(t, err)
+	assert.Zero(t, rec.Config.Epoch, "the master that lost its record has none")
+}
