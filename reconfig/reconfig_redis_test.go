@@ -313,3 +313,65 @@ func TestStepRefusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, rec.Config.Epoch, "the master that lost its record has none")
 }
+
+// TestFenceTokensAcrossTheChange is docs/reconfig.md's idle-lock example:
+// lease j writes its token back to {0,1,2}, lease k a larger one to
+// {2,3,4}, and the masters then go to {0,1,5} in four steps while the lock
+// is idle. The next lease's quorum can be {0,1}, whose counters are j's.
+// With the epoch stamp those counters read as lost and the token comes
+// from the clock, above k's; with knobs.NoConfigStamp they count and the
+// token falls below k's.
+func TestFenceTokensAcrossTheChange(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		name := "rule"
+		if off {
+			name = "NoConfigStamp"
+		}
+		t.Run(name, func(t *testing.T) {
+			const ttl = 250 * time.Millisecond
+			r := newRig(t)
+			m := r.addrs
+			e1 := config(t, 1, m[:5], 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			require.NoError(t, r.ch.Init(ctx, e1))
+			fenced := func(c *redlock.Client, occupied ...string) int64 {
+				t.Helper()
+				r.occupy(t, "job", occupied...)
+				defer r.free(t, "job", occupied...)
+				mu, err := c.NewMutex("job", redlock.WithTTL(ttl), redlock.WithFencing())
+				require.NoError(t, err)
+				lease, err := mu.TryLock(ctx)
+				require.NoError(t, err)
+				token, ok := lease.Fence()
+				require.True(t, ok)
+				require.NoError(t, lease.Unlock(ctx))
+				return token
+			}
+			c1 := r.client(t, e1, true)
+			tj := fenced(c1, m[3], m[4]) // on {0,1,2}
+			tk := fenced(c1, m[0], m[1]) // on {2,3,4}
+			require.Greater(t, tk, tj)
+
+			steps, err := reconfig.Plan(e1, []string{m[0], m[1], m[5]})
+			require.NoError(t, err)
+			require.Len(t, steps, 4)
+			from := e1
+			for _, to := range steps {
+				require.NoError(t, r.ch.Step(ctx, from, to))
+				from = to
+			}
+			if off {
+				knobs.NoConfigStamp.Store(true)
+				defer knobs.NoConfigStamp.Store(false)
+			}
+			c2 := r.client(t, from, true)
+			next := fenced(c2, m[5]) // on {0,1}
+			if off {
+				assert.Less(t, next, tk, "without the stamp the token goes back: j's counters count")
+				return
+			}
+			assert.Greater(t, next, tk, "the token after the change is above every earlier one")
+		})
+	}
+}

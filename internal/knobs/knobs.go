@@ -5,8 +5,8 @@
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
 // RawUptime, WallUptime, NoRunStamp, NoLeaveTombstone, NoGrant,
-// NoGrantTakeover, NoGrantLeaveRelease, NoGrantHoldRelease and NoConfigCheck
-// are read by the nodes' code (internal/notsent, internal/redisinfo, memnode
+// NoGrantTakeover, NoGrantLeaveRelease, NoGrantHoldRelease, NoConfigCheck and
+// NoConfigStamp are read by the nodes' code (internal/notsent, internal/redisinfo, memnode
 // and redisnode's scripts' arguments) on each call, and NoReconfigWait by
 // package reconfig on each step.
 package knobs
@@ -166,6 +166,12 @@ var (
 	// wait since the last step's seal (reconfig.lua's "nowait"), so a lease
 	// of a set two steps back may still be valid when the new set grants.
 	NoReconfigWait atomic.Bool
+	// NoConfigStamp: an acquire reads a fencing counter whatever
+	// configuration epoch raised it, so after steps that leave an idle
+	// lock's old counters on a quorum of the new set its token can repeat
+	// one handed out before (docs/reconfig.md, "Fence tokens across the
+	// change").
+	NoConfigStamp atomic.Bool
 )
 
 // Set is a snapshot of the switches that the coordinator reads. A client

@@ -1,5 +1,7 @@
 // The fencing counter's value, at FenceKey(name): the counter and the
-// server run that last wrote it, "<counter>:<run>", where a Redis run is its
+// server run that last wrote it, "<counter>:<run>", followed by
+// ":<epoch>" when a client with a configuration record raised it (the
+// epoch of its record; docs/reconfig.md), where a Redis run is its
 // run_id followed by its master_replid (a master demoted, resynced and
 // promoted again keeps its run_id but not its replication ID); memnode's run
 // is its RunID. The scripts of node/redisnode read and write it in Lua
@@ -34,18 +36,44 @@ var ErrNoCounter = errors.New("holds no fencing counter")
 // else, and a number whose magnitude is 2^53 or more (where Lua's doubles
 // stop counting by one; NaN, infinities), fails with ErrNoCounter.
 func ParseFence(s string) (n int64, run string, err error) {
-	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) && hexDigits(r) {
-		v, err := strconv.ParseFloat(num, 64) // Lua's tonumber: a double
-		if err != nil || !exact(v) {
-			return 0, "", ErrNoCounter
+	n, run, _, err = ParseFenceEpoch(s)
+	return n, run, err
+}
+
+// ParseFenceEpoch is ParseFence that also returns the configuration epoch
+// the counter was written at: a counter raised by a client with a
+// configuration record (docs/reconfig.md, "Fence tokens across the change")
+// is "<counter>:<run>:<epoch>"; any other counter is of epoch 0.
+func ParseFenceEpoch(s string) (n int64, run string, epoch int64, err error) {
+	if num, r, ok := strings.Cut(s, ":"); ok && digits(num) {
+		if r2, ep, ok := strings.Cut(r, ":"); ok {
+			if !hexDigits(r2) || !digits(ep) {
+				return 0, "", 0, ErrNoCounter
+			}
+			if epoch, err = strconv.ParseInt(ep, 10, 64); err != nil {
+				return 0, "", 0, ErrNoCounter
+			}
+			r = r2
 		}
-		return int64(v), r, nil
+		if hexDigits(r) {
+			n, run, err := parseStamped(num, r)
+			return n, run, epoch, err
+		}
 	}
 	v, ok := luaNumber(s)
 	if !ok || !exact(v) {
+		return 0, "", 0, ErrNoCounter
+	}
+	return int64(v), "", 0, nil
+}
+
+// parseStamped reads a stamped counter's number and run.
+func parseStamped(num, r string) (int64, string, error) {
+	v, err := strconv.ParseFloat(num, 64) // Lua's tonumber: a double
+	if err != nil || !exact(v) {
 		return 0, "", ErrNoCounter
 	}
-	return int64(v), "", nil
+	return int64(v), r, nil
 }
 
 // exact reports whether f is a number the scripts accept as a counter:

@@ -76,3 +76,37 @@ func TestReadByRun(t *testing.T) {
 		t.Errorf("ParseFence(FormatFence(9, %q)) = %d, %q, %v", run, n, r, err)
 	}
 }
+
+// TestParseEpochStamp: a counter raised by a client with a configuration
+// record carries its epoch; ParseFence reads the number and run of either
+// form, and a malformed stamp is no counter.
+func TestParseEpochStamp(t *testing.T) {
+	for _, tc := range []struct {
+		s         string
+		n, epoch  int64
+		run       string
+		noCounter bool
+	}{
+		{s: "7:ab", n: 7, run: "ab"},
+		{s: "7:ab:3", n: 7, run: "ab", epoch: 3},
+		{s: "7:ab:", noCounter: true},
+		{s: "7:ab:x", noCounter: true},
+		{s: "7:ab:3:4", noCounter: true},
+		{s: "7::3", noCounter: true},
+		{s: "7:ab:99999999999999999999", noCounter: true},
+	} {
+		n, run, epoch, err := ParseFenceEpoch(tc.s)
+		if tc.noCounter {
+			if !errors.Is(err, ErrNoCounter) {
+				t.Errorf("ParseFenceEpoch(%q) = %d, %q, %d, %v; want ErrNoCounter", tc.s, n, run, epoch, err)
+			}
+			continue
+		}
+		if err != nil || n != tc.n || run != tc.run || epoch != tc.epoch {
+			t.Errorf("ParseFenceEpoch(%q) = %d, %q, %d, %v; want %d, %q, %d", tc.s, n, run, epoch, err, tc.n, tc.run, tc.epoch)
+		}
+		if n2, run2, err := ParseFence(tc.s); err != nil || n2 != tc.n || run2 != tc.run {
+			t.Errorf("ParseFence(%q) = %d, %q, %v", tc.s, n2, run2, err)
+		}
+	}
+}

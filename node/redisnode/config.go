@@ -39,19 +39,34 @@ func (n *Node) SetConfig(record string) error {
 	if _, ok := n.client.(*redis.ClusterClient); ok {
 		return fmt.Errorf("redisnode: %s: a Redis Cluster master cannot check a configuration record (it is in no lock's hash slot)", n.addr)
 	}
-	_, k, err := wire.ParseRecord(record)
+	epoch, k, err := wire.ParseRecord(record)
 	if err != nil {
 		return fmt.Errorf("redisnode: %s: %w", n.addr, err)
 	}
-	n.config.Store(&nodeConfig{record: record, keyTTL: k.Milliseconds()})
+	n.config.Store(&nodeConfig{record: record, keyTTL: k.Milliseconds(), epoch: epoch})
 	return nil
 }
 
-// nodeConfig is a Node's configuration record (SetConfig) and the longest
-// key life it allows, in milliseconds.
+// nodeConfig is a Node's configuration record (SetConfig), the longest key
+// life it allows, in milliseconds, and its epoch.
 type nodeConfig struct {
 	record string
 	keyTTL int64
+	epoch  int64
+}
+
+// noEpoch is the fencing scripts' epoch argument without a record, boxed
+// once.
+var noEpoch any = int64(0)
+
+// epochArg is the configuration epoch the fencing scripts read and stamp
+// (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua): the record's
+// epoch, 0 without one.
+func (n *Node) epochArg() any {
+	if c := n.config.Load(); c != nil {
+		return c.epoch
+	}
+	return noEpoch
 }
 
 // keyMillis is ttlMillis for a key's TTL, refused without being sent when

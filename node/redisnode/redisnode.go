@@ -194,7 +194,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		s, keys, args := n.checked(fencedScript, []string{key, guard, fence}, []any{value, ms, anyRun()})
+		s, keys, args := n.checked(fencedScript, []string{key, guard, fence}, []any{value, ms, fenceFlags(), n.epochArg()})
 		res, err = s.Run(ctx, n.client, keys, args...).Slice()
 		return err
 	})
@@ -224,10 +224,13 @@ func (n *Node) fencedArgs(key, value string, ttl time.Duration) (ms int64, guard
 	return ms, guard, fence, nil
 }
 
-// anyRun is the test-only argument of the scripts that read the fencing
-// counter: "anyrun" reads a counter whatever server run wrote it
-// (knobs.NoRunStamp), "" the counter of this run only.
-func anyRun() any { return testFlags(knobs.NoRunStamp.Load(), "anyrun") }
+// fenceFlags is acquire_fenced.lua's test-only flags argument: "anyrun"
+// reads a counter whatever server run wrote it (knobs.NoRunStamp),
+// "nostamp" whatever configuration epoch (knobs.NoConfigStamp); "" in
+// production.
+func fenceFlags() any {
+	return testFlags(knobs.NoRunStamp.Load(), "anyrun", knobs.NoConfigStamp.Load(), "nostamp")
+}
 
 // testFlags is a script's test-only flags argument (internal/knobs): the
 // names whose switch is on, space-separated; "" (boxed once) when none is,
@@ -275,7 +278,7 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token, ms)
+	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token, ms, n.epochArg())
 	return res == 1, err
 }
 

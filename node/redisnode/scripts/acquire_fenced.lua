@@ -10,8 +10,11 @@
 --          (raise_fence.lua; internal/wire, fence.go)
 -- ARGV[1]  the value to store: the lock's token
 -- ARGV[2]  TTL in milliseconds (positive integer)
--- ARGV[3]  optional, test-only: "anyrun" reads a counter of any run
---          (knobs.NoRunStamp)
+-- ARGV[3]  test-only flags, space-separated: "anyrun" reads a counter of
+--          any run (knobs.NoRunStamp), "nostamp" ignores the epoch stamp
+--          (knobs.NoConfigStamp); "" in production
+-- ARGV[4]  the client's configuration epoch (docs/reconfig.md), 0 for a
+--          client without a record
 --
 -- Commands used: INFO (server, replication), EXISTS, SET, GET.
 --
@@ -20,7 +23,9 @@
 -- server had handed out (the AOF's last second lost in a host crash), so it
 -- counts as lost, and the client's epoch rule covers it (docs/algorithm.md,
 -- "Fencing tokens"). A plain number (written before counters carried their
--- run) reads as another run's. Checked before anything is written: a
+-- run) reads as another run's. For a client at configuration epoch f > 0,
+-- a counter stamped with an epoch below f - 1 (no stamp: epoch 0) reads as
+-- lost too (docs/reconfig.md, "Fence tokens across the change"). Checked before anything is written: a
 -- counter key that holds no counter fails the script with an error reply.
 --
 -- Returns: a two-element array
@@ -43,15 +48,25 @@ local function run()
   return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
 end
 
+local flags = ' ' .. ARGV[3] .. ' '
+local function flag(f)
+  return string.find(flags, ' ' .. f .. ' ', 1, true) ~= nil
+end
+
 local fence = 0
 local s = redis.call('GET', KEYS[3])
 if s then
-  local n, stamp = string.match(s, '^(%d+):(%x+)$')
+  local n, stamp, epoch = string.match(s, '^(%d+):(%x+):(%d+)$')
+  if not n then
+    n, stamp = string.match(s, '^(%d+):(%x+)$')
+  end
   local v = tonumber(n or s)
   if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[3] .. ' holds no counter')
   end
-  if ARGV[3] == 'anyrun' or (n and stamp == run()) then
+  local f = tonumber(ARGV[4])
+  local stale = f > 0 and tonumber(epoch or '0') < f - 1 and not flag('nostamp')
+  if (flag('anyrun') or (n and stamp == run())) and not stale then
     fence = v
   end
 end

@@ -64,9 +64,13 @@
 -- ARGV[5]  how long the waiter's entry, or its tombstone once it leaves,
 --          lives, in milliseconds (positive)
 -- ARGV[6]  "fair" or "line" (above)
--- ARGV[7]  optional, test-only flags, space-separated: "anyrun" reads a
+-- ARGV[7]  test-only flags, space-separated: "anyrun" reads a
 --          counter of any run (knobs.NoRunStamp); "notakeover" takes no
---          handed key over (knobs.NoGrantTakeover)
+--          handed key over (knobs.NoGrantTakeover); "nostamp" ignores the
+--          counter's epoch stamp (knobs.NoConfigStamp); "" in production
+-- ARGV[8]  the client's configuration epoch (docs/reconfig.md), 0 for a
+--          client without a record: as acquire_fenced.lua, a counter
+--          stamped below epoch ARGV[8] - 1 reads as lost
 --
 -- Commands used: EXISTS, GET, INFO (server, replication), SET, DEL; when
 -- the key is held or a line exists also TIME, ZRANGEBYSCORE, ZREM,
@@ -108,10 +112,17 @@ local function counter()
   if not s then
     return 0
   end
-  local n, stamp = string.match(s, '^(%d+):(%x+)$')
+  local n, stamp, epoch = string.match(s, '^(%d+):(%x+):(%d+)$')
+  if not n then
+    n, stamp = string.match(s, '^(%d+):(%x+)$')
+  end
   local v = tonumber(n or s)
   if not v or v ~= v or v >= 9007199254740992 or v <= -9007199254740992 then
     return nil
+  end
+  local f = tonumber(ARGV[8])
+  if f > 0 and tonumber(epoch or '0') < f - 1 and not flag('nostamp') then
+    return 0
   end
   if flag('anyrun') or (n and stamp == run()) then
     return v

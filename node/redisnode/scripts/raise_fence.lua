@@ -15,8 +15,11 @@
 --          "<counter>:<run>" (see acquire_fenced.lua)
 -- ARGV[1]  our value (the lock's token)
 -- ARGV[2]  the fencing token to record (positive integer)
--- ARGV[3]  optional: the counter's time to live in milliseconds (positive
+-- ARGV[3]  the counter's time to live in milliseconds (positive
 --          integer), or 0 for none
+-- ARGV[4]  the client's configuration epoch (docs/reconfig.md), 0 for a
+--          client without a record: a positive epoch is stamped on the
+--          counter, "<counter>:<run>:<epoch>"
 --
 -- Commands used: GET, INFO (server, replication), SET.
 --
@@ -49,7 +52,7 @@ end
 local s = redis.call('GET', KEYS[2])
 local counter = 0
 if s then
-  counter = tonumber(string.match(s, '^(%d+):%x+$') or s)
+  counter = tonumber(string.match(s, '^(%d+):%x+:%d+$') or string.match(s, '^(%d+):%x+$') or s)
   if not counter or counter ~= counter or counter >= 9007199254740992 or counter <= -9007199254740992 then
     return redis.error_reply('ERR the fencing counter ' .. KEYS[2] .. ' holds no counter')
   end
@@ -63,7 +66,11 @@ if not id then
   return redis.error_reply('ERR INFO has no run_id or master_replid')
 end
 local value = string.format('%d:%s', token, id)
-local keep = tonumber(ARGV[3] or '0')
+local epoch = tonumber(ARGV[4])
+if epoch > 0 then
+  value = string.format('%s:%d', value, epoch)
+end
+local keep = tonumber(ARGV[3])
 if keep > 0 then
   redis.call('SET', KEYS[2], value, 'PX', keep)
 else
