@@ -70,6 +70,13 @@ func dialNode(proxyAddr, name string, polls bool) (*Node, error) {
 	return &Node{lockActions: rn, name: name, raw: redis.NewClient(lockkey.ClientOptions(proxyAddr)), polls: polls}, nil
 }
 
+// SetConfig gives the node a configuration record, as
+// redisnode.Node.SetConfig does: its calls that count a vote are then
+// checked against the master's record (package reconfig).
+func (n *Node) SetConfig(record string) error {
+	return n.lockActions.(*redisnode.Node).SetConfig(record)
+}
+
 // Addr returns the master's server address (Cluster.ServerAddr).
 func (n *Node) Addr() string { return n.name }
 

@@ -118,6 +118,7 @@ type run struct {
 	acqMu   sync.Mutex
 	acqNext chan struct{} // closed at the next acquisition
 	logf    func(format string, args ...any)
+	change  *change // Scenario.Reconfig (reconfig.go)
 	closers []func() error // what the run started besides the cluster
 
 	errMu sync.Mutex
@@ -304,10 +305,32 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report, pg *p
 		l  locker
 	}
 	clients := make([]client, sc.Clients)
+	if sc.Reconfig != nil {
+		build := func(k int, nodes []redlock.Node, quorum int) (*redlock.Client, locker, error) {
+			rc, err := redlock.New(nodes, append(clientOpts, redlock.WithQuorum(quorum), redlock.WithOwnerLabel(fmt.Sprintf("client%d", k)))...)
+			if err != nil {
+				return nil, locker{}, err
+			}
+			lk, err := newLocker(rc, sc.Shape, k, sc.K, r.lock, lockOpts)
+			return rc, lk, err
+		}
+		r.change = newChange(r, build)
+		if err := r.change.init(ctx); err != nil {
+			return fmt.Errorf("reconfig init: %w", err)
+		}
+	}
 	for k := range clients {
 		l, err := r.cluster.NewLink(fmt.Sprintf("client%d", k))
 		if err != nil {
 			return err
+		}
+		if r.change != nil {
+			rc, lk, err := r.change.client(ctx, k, l)
+			if err != nil {
+				return err
+			}
+			clients[k] = client{rc: rc, l: lk}
+			continue
 		}
 		if sc.Split && k < 2 {
 			var cut []int
@@ -369,6 +392,9 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report, pg *p
 	for _, st := range sc.Schedule {
 		sched.Go(func() { r.step(schedCtx, st) })
 	}
+	if r.change != nil {
+		sched.Go(func() { r.change.run(schedCtx) })
+	}
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
@@ -401,6 +427,13 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report, pg *p
 		if err := cl.rc.Close(hctx); err != nil {
 			r.fail(fmt.Errorf("client %d: %w", k, err))
 		}
+	}
+	if r.change != nil {
+		first := make([]*redlock.Client, len(clients))
+		for k, cl := range clients {
+			first[k] = cl.rc
+		}
+		r.change.close(hctx, first)
 	}
 	leaked, err := r.leakedKeys(hctx, history.Leftover)
 	if err != nil {

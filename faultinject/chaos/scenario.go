@@ -224,6 +224,9 @@ type Scenario struct {
 	// counter is then on the masters it reaches, whichever client the
 	// workload's contention favours.
 	WarmUp bool
+	// Reconfig changes the masters during the run (reconfig.go); nil:
+	// the masters stay those of the start.
+	Reconfig *Reconfig
 	// Knob names a safety mechanism switched off for the run (a switch of
 	// internal/knobs, see Knobs): the unsafe twin of a protected scenario.
 	// The switches are process-wide: a scenario with a Knob must not run
@@ -316,6 +319,13 @@ func (s Scenario) Validate() error {
 		return bad("the PostgreSQL resource is guarded by fencing tokens: set Fencing")
 	case s.Knob != "" && Knobs()[s.Knob] == nil:
 		return bad("knob %q is not one of %s", s.Knob, strings.Join(knobNames(), ", "))
+	case s.Reconfig != nil && (s.Split || s.Renew || s.Shape != Mutex):
+		return bad("a change of the masters runs with a plain mutex, without Split or Renew")
+	}
+	if s.Reconfig != nil {
+		if err := s.Reconfig.validate(s.Nodes, s.Clients); err != nil {
+			return bad("%v", err)
+		}
 	}
 	if n := s.Needs(); !n.Allows(s.Persistence) {
 		return bad("its faults need masters with persistence %v, not %s", n.Persistence, s.Persistence)
@@ -470,6 +480,30 @@ var builtin = []Scenario{
 		},
 	},
 	{
+		// Masters 0 and 1 of five are replaced by the spares 5 and 6 one
+		// master per step (add 5, add 6, remove 0, remove 1), with the
+		// records and the waits the masters enforce; the clients reload
+		// what each step publishes, and when a master refuses them as
+		// stale. Client 0 cannot reach masters 3 and 4, client 1 master 2
+		// (the twin's cuts), and master 3 is paused again and again.
+		Name: "replace-two-of-five", Expect: Safe, Nodes: 7, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
+		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration,
+		About: "masters 0 and 1 of 5 replaced by two spares in four steps (records, enforced waits) under 8 clients that reload; two clients partitioned, one master paused again and again: no two holders",
+		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Cut: reconfigCut},
+		Schedule: []Step{{At: 300 * time.Millisecond, For: 300 * time.Millisecond, Every: time.Second,
+			Fault: faultinject.Pause{}, Target: Pivot}},
+	},
+	{
+		// The same change as one swap of the clients' lists, without
+		// records: client 0 keeps the old list and reaches only {0,1,2},
+		// client 1 loads the new one and reaches {3,4,5,6}, a quorum of it
+		// that misses client 0's.
+		Name: "replace-two-of-five-swap", Expect: Unsafe, Nodes: 7, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
+		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration,
+		About: "unsafe twin of replace-two-of-five: the clients' lists swapped at once without records, one client left on the old list: two quorums that do not meet",
+		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Swap: true, Cut: reconfigCut},
+	},
+	{
 		Name: "reentrant-minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: splitTTL, Hold: hold, Shape: Reentrant,
 		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
 		About: "reentrant mutex, one owner per client re-entering once per hold: a minority is paused for 3/4 of a TTL, again and again; two owners never overlap",
@@ -551,6 +585,20 @@ var builtin = []Scenario{
 		Schedule: clientPause,
 	},
 }
+
+// The change of the masters' scenarios: the partitions they share; a TTL
+// short enough for the first record's wait and four steps' (0.67 s each:
+// the TTL, its drift, a third of it) to fit a short run, with node
+// deadlines a loaded machine meets; a critical section long enough for two
+// holders to overlap.
+var reconfigCut = map[int][]int{0: {3, 4}, 1: {2}}
+
+const (
+	reconfigTTL           = 500 * time.Millisecond
+	reconfigNodeTimeout   = 120 * time.Millisecond
+	reconfigHold          = 50 * time.Millisecond
+	reconfigShortDuration = 5 * time.Second
+)
 
 // The schedules that unsafe scenarios share with their protected twins.
 var (

@@ -50,11 +50,15 @@ func (r *run) client(ctx context.Context, stop context.CancelFunc, k int, l lock
 			}
 			continue
 		}
+		if r.change != nil {
+			l = r.change.refresh(ctx, k, l, lastErr)
+		}
 		lease, acq, err := l.lock(ctx)
 		if err != nil {
 			lastErr = err
-			continue // Lock retries until ctx ends; an error means it ended
+			continue // Lock retries until ctx ends, or stops on a stale configuration (Reconfig)
 		}
+		lastErr = nil
 		acquired++
 		r.section(ctx, k, lease, acq, l, stop)
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
