@@ -118,7 +118,7 @@ type run struct {
 	acqMu   sync.Mutex
 	acqNext chan struct{} // closed at the next acquisition
 	logf    func(format string, args ...any)
-	change  *change // Scenario.Reconfig (reconfig.go)
+	change  *change        // Scenario.Reconfig (reconfig.go)
 	closers []func() error // what the run started besides the cluster
 
 	errMu sync.Mutex

@@ -488,7 +488,7 @@ var builtin = []Scenario{
 		// (the twin's cuts), and master 3 is paused again and again.
 		Name: "replace-two-of-five", Expect: Safe, Nodes: 7, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
 		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration,
-		About: "masters 0 and 1 of 5 replaced by two spares in four steps (records, enforced waits) under 8 clients that reload; two clients partitioned, one master paused again and again: no two holders",
+		About:    "masters 0 and 1 of 5 replaced by two spares in four steps (records, enforced waits) under 8 clients that reload; two clients partitioned, one master paused again and again: no two holders",
 		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Cut: reconfigCut},
 		Schedule: []Step{{At: 300 * time.Millisecond, For: 300 * time.Millisecond, Every: time.Second,
 			Fault: faultinject.Pause{}, Target: Pivot}},
@@ -500,7 +500,7 @@ var builtin = []Scenario{
 		// that misses client 0's.
 		Name: "replace-two-of-five-swap", Expect: Unsafe, Nodes: 7, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
 		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration,
-		About: "unsafe twin of replace-two-of-five: the clients' lists swapped at once without records, one client left on the old list: two quorums that do not meet",
+		About:    "unsafe twin of replace-two-of-five: the clients' lists swapped at once without records, one client left on the old list: two quorums that do not meet",
 		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Swap: true, Cut: reconfigCut},
 	},
 	{
