@@ -144,26 +144,29 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	if cfg.Epoch != 1 {
 		return fmt.Errorf("reconfig: init: epoch %d: the first configuration is epoch 1", cfg.Epoch)
 	}
-	ans := c.install(ctx, cfg.Masters, cfg, func(string) bool { return true })
+	ans := c.install(ctx, cfg.Masters, cfg, "", func(string) string { return "fresh" })
 	for _, m := range cfg.Masters {
 		if !ans[m].took() {
 			return fmt.Errorf("%w: init: %s: %s", ErrRefused, m, ans[m])
 		}
 	}
-	c.seal(ctx, cfg)
-	return nil
+	return c.Seal(ctx, cfg)
 }
 
 // Step moves the masters from configuration from to to (to.Epoch =
-// from.Epoch + 1, one master added or removed). It installs to on every
-// master of both sets; while the masters refuse it only because from's
-// wait has not passed since its seal, it sleeps the time they report left
-// and installs again (until ctx ends). Once a quorum of from and a quorum of
-// to hold to (the commit point: no client at from's epoch can count a
-// quorum from then on), it seals to on the masters of to that hold it, and
-// returns. A step interrupted anywhere can be run again: install and seal
-// are idempotent. Errors wrap ErrRefused (with every master's answer) or
-// ctx.Err().
+// from.Epoch + 1, one master added or removed, the longest key life and
+// drift factor not lowered). It installs to on every master of both sets: a
+// master of from takes it only over from's own record, sealed, once from's
+// wait has passed by its clock (so a step from a configuration the masters
+// do not hold is refused); a master the step adds takes it over none or an
+// older record; a master the step removes keeps it in a removed form that
+// refuses every client's vote. While the masters refuse it only for the
+// wait, Step sleeps the time they report left and installs again (until
+// ctx ends). Once a quorum of from and a quorum of to hold to (the commit
+// point: no client at from's epoch can count a quorum from then on), it
+// seals to (Seal) and returns. A step interrupted anywhere can be run
+// again: install and seal are idempotent. Errors wrap ErrRefused (with
+// every master's answer) or ctx.Err().
 func (c *Changer) Step(ctx context.Context, from, to Config) error {
 	if err := from.Check(); err != nil {
 		return fmt.Errorf("reconfig: step: from: %w", err)
@@ -177,11 +180,24 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 	if err := oneStep(from, to); err != nil {
 		return err
 	}
+	if to.MaxKeyTTL < from.MaxKeyTTL || to.DriftFactor < from.DriftFactor {
+		// The wait after to's seal is reckoned from to's key life: it must
+		// also cover the keys written under from.
+		return fmt.Errorf("reconfig: step: epoch %d -> %d lowers the longest key life (%v -> %v) or the drift factor (%v -> %v)", from.Epoch, to.Epoch, from.MaxKeyTTL, to.MaxKeyTTL, from.DriftFactor, to.DriftFactor)
+	}
 	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(from.Masters), to.Masters...))))
-	added := func(m string) bool { return !slices.Contains(from.Masters, m) }
+	part := func(m string) string {
+		switch {
+		case !slices.Contains(from.Masters, m):
+			return "fresh"
+		case !slices.Contains(to.Masters, m):
+			return "removed"
+		}
+		return "member"
+	}
 	c.logf("step: epoch %d -> %d, %d -> %d masters (quorum %d -> %d)", from.Epoch, to.Epoch, len(from.Masters), len(to.Masters), from.Quorum, to.Quorum)
 	for {
-		ans := c.install(ctx, all, to, added)
+		ans := c.install(ctx, all, to, from.Record(), part)
 		oldOK, newOK := count(ans, from.Masters), count(ans, to.Masters)
 		for _, m := range all {
 			c.logf("  %s %s", m, ans[m])
@@ -206,8 +222,7 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		case <-t.C:
 		}
 	}
-	c.seal(ctx, to)
-	return nil
+	return c.Seal(ctx, to)
 }
 
 // answer is one master's answer to an install.
@@ -244,9 +259,9 @@ func summary(all []string, ans map[string]answer) string {
 	return strings.Join(parts, "; ")
 }
 
-// install asks every master of set, at once, to take cfg; fresh says which
-// may take it without a record of the epoch before.
-func (c *Changer) install(ctx context.Context, set []string, cfg Config, fresh func(string) bool) map[string]answer {
+// install asks every master of set, at once, to take cfg over the record
+// from; part names each master's part in the step (reconfig.lua's ARGV[5]).
+func (c *Changer) install(ctx context.Context, set []string, cfg Config, from string, part func(string) string) map[string]answer {
 	var mu sync.Mutex
 	out := map[string]answer{}
 	var wg sync.WaitGroup
@@ -256,11 +271,7 @@ func (c *Changer) install(ctx context.Context, set []string, cfg Config, fresh f
 	}
 	for _, m := range set {
 		wg.Go(func() {
-			f := ""
-			if fresh(m) {
-				f = "fresh"
-			}
-			reply, err := c.call(ctx, m, "install", cfg.Record(), cfg.Text(), strconv.FormatInt(cfg.Wait().Milliseconds(), 10), f, flags)
+			reply, err := c.call(ctx, m, "install", cfg.Record(), cfg.Text(), strconv.FormatInt(cfg.Wait().Milliseconds(), 10), part(m), flags, from)
 			a := answer{err: err}
 			if err == nil {
 				a.reply, _ = reply.(string)
@@ -280,18 +291,24 @@ func (c *Changer) install(ctx context.Context, set []string, cfg Config, fresh f
 	return out
 }
 
-// seal seals cfg on every master of cfg that holds it, and logs each
-// answer; a master that does not hold it stays unsealed (its next step is
-// refused there until a step reaches it again).
-func (c *Changer) seal(ctx context.Context, cfg Config) {
+// Seal seals cfg on every master of cfg that holds it (idempotent: a
+// master sealed already keeps its seal), and errors, wrapping ErrRefused,
+// when fewer than a quorum of cfg are sealed: the next step would then be
+// refused. It runs to the end even when ctx ends (each call bounded by
+// CallTimeout), so that a step interrupted after its commit point leaves
+// its seals. Step and Init call it; call it again on a configuration whose
+// step was interrupted before its seals.
+func (c *Changer) Seal(ctx context.Context, cfg Config) error {
+	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	lines := make([]string, len(cfg.Masters))
+	sealed := make([]bool, len(cfg.Masters))
 	for i, m := range cfg.Masters {
 		wg.Go(func() {
 			reply, err := c.call(ctx, m, "seal", cfg.Record())
 			switch why, refused := refusal(err); {
 			case err == nil:
-				lines[i] = fmt.Sprintf("  %s %v", m, reply)
+				lines[i], sealed[i] = fmt.Sprintf("  %s %v", m, reply), true
 			case refused:
 				lines[i] = fmt.Sprintf("  %s not sealed: %s", m, why)
 			default:
@@ -300,9 +317,17 @@ func (c *Changer) seal(ctx context.Context, cfg Config) {
 		})
 	}
 	wg.Wait()
-	for _, l := range lines {
+	n := 0
+	for i, l := range lines {
 		c.logf("%s", l)
+		if sealed[i] {
+			n++
+		}
 	}
+	if n < cfg.Quorum {
+		return fmt.Errorf("%w: epoch %d sealed on %d of %d masters, quorum %d (%s)", ErrRefused, cfg.Epoch, n, len(cfg.Masters), cfg.Quorum, strings.Join(lines, ";"))
+	}
+	return nil
 }
 
 // refusal returns the reason of a reconfig.lua refusal.
@@ -338,6 +363,9 @@ type Record struct {
 	// Config is the configuration the record names; zero when the master
 	// has none.
 	Config Config
+	// Removed: the step to Config removed this master (it refuses every
+	// client's vote and runs releases only).
+	Removed bool
 	// Sealed is when the master sealed it, by its clock; zero when not
 	// sealed.
 	Sealed time.Time
@@ -367,12 +395,17 @@ func (c *Changer) Read(ctx context.Context, addr string) (Record, error) {
 		if r.Config, err = wire.ParseConfig(str(1)); err != nil {
 			return Record{}, fmt.Errorf("reconfig: read %s: members: %w", addr, err)
 		}
-		if r.Config.Record() != str(0) {
+		r.Removed = removedForm(r.Config.Record()) == str(0)
+		if r.Config.Record() != str(0) && !r.Removed {
 			return Record{}, fmt.Errorf("reconfig: read %s: the record's cur %q does not match its members", addr, str(0))
 		}
 	}
 	return r, nil
 }
+
+// removedForm is the "cur" a removed master keeps for record rec
+// (reconfig.lua).
+func removedForm(rec string) string { return strings.Replace(rec, " single ", " removed ", 1) }
 
 // WriteFile writes cfg to path (Config.Text), replacing it in one rename,
 // for clients that load their configuration from a file.

@@ -8,22 +8,32 @@
 -- ARGV[2]  install, seal: the new record's "cur" ("<epoch> single <ms> <hash>")
 -- ARGV[3]  install: its "members" text
 -- ARGV[4]  install: its "wait" in milliseconds
--- ARGV[5]  install: "fresh" when the step adds this master (or it is the
---          first record, epoch 1): it may take the record over none, or
---          over a record of an earlier epoch (a master removed before)
--- ARGV[6]  test flags: "nowait" skips the wait (knobs.NoReconfigWait)
+-- ARGV[5]  install: this master's part in the step: "fresh" (the step adds
+--          it, or it is the first record, epoch 1), "member" (in the old
+--          set and the new) or "removed" (in the old set only)
+-- ARGV[6]  install: test flags: "nowait" skips the wait (knobs.NoReconfigWait)
+-- ARGV[7]  install: the old record's "cur" ("" for the first record)
 --
 -- Commands used: HGET, HMGET, HSET, HDEL, TIME.
 --
+-- A removed master keeps the new epoch with the mode "removed" in "cur"
+-- ("<epoch> removed <ms> <hash>"): no client's record equals it, so the
+-- check (config_check.lua) refuses every client's vote there, a current
+-- one's as "differs", an older one's as "stale".
+--
 -- Returns:
---   install: "installed", or "already" when "cur" is ARGV[2]; an error reply
---            "QLRECONFIG <reason>" when refused, changing nothing:
---              norecord             no record, and the step does not add this master
---              epoch <e> -> <f>     the master's epoch e is not the one before f
---              differs <cur>        another configuration under epoch f
---              unsealed <cur>       the master's step e was never sealed
---              wait <ms>            the master's step e was sealed less than
---                                   its wait ago: <ms> left by its clock
+--   install: "installed", or "already" when "cur" is ARGV[2] (or its
+--            removed form); an error reply "QLRECONFIG <reason>" when
+--            refused, changing nothing:
+--              norecord        fresh: fine; member or removed: no record
+--              notfrom <cur>   a member or removed master whose "cur" is not
+--                              ARGV[7] (a step from a configuration it
+--                              does not hold)
+--              newer <cur>     fresh, but the master is at ARGV[2]'s epoch
+--                              or later
+--              unsealed <cur>  the old step was never sealed here
+--              wait <ms>       the old step was sealed less than its wait
+--                              ago: <ms> left by the master's clock
 --   seal:    "sealed <ms>" (now), or "already <ms>" (when it was sealed);
 --            an error reply "QLRECONFIG notcurrent <cur or none>" when "cur"
 --            is not ARGV[2]
@@ -55,33 +65,34 @@ end
 if op ~= 'install' then
   return redis.error_reply('QLRECONFIG unknown operation ' .. op)
 end
+local f = tonumber(string.match(new, '^(%d+) '))
+local removed = string.gsub(new, ' single ', ' removed ', 1)
+local part = ARGV[5]
+if part == 'removed' then
+  new = removed
+end
 if cur == new then
   return 'already'
 end
-local f = tonumber(string.match(new, '^(%d+) '))
-local fresh = ARGV[5] == 'fresh'
-if not cur then
-  if not fresh then
-    return redis.error_reply('QLRECONFIG norecord')
+if part == 'fresh' then
+  if cur and tonumber(string.match(cur, '^(%d+) ')) >= f then
+    return redis.error_reply('QLRECONFIG newer ' .. cur)
   end
 else
-  local e = tonumber(string.match(cur, '^(%d+) '))
-  if e == f then
-    return redis.error_reply('QLRECONFIG differs ' .. cur)
+  if not cur then
+    return redis.error_reply('QLRECONFIG norecord')
   end
-  if not (fresh and e < f) then
-    if e + 1 ~= f then
-      return redis.error_reply('QLRECONFIG epoch ' .. e .. ' -> ' .. f)
-    end
-    local sealed = redis.call('HGET', KEYS[1], 'sealed')
-    if not sealed then
-      return redis.error_reply('QLRECONFIG unsealed ' .. cur)
-    end
-    local wait = tonumber(redis.call('HGET', KEYS[1], 'wait') or '0')
-    local left = tonumber(sealed) + wait - now
-    if left > 0 and not string.find(ARGV[6], 'nowait', 1, true) then
-      return redis.error_reply('QLRECONFIG wait ' .. left)
-    end
+  if cur ~= ARGV[7] then
+    return redis.error_reply('QLRECONFIG notfrom ' .. cur)
+  end
+  local sealed = redis.call('HGET', KEYS[1], 'sealed')
+  if not sealed then
+    return redis.error_reply('QLRECONFIG unsealed ' .. cur)
+  end
+  local wait = tonumber(redis.call('HGET', KEYS[1], 'wait') or '0')
+  local left = tonumber(sealed) + wait - now
+  if left > 0 and not string.find(ARGV[6], 'nowait', 1, true) then
+    return redis.error_reply('QLRECONFIG wait ' .. left)
   end
 end
 redis.call('HDEL', KEYS[1], 'sealed')

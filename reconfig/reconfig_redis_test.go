@@ -182,12 +182,18 @@ func TestStepsKeepOneHolder(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		first := time.Now()
 		require.NoError(t, r.ch.Step(ctx, e1, steps[0]))
-		if la.Valid() { // always, but on a machine stalled for a whole TTL
-			err := la.Extend(ctx)
+		if err := la.Extend(ctx); la.Valid() || err == nil { // valid but on a machine stalled for a whole TTL
 			require.ErrorIs(t, err, redlock.ErrConfigStale, "A's extend after the commit point")
 		}
 		require.NoError(t, r.ch.Step(ctx, steps[0], steps[1]))
+		if !knobs.NoReconfigWait.Load() {
+			// The masters took the second step no sooner than the wait
+			// after the first one's seal, which came after first (their
+			// clocks are this machine's; 5 ms for their whole milliseconds).
+			assert.GreaterOrEqual(t, time.Since(first), steps[0].Wait()-5*time.Millisecond, "the second step came the wait after the first")
+		}
 		return r, c, la, e3
 	}
 
@@ -320,7 +326,7 @@ func TestStepRefusals(t *testing.T) {
 // is idle. The next lease's quorum can be {0,1}, whose counters are j's.
 // With the epoch stamp those counters read as lost and the token comes
 // from the clock, above k's; with knobs.NoConfigStamp they count and the
-// token falls below k's.
+// token is not above k's.
 func TestFenceTokensAcrossTheChange(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		name := "rule"
@@ -368,10 +374,101 @@ func TestFenceTokensAcrossTheChange(t *testing.T) {
 			c2 := r.client(t, from, true)
 			next := fenced(c2, m[5]) // on {0,1}
 			if off {
-				assert.Less(t, next, tk, "without the stamp the token goes back: j's counters count")
+				assert.LessOrEqual(t, next, tk, "without the stamp the token does not increase: j's counters count")
 				return
 			}
 			assert.Greater(t, next, tk, "the token after the change is above every earlier one")
 		})
 	}
+}
+
+// TestStepFromAnotherConfigIsRefused: a step whose old configuration is not
+// the one the masters hold (a wrong file, another operator's list) is
+// refused by every master of it, and changes nothing: the masters check
+// that they hold the old record, not only its epoch.
+func TestStepFromAnotherConfigIsRefused(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	e1 := config(t, 1, r.addrs[:5], 200*time.Millisecond)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	r.waitUnsealed(t, e1)
+	wrong := config(t, 1, r.addrs[:2], 200*time.Millisecond) // {0,1} at epoch 1
+	next, err := reconfig.Next(wrong, []string{r.addrs[0], r.addrs[1], r.addrs[5]})
+	require.NoError(t, err)
+	err = r.ch.Step(ctx, wrong, next)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "notfrom "+e1.Record())
+	for _, m := range r.addrs[:5] {
+		rec, err := r.ch.Read(ctx, m)
+		require.NoError(t, err)
+		assert.Equal(t, e1.Record(), rec.Config.Record(), m)
+	}
+	// The added master may have taken it (its vote alone is no quorum);
+	// no client at epoch 2 of that list can count a quorum: 0 and 1 refuse.
+	c := r.client(t, next, true)
+	_, err = lock(t, c, "job", 150*time.Millisecond)
+	require.Error(t, err)
+}
+
+// TestRemovedMasterRefusesEveryVote: a master the step removed keeps the
+// new epoch in a form no client's record equals, so a client that sends the
+// current record over the old list (master 4 still in it) is refused there
+// too, and cannot make {2,3,4} a quorum beside the new set's {0,1,5}.
+func TestRemovedMasterRefusesEveryVote(t *testing.T) {
+	knobs.NoReconfigWait.Store(true) // not what this is about
+	defer knobs.NoReconfigWait.Store(false)
+	r := newRig(t)
+	s := r.swap()
+	ctx := context.Background()
+	e1 := config(t, 1, s.old, time.Minute)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	steps, err := reconfig.Plan(e1, s.new)
+	require.NoError(t, err)
+	require.NoError(t, r.ch.Step(ctx, e1, steps[0]))
+	require.NoError(t, r.ch.Step(ctx, steps[0], steps[1]))
+	e3 := steps[1]
+	rec, err := r.ch.Read(ctx, s.old[4])
+	require.NoError(t, err)
+	assert.True(t, rec.Removed)
+	assert.Equal(t, e3.Record(), rec.Config.Record())
+
+	mixed := e3
+	mixed.Masters = s.old // the current record, the old list
+	mixedClient := r.client(t, mixed, true)
+	r.occupy(t, "job", s.old[0], s.old[1])
+	_, err = lock(t, mixedClient, "job", 30*time.Second)
+	require.ErrorIs(t, err, redlock.ErrConfigStale, "the removed master refuses the vote")
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	r.free(t, "job", s.old[0], s.old[1])
+	r.free(t, "job", s.old[2], s.old[3])
+	b := r.client(t, e3, true)
+	_, err = lock(t, b, "job", 30*time.Second)
+	require.NoError(t, err, "the current set takes it")
+}
+
+// TestInterruptedSealIsRedone: a step whose seals were lost (interrupted
+// after its commit point) blocks the next step as unsealed until Seal is
+// run again.
+func TestInterruptedSealIsRedone(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	e1 := config(t, 1, r.addrs[:5], 50*time.Millisecond)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	e2, err := reconfig.Next(e1, r.addrs)
+	require.NoError(t, err)
+	require.NoError(t, r.ch.Step(ctx, e1, e2))
+	for _, m := range r.addrs {
+		require.NoError(t, r.admin[m].HDel(ctx, "quorumlock:config", "sealed").Err())
+	}
+	e3, err := reconfig.Next(e2, r.addrs[1:])
+	require.NoError(t, err)
+	err = r.ch.Step(ctx, e2, e3)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "unsealed")
+	require.NoError(t, r.ch.Seal(ctx, e2))
+	require.NoError(t, r.ch.Step(ctx, e2, e3))
+
+	lower := e3
+	lower.Epoch, lower.MaxKeyTTL = 4, 10*time.Millisecond
+	require.ErrorContains(t, r.ch.Step(ctx, e3, lower), "lowers the longest key life")
 }

@@ -110,7 +110,11 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		for i, t := range target {
 			target[i] = strings.TrimSpace(t)
 			if _, ok := masters[target[i]]; !ok {
-				return usageErr("master %q of the new set is not among --nodes (%s)", target[i], strings.Join(addrs, ", "))
+				shown := fmt.Sprintf("%q", target[i])
+				if strings.ContainsAny(target[i], "@/") || len(target[i]) > 100 {
+					shown = "" // a URL may hold a password: never echo it
+				}
+				return usageErr("master %d%s of the new set is not among --nodes (%s); name it host:port as --nodes' masters are", i+1, strings.TrimSuffix(" "+shown, " "), strings.Join(addrs, ", "))
 			}
 		}
 		return reconfigSet(ctx, ch, *file, addrs, target, e.stdout, fail)
@@ -144,8 +148,8 @@ func describeRecord(addr string, r reconfig.Record) string {
 		return "no record"
 	}
 	s := fmt.Sprintf("epoch %d (%d masters)", r.Config.Epoch, len(r.Config.Masters))
-	if !slices.Contains(r.Config.Masters, addr) {
-		return s + ", removed: it runs releases only; shut it down once the masters are ready for the next step"
+	if r.Removed || !slices.Contains(r.Config.Masters, addr) {
+		return s + ", removed: it refuses every vote and runs releases only; shut it down once the masters are ready for the next step"
 	}
 	if r.Sealed.IsZero() {
 		return s + ", not sealed"
@@ -166,7 +170,8 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 	}
 	// An interrupted run may have installed the next epoch after the file's
 	// on some masters: finish that step first (install and seal are
-	// idempotent), then publish it.
+	// idempotent), then publish it. Two different records of that epoch
+	// (two operators) stop the command.
 	var ahead *reconfig.Config
 	for _, a := range addrs {
 		rec, err := ch.Read(ctx, a)
@@ -174,8 +179,18 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 			fmt.Fprintf(out, "  %s unreadable: %v\n", a, err)
 			continue
 		}
-		if rec.Config.Epoch == cur.Epoch+1 && (ahead == nil || ahead.Record() == rec.Config.Record()) {
-			ahead = &rec.Config
+		if rec.Config.Epoch != cur.Epoch+1 {
+			continue
+		}
+		if ahead != nil && ahead.Record() != rec.Config.Record() {
+			return fail(fmt.Errorf("the masters hold two configurations of epoch %d (%s has one, another master another): finish or undo the other change by hand", ahead.Epoch, a))
+		}
+		ahead = &rec.Config
+	}
+	if ahead == nil {
+		// The file's own step may have been interrupted before its seals.
+		if err := ch.Seal(ctx, cur); err != nil {
+			return fail(fmt.Errorf("%s's epoch %d: %w", file, cur.Epoch, err))
 		}
 	}
 	if ahead != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/reconfig"
@@ -84,8 +86,7 @@ func shellRun(t *testing.T, line string, masters []string, vars map[string]strin
 
 // TestReconfigRecipeIsTheDocs runs docs/operations.md's "Replacing a
 // master" on six redis-server processes (in a temporary directory, the
-// longest key life cut from 15s to 300ms so that each wait takes half a
-// second): master 5 is replaced by master 6 in two steps. A client loaded
+// longest key life cut from 15s to 1s so that each wait takes 1.4 s): master 5 is replaced by master 6 in two steps. A client loaded
 // from the file before the change is refused as stale afterwards; one
 // loaded again takes the lock on the new set. The Go code is the doc's.
 func TestReconfigRecipeIsTheDocs(t *testing.T) {
@@ -98,7 +99,7 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 	env := map[string]string{}
 	var old *redlock.Client
 	for _, line := range recipe {
-		line = strings.ReplaceAll(line, "--max-key-ttl 15s", "--max-key-ttl 300ms")
+		line = strings.ReplaceAll(line, "--max-key-ttl 15s", "--max-key-ttl 1s")
 		if strings.Contains(line, "reconfig set") {
 			c, nodes, err := reconfigClient()
 			if err != nil {
@@ -165,10 +166,10 @@ func TestReconfigClientIsTheDocs(t *testing.T) {
 	}
 }
 
-// lockOnce locks and unlocks a lock with a 250ms TTL and wants err.
+// lockOnce locks and unlocks a lock with a 1s TTL and wants err.
 func lockOnce(t *testing.T, c *redlock.Client, want error) {
 	t.Helper()
-	m, err := c.NewMutex("jobs:reconfig", redlock.WithTTL(250*time.Millisecond))
+	m, err := c.NewMutex("jobs:reconfig", redlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,5 +185,67 @@ func lockOnce(t *testing.T, c *redlock.Client, want error) {
 	}
 	if !errors.Is(err, want) {
 		t.Fatalf("TryLock: %v, want %v", err, want)
+	}
+}
+
+// TestReconfigResumes: set resumes a step the masters hold beyond the file
+// (interrupted after its commit point, before its publication), and
+// re-seals the file's step when its seals were lost; it refuses a target
+// that is not among --nodes without echoing it.
+func TestReconfigResumes(t *testing.T) {
+	var masters []string
+	for range 6 {
+		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	runLine := func(line string) string {
+		t.Helper()
+		out, code := shellRun(t, line, masters, vars)
+		if code != 0 {
+			t.Fatalf("%q exited %d:\n%s", line, code, out)
+		}
+		return out
+	}
+	runLine("quorumlock reconfig init --nodes $M1,$M2,$M3,$M4,$M5 --config-file masters.conf --max-key-ttl 200ms")
+	e1, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An interrupted set: the step to epoch 2 committed and sealed on the
+	// masters, never published.
+	cs := map[string]redis.Cmdable{}
+	for _, m := range masters {
+		c := redis.NewClient(&redis.Options{Addr: m, ContextTimeoutEnabled: true})
+		defer c.Close()
+		cs[m] = c
+	}
+	ch := &reconfig.Changer{Masters: cs}
+	e2, err := reconfig.Next(e1, masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Step(t.Context(), e1, e2); err != nil {
+		t.Fatal(err)
+	}
+	out := runLine("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M3,$M4,$M6")
+	if !strings.Contains(out, "resuming: epoch 2 is on the masters, masters.conf has 1") || !strings.Contains(out, "done: epoch 3") {
+		t.Fatalf("set did not resume epoch 2 and finish at 3:\n%s", out)
+	}
+	// The seals of the file's epoch lost (a step interrupted before them):
+	// set seals it again before its next step.
+	for _, c := range cs {
+		if err := c.HDel(t.Context(), "quorumlock:config", "sealed").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = runLine("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M3,$M6")
+	if !strings.Contains(out, "done: epoch 4") {
+		t.Fatalf("set did not go on after re-sealing:\n%s", out)
+	}
+
+	out, code := shellRun(t, "quorumlock reconfig set --config-file masters.conf $M1,redis://u:secret@10.0.0.9:6379", masters, vars)
+	if code != exitUsage || strings.Contains(out, "secret") || !strings.Contains(out, "master 2 of the new set is not among --nodes") {
+		t.Fatalf("a target not among --nodes: exit %d, want %d, without the password:\n%s", code, exitUsage, out)
 	}
 }
