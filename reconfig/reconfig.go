@@ -358,6 +358,52 @@ func (c *Changer) call(ctx context.Context, addr, op string, args ...string) (an
 	return script.Run(ctx, rdb, []string{wire.ConfigKey}, argv...).Result()
 }
 
+// Repair writes cfg, the current configuration, again on the masters of
+// cfg that lost it (no record of the server's current run: a restart, a
+// failover) or lag behind it, and seals it there anew, so that their next
+// step waits a whole Config.Wait. It first checks that a quorum of cfg
+// holds cfg, written by their current runs (cfg's commit point has passed
+// and nothing later has): otherwise it changes nothing and errors,
+// wrapping ErrRefused. A master that holds a later record is left alone.
+func (c *Changer) Repair(ctx context.Context, cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("reconfig: repair: %w", err)
+	}
+	var todo []string
+	holds := 0
+	for _, m := range cfg.Masters {
+		r, err := c.Read(ctx, m)
+		switch {
+		case err != nil:
+			c.logf("  %s unreadable: %v", m, err)
+		case !r.Lost && !r.Removed && r.Config.Record() == cfg.Record():
+			holds++
+		default:
+			todo = append(todo, m)
+		}
+	}
+	if holds < cfg.Quorum {
+		return fmt.Errorf("%w: repair: %d of %d masters hold epoch %d, quorum %d: its step has not committed, or the masters moved on", ErrRefused, holds, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+	}
+	var errs []error
+	for _, m := range todo {
+		reply, err := c.call(ctx, m, "repair", cfg.Record(), cfg.Text(), strconv.FormatInt(cfg.Wait().Milliseconds(), 10))
+		if why, ok := refusal(err); ok {
+			c.logf("  %s not repaired: %s", m, why)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			continue
+		}
+		c.logf("  %s %v", m, reply)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("reconfig: repair: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 // Record is one master's configuration record as Read finds it.
 type Record struct {
 	// Config is the configuration the record names; zero when the master
@@ -366,6 +412,9 @@ type Record struct {
 	// Removed: the step to Config removed this master (it refuses every
 	// client's vote and runs releases only).
 	Removed bool
+	// Lost: another run of the server wrote the record (it restarted, or
+	// a replica took over): the record counts as none until Repair.
+	Lost bool
 	// Sealed is when the master sealed it, by its clock; zero when not
 	// sealed.
 	Sealed time.Time
@@ -382,12 +431,12 @@ func (c *Changer) Read(ctx context.Context, addr string) (Record, error) {
 		return Record{}, fmt.Errorf("reconfig: read %s: %w", addr, err)
 	}
 	f, ok := v.([]any)
-	if !ok || len(f) != 5 {
-		return Record{}, fmt.Errorf("reconfig: read %s: reply %v, want 5 fields", addr, v)
+	if !ok || len(f) != 6 {
+		return Record{}, fmt.Errorf("reconfig: read %s: reply %v, want 6 fields", addr, v)
 	}
 	str := func(i int) string { s, _ := f[i].(string); return s }
 	ms := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
-	r := Record{Now: time.UnixMilli(ms(4)), Wait: time.Duration(ms(2)) * time.Millisecond}
+	r := Record{Now: time.UnixMilli(ms(4)), Wait: time.Duration(ms(2)) * time.Millisecond, Lost: str(5) == "1"}
 	if str(3) != "" {
 		r.Sealed = time.UnixMilli(ms(3))
 	}

@@ -3,18 +3,22 @@
 -- the record (node/redisnode/scripts/config_check.lua).
 --
 -- KEYS[1]  the configuration record (a hash, wire.ConfigKey): "cur",
---          "members", "wait" (ms) and "sealed" (the master's Unix ms)
--- ARGV[1]  the operation: "install", "seal" or "read"
--- ARGV[2]  install, seal: the new record's "cur" ("<epoch> single <ms> <hash>")
--- ARGV[3]  install: its "members" text
--- ARGV[4]  install: its "wait" in milliseconds
+--          "members", "wait" (ms), "sealed" (the master's Unix ms) and
+--          "run" (the server run that wrote it: its run_id and
+--          master_replid; a record of another run counts as none, here and
+--          in config_check.lua)
+-- ARGV[1]  the operation: "install", "seal", "repair" or "read"
+-- ARGV[2]  install, seal, repair: the new record's "cur" ("<epoch> single
+--          <ms> <hash>")
+-- ARGV[3]  install, repair: its "members" text
+-- ARGV[4]  install, repair: its "wait" in milliseconds
 -- ARGV[5]  install: this master's part in the step: "fresh" (the step adds
 --          it, or it is the first record, epoch 1), "member" (in the old
 --          set and the new) or "removed" (in the old set only)
 -- ARGV[6]  install: test flags: "nowait" skips the wait (knobs.NoReconfigWait)
 -- ARGV[7]  install: the old record's "cur" ("" for the first record)
 --
--- Commands used: HGET, HMGET, HSET, HDEL, TIME.
+-- Commands used: HGET, HMGET, HSET, HDEL, TIME, INFO (server, replication).
 --
 -- A removed master keeps the new epoch with the mode "removed" in "cur"
 -- ("<epoch> removed <ms> <hash>"): no client's record equals it, so the
@@ -37,20 +41,54 @@
 --   seal:    "sealed <ms>" (now), or "already <ms>" (when it was sealed);
 --            an error reply "QLRECONFIG notcurrent <cur or none>" when "cur"
 --            is not ARGV[2]
---   read:    {cur, members, wait, sealed, now}: each false when absent, now
---            the master's Unix milliseconds
+--   repair:  the current record written again, sealed now, on a master
+--            that has none of this run or one of an earlier epoch:
+--            "repaired", or "already" when it holds ARGV[2]; an error reply
+--            "QLRECONFIG newer <cur>" when it holds a later or another
+--            record of the epoch
+--   read:    {cur, members, wait, sealed, now, lost}: each false when
+--            absent, now the master's Unix milliseconds, lost "1" when the
+--            record was written by another run of the server
 if redis.replicate_commands then
   redis.replicate_commands()
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local op = ARGV[1]
-if op == 'read' then
-  local r = redis.call('HMGET', KEYS[1], 'cur', 'members', 'wait', 'sealed')
-  return {r[1], r[2], r[3], r[4], tostring(now)}
+local function run()
+  local s = redis.call('INFO', 'server')
+  local r = redis.call('INFO', 'replication')
+  local a = string.find(s, 'run_id:', 1, true)
+  local b = string.find(r, 'master_replid:', 1, true)
+  if not a or not b then
+    return nil
+  end
+  return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
 end
-local cur = redis.call('HGET', KEYS[1], 'cur')
+local me = run()
+if not me then
+  return redis.error_reply('ERR INFO has no run_id or master_replid')
+end
+local op = ARGV[1]
+local rec = redis.call('HMGET', KEYS[1], 'cur', 'members', 'wait', 'sealed', 'run')
+local lost = rec[1] and rec[5] ~= me
+if op == 'read' then
+  return {rec[1], rec[2], rec[3], rec[4], tostring(now), lost and '1' or false}
+end
+local cur = rec[1]
+if lost then
+  cur = nil -- another run's record: none
+end
 local new = ARGV[2]
+if op == 'repair' then
+  if cur == new then
+    return 'already'
+  end
+  if cur and tonumber(string.match(cur, '^(%d+) ')) >= tonumber(string.match(new, '^(%d+) ')) then
+    return redis.error_reply('QLRECONFIG newer ' .. cur)
+  end
+  redis.call('HSET', KEYS[1], 'cur', new, 'members', ARGV[3], 'wait', ARGV[4], 'run', me, 'sealed', tostring(now))
+  return 'repaired'
+end
 if op == 'seal' then
   if cur ~= new then
     return redis.error_reply('QLRECONFIG notcurrent ' .. (cur or 'none'))
@@ -96,5 +134,5 @@ else
   end
 end
 redis.call('HDEL', KEYS[1], 'sealed')
-redis.call('HSET', KEYS[1], 'cur', new, 'members', ARGV[3], 'wait', ARGV[4])
+redis.call('HSET', KEYS[1], 'cur', new, 'members', ARGV[3], 'wait', ARGV[4], 'run', me)
 return 'installed'

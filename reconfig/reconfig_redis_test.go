@@ -21,7 +21,8 @@ import (
 
 // rig is six real masters: five in the first set, one spare.
 type rig struct {
-	addrs []string
+	servers []*redisproc.Server
+	addrs   []string
 	admin map[string]*redis.Client
 	ch    *reconfig.Changer
 	log   *lines
@@ -36,12 +37,13 @@ func (l *lines) add(s string) { l.mu.Lock(); l.l = append(l.l, s); l.mu.Unlock()
 
 func (l *lines) all() string { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.l, "\n") }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, cfg ...redisproc.Config) *rig {
 	t.Helper()
 	r := &rig{admin: map[string]*redis.Client{}, log: &lines{}}
 	masters := map[string]redis.Cmdable{}
 	for range 6 {
-		s := redisproc.StartT(t, redisproc.Config{})
+		s := redisproc.StartT(t, append(cfg, redisproc.Config{})[0])
+		r.servers = append(r.servers, s)
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true})
 		t.Cleanup(func() { _ = c.Close() })
 		r.addrs = append(r.addrs, s.Addr())
@@ -471,4 +473,83 @@ func TestInterruptedSealIsRedone(t *testing.T) {
 	lower := e3
 	lower.Epoch, lower.MaxKeyTTL = 4, 10*time.Millisecond
 	require.ErrorContains(t, r.ch.Step(ctx, e3, lower), "lowers the longest key life")
+}
+
+// TestRolledBackRecordIsNotTrusted: a master that comes back with an older
+// record (a restart from an older snapshot or AOF, a replica that missed
+// the last write) holds it under another server run, and the check counts
+// it as none. Here three of five masters hold epoch 1's record again after
+// the step to epoch 2, as written by an earlier run: a client still at
+// epoch 1 is refused by all five; with knobs.NoConfigRun it takes
+// {0,1,2}, a quorum of a configuration that is no longer current.
+func TestRolledBackRecordIsNotTrusted(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		name := "rule"
+		if off {
+			name = "NoConfigRun"
+		}
+		t.Run(name, func(t *testing.T) {
+			knobs.NoReconfigWait.Store(true) // not what this is about
+			defer knobs.NoReconfigWait.Store(false)
+			r := newRig(t)
+			ctx := context.Background()
+			e1 := config(t, 1, r.addrs[:5], time.Minute)
+			require.NoError(t, r.ch.Init(ctx, e1))
+			stale := r.client(t, e1, true)
+			e2, err := reconfig.Next(e1, r.addrs)
+			require.NoError(t, err)
+			require.NoError(t, r.ch.Step(ctx, e1, e2))
+			for _, m := range r.addrs[:3] {
+				require.NoError(t, r.admin[m].HSet(ctx, "quorumlock:config", "cur", e1.Record(), "members", e1.Text(), "run", "0123abcd").Err())
+			}
+			if off {
+				knobs.NoConfigRun.Store(true)
+				defer knobs.NoConfigRun.Store(false)
+			}
+			_, err = lock(t, stale, "job", 30*time.Second)
+			if off {
+				require.NoError(t, err, "a client at epoch 1 takes a quorum after epoch 2 committed")
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotObtained)
+			require.ErrorIs(t, err, redlock.ErrConfigStale)
+		})
+	}
+}
+
+// TestRepairAfterARestart: a master restarted with its data (AOF) holds
+// its record under another run: the check refuses every vote there (none)
+// until Repair writes the current record again, sealed anew; Repair
+// refuses while fewer than a quorum hold the record it is given.
+func TestRepairAfterARestart(t *testing.T) {
+	r := newRig(t, redisproc.Config{AppendOnly: true})
+	ctx := context.Background()
+	e1 := config(t, 1, r.addrs[:5], 200*time.Millisecond)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	require.NoError(t, r.servers[0].Restart())
+	rec, err := r.ch.Read(ctx, r.addrs[0])
+	require.NoError(t, err)
+	require.True(t, rec.Lost, "the restarted master's record is another run's")
+	assert.Equal(t, e1.Record(), rec.Config.Record(), "the AOF kept it")
+
+	n, err := redisnode.Dial(r.addrs[0])
+	require.NoError(t, err)
+	defer n.Close()
+	require.NoError(t, n.SetConfig(e1.Record()))
+	_, err = n.Acquire(ctx, "job", "v", 100*time.Millisecond)
+	var rerr redis.Error
+	require.ErrorAs(t, err, &rerr)
+	assert.Equal(t, "QLCONFIG none", rerr.Error())
+
+	other := config(t, 1, r.addrs[1:], 200*time.Millisecond)
+	require.ErrorIs(t, r.ch.Repair(ctx, other), reconfig.ErrRefused, "no quorum holds that record")
+	require.NoError(t, r.ch.Repair(ctx, e1))
+	assert.Contains(t, r.log.all(), r.addrs[0]+" repaired")
+	rec, err = r.ch.Read(ctx, r.addrs[0])
+	require.NoError(t, err)
+	assert.False(t, rec.Lost)
+	assert.False(t, rec.Sealed.IsZero(), "sealed anew")
+	ok, err := n.Acquire(ctx, "job", "v", 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, ok, "the repaired master votes again")
 }

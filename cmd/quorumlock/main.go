@@ -12,7 +12,7 @@
 //	quorumlock status [--nodes URL,...] [--json] [--watch D] [--quarantine D] NAME|PATTERN
 //	quorumlock doctor [--nodes URL,...] [--json]
 //	quorumlock bench [--nodes URL,...] [--quick] [--json FILE] [--svg FILE]
-//	quorumlock reconfig init|set|status [--nodes URL,...] --config-file F [--max-key-ttl D] [HOST:PORT,...]
+//	quorumlock reconfig init|set|status|repair [--nodes URL,...] --config-file F [--max-key-ttl D] [HOST:PORT,...]
 //
 // The masters of run, status and doctor are host:port addresses or
 // redis:// and rediss:// URLs (users, passwords, TLS; node/redisnode.Dial's

@@ -15,7 +15,7 @@ import (
 	"github.com/quorumlock/quorumlock/reconfig"
 )
 
-const reconfigUsage = `usage: quorumlock reconfig <init|set|status> [flags]
+const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair> [flags]
 
   init   --config-file F --max-key-ttl D [--drift-factor 0.01]
          write epoch 1 (the masters of --nodes) on every master and to F
@@ -25,6 +25,10 @@ const reconfigUsage = `usage: quorumlock reconfig <init|set|status> [flags]
          after an interruption: it resumes from the masters' records
   status --config-file F
          show every master's record, its seal and the wait left
+  repair --config-file F
+         write F's configuration again on its masters that lost it (a
+         restart, a failover) and seal it anew; refused unless a quorum
+         of them holds it
 
 --nodes (or --nodes-file, $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE) names
 every master the change touches, old and new, with its credentials; F holds
@@ -138,8 +142,21 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 			fmt.Fprintf(e.stdout, "  %s  %s\n", a, describeRecord(a, rec))
 		}
 		return code
+	case "repair":
+		if fs.NArg() != 0 {
+			return usageErr("unexpected argument %q", fs.Arg(0))
+		}
+		cur, err := reconfig.ReadFile(*file)
+		if err != nil {
+			return fail(err)
+		}
+		if err := ch.Repair(ctx, cur); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "repaired: epoch %d\n", cur.Epoch)
+		return exitOK
 	}
-	return usageErr("unknown subcommand (want init, set or status)")
+	return usageErr("unknown subcommand (want init, set, status or repair)")
 }
 
 // describeRecord is one master's record for status.
@@ -148,6 +165,9 @@ func describeRecord(addr string, r reconfig.Record) string {
 		return "no record"
 	}
 	s := fmt.Sprintf("epoch %d (%d masters)", r.Config.Epoch, len(r.Config.Masters))
+	if r.Lost {
+		return s + ", written by another run of the server (it restarted or failed over): counts as none; run repair"
+	}
 	if r.Removed || !slices.Contains(r.Config.Masters, addr) {
 		return s + ", removed: it refuses every vote and runs releases only; shut it down once the masters are ready for the next step"
 	}

@@ -244,6 +244,11 @@ func TestReconfigResumes(t *testing.T) {
 		t.Fatalf("set did not go on after re-sealing:\n%s", out)
 	}
 
+	out = runLine("quorumlock reconfig repair --config-file masters.conf")
+	if !strings.Contains(out, "repaired: epoch 4") {
+		t.Fatalf("repair with nothing lost:\n%s", out)
+	}
+
 	out, code := shellRun(t, "quorumlock reconfig set --config-file masters.conf $M1,redis://u:secret@10.0.0.9:6379", masters, vars)
 	if code != exitUsage || strings.Contains(out, "secret") || !strings.Contains(out, "master 2 of the new set is not among --nodes") {
 		t.Fatalf("a target not among --nodes: exit %d, want %d, without the password:\n%s", code, exitUsage, out)

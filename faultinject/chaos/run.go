@@ -79,7 +79,9 @@ type Options struct {
 	// Duration, when positive, overrides the scenario's duration.
 	Duration time.Duration
 	// Nodes, when positive, overrides the scenario's number of masters
-	// (fault targets follow; split scenarios need an odd number).
+	// (fault targets follow; split scenarios need an odd number), except
+	// for a scenario that changes the masters (Scenario.Reconfig), whose
+	// change names them.
 	Nodes int
 	// MaxAcquisitions bounds the acquisitions of a run; the run stops when
 	// it is reached. Default (0): 1,000,000.
@@ -138,7 +140,7 @@ func (r *run) fail(err error) {
 // goroutine it started before returning. It is safe to call Run
 // concurrently for different scenarios (each has its own cluster).
 func Run(ctx context.Context, sc Scenario, opt Options) (Report, error) {
-	if opt.Nodes > 0 {
+	if opt.Nodes > 0 && sc.Reconfig == nil { // a change of the masters names them: its N is fixed
 		sc.Nodes = opt.Nodes
 	}
 	if opt.Duration < 0 {

@@ -5,8 +5,8 @@
 // repository (the faultinject module may import them, users cannot). The
 // coordinator reads them once per client (Set); DialTimeoutNotSent,
 // RawUptime, WallUptime, NoRunStamp, NoLeaveTombstone, NoGrant,
-// NoGrantTakeover, NoGrantLeaveRelease, NoGrantHoldRelease, NoConfigCheck and
-// NoConfigStamp are read by the nodes' code (internal/notsent, internal/redisinfo, memnode
+// NoGrantTakeover, NoGrantLeaveRelease, NoGrantHoldRelease, NoConfigCheck,
+// NoConfigStamp and NoConfigRun are read by the nodes' code (internal/notsent, internal/redisinfo, memnode
 // and redisnode's scripts' arguments) on each call, and NoReconfigWait by
 // package reconfig on each step.
 package knobs
@@ -172,6 +172,12 @@ var (
 	// one handed out before (docs/reconfig.md, "Fence tokens across the
 	// change").
 	NoConfigStamp atomic.Bool
+	// NoConfigRun: the configuration check trusts a master's record
+	// whatever server run wrote it, so a master that came back with an
+	// older record (an older snapshot, a lost AOF tail, a replica that
+	// missed the last write) counts the votes of clients whose
+	// configuration is no longer current.
+	NoConfigRun atomic.Bool
 )
 
 // Set is a snapshot of the switches that the coordinator reads. A client

@@ -144,7 +144,7 @@ func (n *Node) checked(s *redis.Script, keys []string, args []any) (*redis.Scrip
 	if c == nil {
 		return s, keys, args
 	}
-	return c.s, append(slices.Clip(keys), wire.ConfigKey), append(slices.Clip(args), rec.record)
+	return c.s, append(slices.Clip(keys), wire.ConfigKey), append(slices.Clip(args), rec.record, configFlags())
 }
 
 // checkedEval is checked for eval's arguments (EVALSHA's: command, digest,
@@ -159,13 +159,18 @@ func (n *Node) checkedEval(s *script, args []any) (*script, []any) {
 		return s, args
 	}
 	keys, _ := strconv.Atoi(s.keysArg.(string))
-	out := make([]any, 0, len(args)+2)
+	out := make([]any, 0, len(args)+3)
 	out = append(out, args[0], c.fast.hashArg, c.fast.keysArg)
 	out = append(out, args[3:3+keys]...)
 	out = append(out, configKeyArg)
 	out = append(out, args[3+keys:]...)
-	return c.fast, append(out, rec.record)
+	return c.fast, append(out, rec.record, configFlags())
 }
+
+// configFlags is config_check.lua's test-only flags argument: "anyrun"
+// trusts a record whatever server run wrote it (knobs.NoConfigRun); "" in
+// production.
+func configFlags() any { return testFlags(knobs.NoConfigRun.Load(), "anyrun") }
 
 // staleConfig reports whether rerr is a master's refusal that says the
 // client's record is not current (QLCONFIG stale or differs).

@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,9 +38,10 @@ func TestConfigCheck(t *testing.T) {
 	rc := adminT(t, &redis.Options{Addr: srv.Addr()})
 	ctx := context.Background()
 	e1, e2, other := configs(t)
+	run := serverRun(t, rc)
 	setMaster := func(rec string) {
 		t.Helper()
-		require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "cur", rec).Err())
+		require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "cur", rec, "run", run).Err())
 	}
 
 	// Every vote-counting call, with the shapes, fencing and the line.
@@ -77,6 +79,17 @@ func TestConfigCheck(t *testing.T) {
 
 			setMaster(e1)
 			assert.NoError(t, call(name), "the same record: the call runs")
+
+			// The same record written by another run of the server (a
+			// restart from an older snapshot) counts as none.
+			require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "run", "0123abcd").Err())
+			err = call(name)
+			require.ErrorAs(t, err, &rerr, "another run's record")
+			assert.Equal(t, "QLCONFIG none", rerr.Error())
+			knobs.NoConfigRun.Store(true)
+			err = call(name)
+			knobs.NoConfigRun.Store(false)
+			assert.NoError(t, err, "NoConfigRun trusts it")
 
 			setMaster(e2)
 			err = call(name)
@@ -119,6 +132,23 @@ func TestConfigCheck(t *testing.T) {
 	assert.True(t, ok, "NoConfigCheck: a stale client takes the key")
 }
 
+// serverRun is the server's run as the scripts stamp it: run_id and
+// master_replid.
+func serverRun(t *testing.T, rc *redis.Client) string {
+	t.Helper()
+	s, err := rc.Info(context.Background(), "server").Result()
+	require.NoError(t, err)
+	r, err := rc.Info(context.Background(), "replication").Result()
+	require.NoError(t, err)
+	field := func(text, name string) string {
+		_, v, ok := strings.Cut(text, name+":")
+		require.True(t, ok, name)
+		v, _, _ = strings.Cut(v, "\r\n")
+		return v
+	}
+	return field(s, "run_id") + field(r, "master_replid")
+}
+
 // TestConfigBoundsTheKeyTTL: a key TTL above the record's longest key life
 // is refused before it is sent, and Lock stops at once.
 func TestConfigBoundsTheKeyTTL(t *testing.T) {
@@ -127,7 +157,7 @@ func TestConfigBoundsTheKeyTTL(t *testing.T) {
 	rc := adminT(t, &redis.Options{Addr: srv.Addr()})
 	ctx := context.Background()
 	e1, _, _ := configs(t) // longest key life: one minute
-	require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "cur", e1).Err())
+	require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "cur", e1, "run", serverRun(t, rc)).Err())
 	require.NoError(t, n.SetConfig(e1))
 	_, err := n.Acquire(ctx, "long", "v", 2*time.Minute)
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
