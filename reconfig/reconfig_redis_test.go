@@ -23,9 +23,9 @@ import (
 type rig struct {
 	servers []*redisproc.Server
 	addrs   []string
-	admin map[string]*redis.Client
-	ch    *reconfig.Changer
-	log   *lines
+	admin   map[string]*redis.Client
+	ch      *reconfig.Changer
+	log     *lines
 }
 
 type lines struct {

@@ -26,11 +26,17 @@ import (
 // LeaveQueue are not checked: a client may always delete its own keys. ""
 // removes the record (no check, as without SetConfig).
 //
-// The check reads the key wire.ConfigKey ("quorumlock:config"): an ACL user
-// needs "%R~quorumlock:config" and +hget. It errors, changing nothing, for
-// a malformed record and for a Cluster client (the record is in no lock's
-// hash slot). It is safe to call while other calls run: each call reads
-// the record once.
+// The check reads the key wire.ConfigKey ("quorumlock:config") and the
+// server's run (a record written by another run counts as none): an ACL
+// user needs "~quorumlock:config" (EVAL asks for read and write on every
+// key a script names) and +hmget on top of the minimal ACL (which has
+// +info). It errors, changing nothing, for a malformed record and for a
+// Cluster client (the record is in no lock's hash slot). It is safe to call
+// while other calls run (each call reads the record once), but the
+// redlock.Client over the nodes must list exactly the masters of the
+// record's configuration, with its quorum (reconfig.Config's Masters and
+// Quorum): the masters check the record, not the list a client counts
+// votes over. To move to a new configuration, build a new client.
 func (n *Node) SetConfig(record string) error {
 	if record == "" {
 		n.config.Store(nil)

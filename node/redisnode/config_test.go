@@ -203,3 +203,48 @@ func TestSetConfigRefuses(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "Cluster")
 }
+
+// aclConfig is what a client with a record needs on top of the minimal ACL
+// (docs/operations.md, "Replacing a master"; keep the two in step).
+const aclConfig = "~quorumlock:config +hmget"
+
+// TestConfigCheckWithTheMinimalACL: the minimal ACL and aclConfig run a
+// checked acquire, extend and release; without either grant the check is
+// denied, naming what was refused.
+func TestConfigCheckWithTheMinimalACL(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	ctx := context.Background()
+	setup := adminT(t, &redis.Options{Addr: srv.Addr()})
+	require.NoError(t, setup.Do(ctx, "ACL", "SETUSER", "admin", "on", ">adminpw", "~*", "&*", "+@all").Err())
+	admin := adminT(t, &redis.Options{Addr: srv.Addr(), Username: "admin", Password: "adminpw"})
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "default", "off").Err())
+	e1, _, _ := configs(t)
+	require.NoError(t, admin.HSet(ctx, wire.ConfigKey, "cur", e1, "run", serverRun(t, admin)).Err())
+	for _, tc := range []struct {
+		user, acl, refused string
+	}{
+		{"checked", aclLocker + " " + aclConfig, ""},
+		{"nokey", aclLocker + " +hmget", "refused a key"},
+		{"nohmget", aclLocker + " ~quorumlock:config", "refused HMGET (config_check.lua+acquire.lua line "},
+	} {
+		t.Run(tc.user, func(t *testing.T) {
+			require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", tc.user}, fields(tc.acl)...)...).Err())
+			n := dialT(t, "redis://"+tc.user+":pw@"+srv.Addr())
+			require.NoError(t, n.SetConfig(e1))
+			ok, err := n.Acquire(ctx, "locks:"+tc.user, "v", time.Second)
+			if tc.refused != "" {
+				require.ErrorIs(t, err, redlock.ErrNodeDenied)
+				assert.Contains(t, err.Error(), tc.refused)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, ok)
+			ok, err = n.Extend(ctx, "locks:"+tc.user, "v", time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+			ok, err = n.Release(ctx, "locks:"+tc.user, "v", time.Second)
+			require.NoError(t, err)
+			assert.True(t, ok)
+		})
+	}
+}
