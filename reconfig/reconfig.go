@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,11 +197,26 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		return "member"
 	}
 	c.logf("step: epoch %d -> %d, %d -> %d masters (quorum %d -> %d)", from.Epoch, to.Epoch, len(from.Masters), len(to.Masters), from.Quorum, to.Quorum)
+	var added []string
+	for _, m := range to.Masters {
+		if part(m) == "fresh" {
+			added = append(added, m)
+		}
+	}
 	for {
-		ans := c.install(ctx, all, to, from.Record(), part)
-		oldOK, newOK := count(ans, from.Masters), count(ans, to.Masters)
+		// The masters of from first: a master the step adds takes the
+		// record only once a quorum of from did, so a step from a
+		// configuration the masters do not hold writes nowhere.
+		ans := c.install(ctx, from.Masters, to, from.Record(), part)
+		oldOK := count(ans, from.Masters)
+		if oldOK >= from.Quorum {
+			maps.Copy(ans, c.install(ctx, added, to, from.Record(), part))
+		}
+		newOK := count(ans, to.Masters)
 		for _, m := range all {
-			c.logf("  %s %s", m, ans[m])
+			if a, ok := ans[m]; ok {
+				c.logf("  %s %s", m, a)
+			}
 		}
 		if oldOK >= from.Quorum && newOK >= to.Quorum {
 			c.logf("  commit point: %d of %d old, %d of %d new", oldOK, len(from.Masters), newOK, len(to.Masters))

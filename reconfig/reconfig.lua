@@ -4,9 +4,8 @@
 --
 -- KEYS[1]  the configuration record (a hash, wire.ConfigKey): "cur",
 --          "members", "wait" (ms), "sealed" (the master's Unix ms) and
---          "run" (the server run that wrote it: its run_id and
---          master_replid; a record of another run counts as none, here and
---          in config_check.lua)
+--          "run" (the run_id of the server run that wrote it; a record of
+--          another run counts as none, here and in config_check.lua)
 -- ARGV[1]  the operation: "install", "seal", "repair" or "read"
 -- ARGV[2]  install, seal, repair: the new record's "cur" ("<epoch> single
 --          <ms> <hash>")
@@ -18,7 +17,7 @@
 -- ARGV[6]  install: test flags: "nowait" skips the wait (knobs.NoReconfigWait)
 -- ARGV[7]  install: the old record's "cur" ("" for the first record)
 --
--- Commands used: HGET, HMGET, HSET, HDEL, TIME, INFO (server, replication).
+-- Commands used: HGET, HMGET, HSET, HDEL, TIME, INFO (server).
 --
 -- A removed master keeps the new epoch with the mode "removed" in "cur"
 -- ("<epoch> removed <ms> <hash>"): no client's record equals it, so the
@@ -33,8 +32,8 @@
 --              notfrom <cur>   a member or removed master whose "cur" is not
 --                              ARGV[7] (a step from a configuration it
 --                              does not hold)
---              newer <cur>     fresh, but the master is at ARGV[2]'s epoch
---                              or later
+--              newer <cur>     fresh, but the master holds a record (of
+--                              any run) of ARGV[2]'s epoch or later
 --              unsealed <cur>  the old step was never sealed here
 --              wait <ms>       the old step was sealed less than its wait
 --                              ago: <ms> left by the master's clock
@@ -44,8 +43,8 @@
 --   repair:  the current record written again, sealed now, on a master
 --            that has none of this run or one of an earlier epoch:
 --            "repaired", or "already" when it holds ARGV[2]; an error reply
---            "QLRECONFIG newer <cur>" when it holds a later or another
---            record of the epoch
+--            "QLRECONFIG newer <cur>" when it holds (of any run) a later
+--            record or another record of the epoch
 --   read:    {cur, members, wait, sealed, now, lost}: each false when
 --            absent, now the master's Unix milliseconds, lost "1" when the
 --            record was written by another run of the server
@@ -56,17 +55,18 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function run()
   local s = redis.call('INFO', 'server')
-  local r = redis.call('INFO', 'replication')
   local a = string.find(s, 'run_id:', 1, true)
-  local b = string.find(r, 'master_replid:', 1, true)
-  if not a or not b then
+  if not a then
     return nil
   end
-  return string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53)
+  return string.sub(s, a + 7, a + 46)
 end
 local me = run()
 if not me then
-  return redis.error_reply('ERR INFO has no run_id or master_replid')
+  return redis.error_reply('ERR INFO has no run_id')
+end
+local function epoch(rec)
+  return tonumber(string.match(rec, '^(%d+) '))
 end
 local op = ARGV[1]
 local rec = redis.call('HMGET', KEYS[1], 'cur', 'members', 'wait', 'sealed', 'run')
@@ -74,17 +74,26 @@ local lost = rec[1] and rec[5] ~= me
 if op == 'read' then
   return {rec[1], rec[2], rec[3], rec[4], tostring(now), lost and '1' or false}
 end
-local cur = rec[1]
+local raw = rec[1]
+local cur = raw
 if lost then
   cur = nil -- another run's record: none
 end
 local new = ARGV[2]
+local f = epoch(new)
+-- A record written over none, or over an older one (a repair, a master the
+-- step adds, the first record) never goes over a record of this epoch or a
+-- later one, lost or not: a master that came back with a newer record under
+-- another run keeps it until a repair of that epoch.
+local function newer()
+  return raw and raw ~= new and raw ~= string.gsub(new, ' single ', ' removed ', 1) and epoch(raw) >= f
+end
 if op == 'repair' then
   if cur == new then
     return 'already'
   end
-  if cur and tonumber(string.match(cur, '^(%d+) ')) >= tonumber(string.match(new, '^(%d+) ')) then
-    return redis.error_reply('QLRECONFIG newer ' .. cur)
+  if newer() then
+    return redis.error_reply('QLRECONFIG newer ' .. raw)
   end
   redis.call('HSET', KEYS[1], 'cur', new, 'members', ARGV[3], 'wait', ARGV[4], 'run', me, 'sealed', tostring(now))
   return 'repaired'
@@ -103,18 +112,16 @@ end
 if op ~= 'install' then
   return redis.error_reply('QLRECONFIG unknown operation ' .. op)
 end
-local f = tonumber(string.match(new, '^(%d+) '))
-local removed = string.gsub(new, ' single ', ' removed ', 1)
 local part = ARGV[5]
 if part == 'removed' then
-  new = removed
+  new = string.gsub(new, ' single ', ' removed ', 1)
 end
 if cur == new then
   return 'already'
 end
 if part == 'fresh' then
-  if cur and tonumber(string.match(cur, '^(%d+) ')) >= f then
-    return redis.error_reply('QLRECONFIG newer ' .. cur)
+  if newer() then
+    return redis.error_reply('QLRECONFIG newer ' .. raw)
   end
 else
   if not cur then

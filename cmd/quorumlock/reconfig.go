@@ -89,7 +89,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 	switch sub {
 	case "init":
 		if fs.NArg() != 0 {
-			return usageErr("unexpected argument %q", fs.Arg(0))
+			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
 		}
 		if *keyTTL <= 0 {
 			return usageErr("--max-key-ttl is required (the longest TTL plus lock-delay of any lock)")
@@ -124,7 +124,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		return reconfigSet(ctx, ch, *file, addrs, target, e.stdout, fail)
 	case "status":
 		if fs.NArg() != 0 {
-			return usageErr("unexpected argument %q", fs.Arg(0))
+			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
 		}
 		cur, err := reconfig.ReadFile(*file)
 		if err != nil {
@@ -144,7 +144,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		return code
 	case "repair":
 		if fs.NArg() != 0 {
-			return usageErr("unexpected argument %q", fs.Arg(0))
+			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
 		}
 		cur, err := reconfig.ReadFile(*file)
 		if err != nil {
@@ -199,8 +199,8 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 			fmt.Fprintf(out, "  %s unreadable: %v\n", a, err)
 			continue
 		}
-		if rec.Config.Epoch != cur.Epoch+1 {
-			continue
+		if rec.Config.Epoch != cur.Epoch+1 || rec.Lost {
+			continue // a lost record (another run's) proves nothing
 		}
 		if ahead != nil && ahead.Record() != rec.Config.Record() {
 			return fail(fmt.Errorf("the masters hold two configurations of epoch %d (%s has one, another master another): finish or undo the other change by hand", ahead.Epoch, a))

@@ -66,10 +66,11 @@ type nodeConfig struct {
 var noEpoch any = int64(0)
 
 // epochArg is the configuration epoch the fencing scripts read and stamp
-// (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua): the record's
-// epoch, 0 without one.
-func (n *Node) epochArg() any {
-	if c := n.config.Load(); c != nil {
+// (acquire_fenced.lua, acquire_queued.lua, raise_fence.lua): c's epoch, 0
+// without a record. A call takes its record and its epoch from one load of
+// the Node's configuration, so that the two agree.
+func (c *nodeConfig) epochArg() any {
+	if c != nil {
 		return c.epoch
 	}
 	return noEpoch
@@ -138,11 +139,11 @@ var checkedNames = map[string]checkedSource{}
 // configKeyArg is wire.ConfigKey boxed once.
 var configKeyArg any = wire.ConfigKey
 
-// checked returns s, keys and args as n sends them: the checked twin with
-// the record's key and n's record appended when n has a record and s
-// counts a vote; unchanged otherwise.
-func (n *Node) checked(s *redis.Script, keys []string, args []any) (*redis.Script, []string, []any) {
-	rec := n.config.Load()
+// checked returns s, keys and args as n sends them with configuration rec
+// (n.config's, loaded once by the call): the checked twin with the
+// record's key, the record and the check's flags appended when rec is not
+// nil and s counts a vote; unchanged otherwise.
+func (n *Node) checked(rec *nodeConfig, s *redis.Script, keys []string, args []any) (*redis.Script, []string, []any) {
 	if rec == nil || knobs.NoConfigCheck.Load() { // a test-only switch (internal/knobs)
 		return s, keys, args
 	}
@@ -155,8 +156,7 @@ func (n *Node) checked(s *redis.Script, keys []string, args []any) (*redis.Scrip
 
 // checkedEval is checked for eval's arguments (EVALSHA's: command, digest,
 // number of keys, keys, arguments).
-func (n *Node) checkedEval(s *script, args []any) (*script, []any) {
-	rec := n.config.Load()
+func (n *Node) checkedEval(rec *nodeConfig, s *script, args []any) (*script, []any) {
 	if rec == nil || knobs.NoConfigCheck.Load() { // a test-only switch (internal/knobs)
 		return s, args
 	}

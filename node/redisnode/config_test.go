@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,21 +133,16 @@ func TestConfigCheck(t *testing.T) {
 	assert.True(t, ok, "NoConfigCheck: a stale client takes the key")
 }
 
-// serverRun is the server's run as the scripts stamp it: run_id and
-// master_replid.
+// serverRun is the server's run as the configuration record holds it: its
+// run_id.
 func serverRun(t *testing.T, rc *redis.Client) string {
 	t.Helper()
 	s, err := rc.Info(context.Background(), "server").Result()
 	require.NoError(t, err)
-	r, err := rc.Info(context.Background(), "replication").Result()
-	require.NoError(t, err)
-	field := func(text, name string) string {
-		_, v, ok := strings.Cut(text, name+":")
-		require.True(t, ok, name)
-		v, _, _ = strings.Cut(v, "\r\n")
-		return v
-	}
-	return field(s, "run_id") + field(r, "master_replid")
+	_, v, ok := strings.Cut(s, "run_id:")
+	require.True(t, ok)
+	v, _, _ = strings.Cut(v, "\r\n")
+	return v
 }
 
 // TestConfigBoundsTheKeyTTL: a key TTL above the record's longest key life
@@ -245,6 +241,73 @@ func TestConfigCheckWithTheMinimalACL(t *testing.T) {
 			ok, err = n.Release(ctx, "locks:"+tc.user, "v", time.Second)
 			require.NoError(t, err)
 			assert.True(t, ok)
+		})
+	}
+}
+
+// TestFenceEpochStamp: a client with a record at epoch f stamps the
+// counters it raises with f, and its fenced and queued acquires read a
+// counter stamped f or f-1 as present and one stamped f-2 or earlier (an
+// unstamped one is epoch 0) as lost; knobs.NoConfigStamp reads them all.
+func TestFenceEpochStamp(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Config{})
+	n := dialT(t, srv.Addr())
+	rc := adminT(t, &redis.Options{Addr: srv.Addr()})
+	ctx := context.Background()
+	c := wire.Config{Epoch: 3, Masters: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}, Quorum: 2, MaxKeyTTL: time.Minute, DriftFactor: 0.01}
+	require.NoError(t, rc.HSet(ctx, wire.ConfigKey, "cur", c.Record(), "run", serverRun(t, rc)).Err())
+	require.NoError(t, n.SetConfig(c.Record()))
+	info, err := rc.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	_, replid, _ := strings.Cut(info, "master_replid:")
+	replid, _, _ = strings.Cut(replid, "\r\n")
+	run := serverRun(t, rc) + replid // the fencing counters' run
+
+	ok, err := n.Acquire(ctx, "raised", "v", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = n.RaiseFence(ctx, "raised", "v", 42)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "42:"+run+":3", rc.Get(ctx, wire.FenceKey("raised")).Val(), "stamped with the client's epoch")
+
+	acquires := map[string]func(key string) (int64, error){
+		"AcquireFenced": func(key string) (int64, error) {
+			_, f, err := n.AcquireFenced(ctx, key, "v", time.Second)
+			return f, err
+		},
+		"AcquireQueued": func(key string) (int64, error) {
+			_, f, err := n.AcquireQueued(ctx, key, "v", time.Second, redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Second})
+			return f, err
+		},
+	}
+	for name, acquire := range acquires {
+		t.Run(name, func(t *testing.T) {
+			for i, tc := range []struct {
+				counter string
+				want    int64
+				off     int64 // with knobs.NoConfigStamp
+			}{
+				{"7:" + run + ":3", 7, 7},
+				{"7:" + run + ":2", 7, 7},
+				{"7:" + run + ":1", 0, 7},
+				{"7:" + run, 0, 7},
+				{"7:ab:3", 0, 0}, // another run's: lost either way
+			} {
+				for _, off := range []bool{false, true} {
+					key := fmt.Sprintf("%s%d%v", name, i, off)
+					require.NoError(t, rc.Set(ctx, wire.FenceKey(key), tc.counter, 0).Err())
+					knobs.NoConfigStamp.Store(off)
+					got, err := acquire(key)
+					knobs.NoConfigStamp.Store(false)
+					require.NoError(t, err)
+					want := tc.want
+					if off {
+						want = tc.off
+					}
+					assert.Equal(t, want, got, "counter %q, NoConfigStamp %v", tc.counter, off)
+				}
+			}
 		})
 	}
 }

@@ -189,7 +189,13 @@ func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
 
 // evalCmd is eval that hands the reply to read.
 func (n *Node) evalCmd(ctx context.Context, s *script, args []any, read func(*redis.Cmd) error) error {
-	s, args = n.checkedEval(s, args)
+	return n.evalCmdWith(ctx, n.config.Load(), s, args, read)
+}
+
+// evalCmdWith is evalCmd with the Node's configuration as the call loaded
+// it (checkedEval).
+func (n *Node) evalCmdWith(ctx context.Context, cfg *nodeConfig, s *script, args []any, read func(*redis.Cmd) error) error {
+	s, args = n.checkedEval(cfg, s, args)
 	err := n.do(ctx, func(ctx context.Context) error {
 		cmd := n.process(ctx, args)
 		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {

@@ -50,9 +50,10 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
 	s := queuedFast
 	var acquired, counter int64
-	err = n.evalCmd(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg,
+	cfg := n.config.Load()
+	err = n.evalCmdWith(ctx, cfg, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg,
 		a.valueArg, a.ms(ms), wa.idArg, wa.arrArg, wa.ttlArg, wa.modeArg,
-		testFlags(knobs.NoRunStamp.Load(), "anyrun", knobs.NoGrantTakeover.Load(), "notakeover", knobs.NoConfigStamp.Load(), "nostamp"), n.epochArg()}, func(cmd *redis.Cmd) error {
+		testFlags(knobs.NoRunStamp.Load(), "anyrun", knobs.NoGrantTakeover.Load(), "notakeover", knobs.NoConfigStamp.Load(), "nostamp"), cfg.epochArg()}, func(cmd *redis.Cmd) error {
 		res, err := cmd.Slice()
 		if err != nil {
 			return err

@@ -194,7 +194,8 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		s, keys, args := n.checked(fencedScript, []string{key, guard, fence}, []any{value, ms, fenceFlags(), n.epochArg()})
+		cfg := n.config.Load()
+		s, keys, args := n.checked(cfg, fencedScript, []string{key, guard, fence}, []any{value, ms, fenceFlags(), cfg.epochArg()})
 		res, err = s.Run(ctx, n.client, keys, args...).Slice()
 		return err
 	})
@@ -278,7 +279,8 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, raiseScript, []string{key, fence}, value, token, ms, n.epochArg())
+	cfg := n.config.Load()
+	res, err := n.runWith(ctx, cfg, raiseScript, []string{key, fence}, value, token, ms, cfg.epochArg())
 	return res == 1, err
 }
 
@@ -439,8 +441,14 @@ func infoText(ctx context.Context, c redis.Cmdable) (string, error) {
 }
 
 func (n *Node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
+	return n.runWith(ctx, n.config.Load(), s, keys, args...)
+}
+
+// runWith is run with the Node's configuration as the call loaded it
+// (checked).
+func (n *Node) runWith(ctx context.Context, cfg *nodeConfig, s *redis.Script, keys []string, args ...any) (int64, error) {
 	var res int64
-	s, keys, args = n.checked(s, keys, args)
+	s, keys, args = n.checked(cfg, s, keys, args)
 	err := n.do(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = s.Run(ctx, n.client, keys, args...).Int64()

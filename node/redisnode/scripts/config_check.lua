@@ -6,18 +6,20 @@
 -- deleting a client's own key is always safe.
 --
 -- KEYS[#KEYS]    the master's configuration record (a hash, wire.ConfigKey):
---                its "cur" and the server run that wrote it, "run"
+--                its "cur" and the run_id of the server run that wrote
+--                it, "run"
 -- ARGV[#ARGV-1]  the client's record: "<epoch> single <ms> <hash>" (its "cur")
 -- ARGV[#ARGV]    test-only flags: "anyrun" trusts a record of any run
 --                (knobs.NoConfigRun); "" in production
 --
--- Commands used: HMGET, INFO (server, replication).
+-- Commands used: HMGET, INFO (server).
 --
 -- A record written by another run of the server counts as none: a master
 -- that restarted from an older snapshot, lost the AOF's last second, or
 -- was replaced by a replica that missed the record's last write may hold
 -- an older record than the one it acknowledged (`quorumlock reconfig
--- repair` writes the current one again).
+-- repair` writes the current one again). The run is the run_id alone: a
+-- master's replication ID changes when a replica attaches.
 --
 -- Returns nothing and the script goes on when the master's "cur" equals
 -- the client's record; otherwise an error reply, before anything changed:
@@ -32,10 +34,8 @@ do
   local client = ARGV[#ARGV - 1]
   if master and not string.find(ARGV[#ARGV], 'anyrun', 1, true) then
     local s = redis.call('INFO', 'server')
-    local r = redis.call('INFO', 'replication')
     local a = string.find(s, 'run_id:', 1, true)
-    local b = string.find(r, 'master_replid:', 1, true)
-    if not a or not b or rec[2] ~= string.sub(s, a + 7, a + 46) .. string.sub(r, b + 14, b + 53) then
+    if not a or rec[2] ~= string.sub(s, a + 7, a + 46) then
       master = false
     end
   end
