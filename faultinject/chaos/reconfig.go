@@ -101,6 +101,7 @@ func newChange(r *run, build func(k int, nodes []redlock.Node, quorum int) (*red
 	for i := range r.cluster.N() {
 		ch.addrs = append(ch.addrs, r.cluster.ServerAddr(i))
 	}
+	r.closers = append(r.closers, ch.closeAdmins) // also when the run fails before its end
 	first := ch.addrs[:r.cluster.N()-sc.Reconfig.Spares]
 	ch.published = reconfig.Config{Epoch: 1, Masters: slices.Clone(first), Quorum: len(first)/2 + 1,
 		MaxKeyTTL: sc.TTL.Truncate(time.Millisecond), DriftFactor: cmpOr(sc.DriftFactor, 0.01)}
@@ -129,6 +130,18 @@ func (ch *change) changer() *reconfig.Changer {
 		masters[a] = ch.admins[i]
 	}
 	return &reconfig.Changer{Masters: masters, Log: func(l string) { ch.r.logf("chaos: %s: %s", ch.r.sc.Name, l) }}
+}
+
+// closeAdmins closes the changer's connections (a run's closer).
+func (ch *change) closeAdmins() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	var errs []error
+	for _, a := range ch.admins {
+		errs = append(errs, a.Close())
+	}
+	ch.admins = nil
+	return errors.Join(errs...)
 }
 
 // init writes the first record on its masters (not for Swap).
@@ -264,8 +277,7 @@ func (ch *change) finish() {
 }
 
 // close closes every client built after the first ones (the run closes
-// those) and the changer's connections; it reports a change that did not
-// finish within the run.
+// those); it reports a change that did not finish within the run.
 func (ch *change) close(ctx context.Context, first []*redlock.Client) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -275,9 +287,6 @@ func (ch *change) close(ctx context.Context, first []*redlock.Client) {
 				ch.r.fail(fmt.Errorf("reloaded client: %w", err))
 			}
 		}
-	}
-	for _, a := range ch.admins {
-		_ = a.Close()
 	}
 	if !ch.done {
 		ch.r.fail(fmt.Errorf("the change of the masters did not finish within the run (at epoch %d)", ch.published.Epoch))
