@@ -34,6 +34,11 @@
 --                              does not hold)
 --              newer <cur>     fresh, but the master holds a record (of
 --                              any run) of ARGV[2]'s epoch or later
+--              rule <why>      the step from the master's configuration to
+--                              the new one is not one step: not the next
+--                              epoch, quorums that need not meet
+--                              (Q + Q' <= |C u C'|), or a longer key life
+--                              or drift factor lowered
 --              unsealed <cur>  the old step was never sealed here
 --              wait <ms>       the old step was sealed less than its wait
 --                              ago: <ms> left by the master's clock
@@ -112,6 +117,51 @@ end
 if op ~= 'install' then
   return redis.error_reply('QLRECONFIG unknown operation ' .. op)
 end
+
+-- parse reads a "members" text (wire.Config.Text): its epoch, quorum,
+-- longest key life, drift factor, and its masters as a set.
+local function parse(text)
+  local c = {masters = {}, n = 0}
+  for name, value in string.gmatch(text or '', '(%a+) ([^\n]+)') do
+    if name == 'master' then
+      if not c.masters[value] then
+        c.masters[value] = true
+        c.n = c.n + 1
+      end
+    elseif name ~= 'mode' then
+      c[name] = tonumber(value)
+    end
+  end
+  return c
+end
+
+-- step_rule is the reason the step from the master's configuration (old
+-- members text) to the new one breaks the rules, or nil: the next epoch,
+-- quorums of the two sets that always share a master (Q + Q' > |C u C'|),
+-- and a longest key life and drift factor not lowered (the wait after this
+-- step is reckoned from the new ones and must cover keys of the old).
+local function step_rule(old, new)
+  local a, b = parse(old), parse(new)
+  if not (a.epoch and b.epoch and a.quorum and b.quorum and a.maxkeyttl and b.maxkeyttl and a.drift and b.drift) then
+    return 'unreadable members'
+  end
+  if b.epoch ~= a.epoch + 1 then
+    return 'epoch ' .. a.epoch .. ' -> ' .. b.epoch
+  end
+  local union = a.n
+  for m in pairs(b.masters) do
+    if not a.masters[m] then
+      union = union + 1
+    end
+  end
+  if a.quorum + b.quorum <= union then
+    return 'quorums ' .. a.quorum .. ' and ' .. b.quorum .. ' of ' .. union .. ' masters need not meet'
+  end
+  if b.maxkeyttl < a.maxkeyttl or b.drift < a.drift then
+    return 'longest key life or drift factor lowered'
+  end
+  return nil
+end
 local part = ARGV[5]
 if part == 'removed' then
   new = string.gsub(new, ' single ', ' removed ', 1)
@@ -129,6 +179,10 @@ else
   end
   if cur ~= ARGV[7] then
     return redis.error_reply('QLRECONFIG notfrom ' .. cur)
+  end
+  local why = step_rule(rec[2], ARGV[3])
+  if why then
+    return redis.error_reply('QLRECONFIG rule ' .. why)
   end
   local sealed = redis.call('HGET', KEYS[1], 'sealed')
   if not sealed then
