@@ -3,6 +3,7 @@ package reconfig_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -595,4 +596,49 @@ func TestStaleStepDoesNotOverwriteALostRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, e3.Record(), rec.Config.Record())
 	assert.False(t, rec.Lost)
+}
+
+// TestClientsReload: Clients builds the file's configuration's client;
+// after a step commits, its lock is refused as stale, and Reload returns
+// only once the source gives the new epoch (before that it ends with its
+// context, saying so); the new client locks.
+func TestClientsReload(t *testing.T) {
+	knobs.NoReconfigWait.Store(true) // not what this is about
+	defer knobs.NoReconfigWait.Store(false)
+	r := newRig(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "masters.conf")
+	e1 := config(t, 1, r.addrs[:5], time.Minute)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	require.NoError(t, reconfig.WriteFile(file, e1))
+	clients, err := reconfig.NewClients(ctx, reconfig.FileSource(file), nil)
+	require.NoError(t, err)
+	defer clients.Close(context.Background())
+	c1, cfg := clients.Client()
+	require.Equal(t, e1.Record(), cfg.Record())
+	_, err = lock(t, c1, "job", time.Second)
+	require.NoError(t, err)
+
+	e2, err := reconfig.Next(e1, r.addrs)
+	require.NoError(t, err)
+	require.NoError(t, r.ch.Step(ctx, e1, e2))
+	_, err = lock(t, c1, "other", time.Second)
+	require.ErrorIs(t, err, redlock.ErrConfigStale)
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = clients.Reload(short)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "not published yet")
+	assert.ErrorContains(t, err, "still gives epoch 1")
+
+	require.NoError(t, reconfig.WriteFile(file, e2))
+	c2, err := clients.Reload(ctx)
+	require.NoError(t, err)
+	_, cfg = clients.Client()
+	assert.Equal(t, e2.Record(), cfg.Record())
+	_, err = lock(t, c2, "other", time.Second)
+	require.NoError(t, err)
+
+	_, err = reconfig.NewClients(ctx, reconfig.FileSource(filepath.Join(t.TempDir(), "none")), nil)
+	require.Error(t, err, "a source that fails")
 }

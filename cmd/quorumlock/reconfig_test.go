@@ -13,32 +13,38 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/redisproc"
-	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/reconfig"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// reconfigClient is docs/operations.md's client of a reconfigured
-// deployment, as it appears there between the BEGIN and END lines
-// (TestReconfigRecipeIsTheDocs keeps the two identical).
-func reconfigClient() (client *redlock.Client, nodes redisnode.Nodes, err error) {
+// runJob is docs/operations.md's client of a reconfigured deployment, as
+// it appears there between the BEGIN and END lines
+// (TestReconfigClientIsTheDocs keeps the two identical): it runs job
+// under the lock, on the newest configuration's client.
+func runJob(ctx context.Context, clients *reconfig.Clients, job func(*redlock.Lease) error) error {
 	// BEGIN reconfig-client
-	cfg, err := reconfig.ReadFile("masters.conf")
+	client, _ := clients.Client()
+	mutex, err := client.NewMutex("jobs:nightly", redlock.WithTTL(time.Second))
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	nodes, err = redisnode.DialAll(cfg.Masters...) // or URLs with credentials for them
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, n := range nodes {
-		if err := n.SetConfig(cfg.Record()); err != nil {
-			return nil, nodes, err
+	lease, err := mutex.Lock(ctx)
+	if errors.Is(err, redlock.ErrConfigStale) {
+		// A step has committed: wait for its configuration, lock on it.
+		if client, err = clients.Reload(ctx); err != nil {
+			return err
 		}
+		if mutex, err = client.NewMutex("jobs:nightly", redlock.WithTTL(time.Second)); err != nil {
+			return err
+		}
+		lease, err = mutex.Lock(ctx)
 	}
-	client, err = redlock.New(nodes.Redlock(), redlock.WithQuorum(cfg.Quorum))
+	if err != nil {
+		return err
+	}
+	defer lease.Unlock(context.Background())
+	return job(lease)
 	// END reconfig-client
-	return client, nodes, err
 }
 
 // docBlock returns the lines of docs/operations.md between "BEGIN name"
@@ -97,18 +103,22 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 	recipe := docBlock(t, "replace-master")
 	t.Chdir(t.TempDir())
 	env := map[string]string{}
-	var old *redlock.Client
+	var clients *reconfig.Clients
+	ran := 0
+	job := func(*redlock.Lease) error { ran++; return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, line := range recipe {
 		line = strings.ReplaceAll(line, "--max-key-ttl 15s", "--max-key-ttl 1s")
 		if strings.Contains(line, "reconfig set") {
-			c, nodes, err := reconfigClient()
-			if err != nil {
+			var err error
+			if clients, err = reconfig.NewClients(ctx, reconfig.FileSource("masters.conf"), nil); err != nil {
 				t.Fatal(err)
 			}
-			defer nodes.Close()
-			defer c.Close(context.Background())
-			old = c
-			lockOnce(t, old, nil)
+			defer clients.Close(context.Background())
+			if err := runJob(ctx, clients, job); err != nil {
+				t.Fatalf("before the change: %v", err)
+			}
 		}
 		out, code := shellRun(t, line, masters, env)
 		if code != 0 {
@@ -129,18 +139,20 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 	if want := append(masters[:4:4], masters[5]); cfg.Epoch != 3 || strings.Join(cfg.Masters, ",") != strings.Join(want, ",") {
 		t.Fatalf("masters.conf: epoch %d, masters %v; want 3, %v", cfg.Epoch, cfg.Masters, want)
 	}
-	lockOnce(t, old, redlock.ErrConfigStale)
-	c, nodes, err := reconfigClient()
-	if err != nil {
-		t.Fatal(err)
+	// The client of epoch 1 is refused; the doc's code reloads and runs the
+	// job on epoch 3's.
+	old, _ := clients.Client()
+	if err := runJob(ctx, clients, job); err != nil {
+		t.Fatalf("after the change: %v", err)
 	}
-	defer nodes.Close()
-	defer c.Close(context.Background())
-	lockOnce(t, c, nil)
+	if now, c := clients.Client(); c.Epoch != 3 || now == old || ran != 2 {
+		t.Fatalf("after the change: epoch %d, a new client %v, %d jobs run; want 3, true, 2", c.Epoch, now != old, ran)
+	}
+	lockOnce(t, old, redlock.ErrConfigStale)
 }
 
-// TestReconfigClientIsTheDocs: docs/operations.md shows reconfigClient's
-// body as it is.
+// TestReconfigClientIsTheDocs: docs/operations.md shows runJob's body as
+// it is.
 func TestReconfigClientIsTheDocs(t *testing.T) {
 	src, err := os.ReadFile("reconfig_test.go")
 	if err != nil {
@@ -150,12 +162,7 @@ func TestReconfigClientIsTheDocs(t *testing.T) {
 	body, _, _ = strings.Cut(body, "\t// END reconfig-client\n")
 	var lines []string
 	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		l = strings.TrimPrefix(l, "\t")
-		l = strings.ReplaceAll(l, "return nil, nil, err", "return err")
-		l = strings.ReplaceAll(l, "return nil, nodes, err", "return err")
-		l = strings.ReplaceAll(l, "nodes, err = ", "nodes, err := ")
-		l = strings.ReplaceAll(l, "client, err = ", "client, err := ")
-		lines = append(lines, l)
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
 	}
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {

@@ -1,0 +1,162 @@
+package reconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/quorumlock/node/redisnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// Source returns the current configuration: a file (FileSource), a key, a
+// service the caller asks.
+type Source func(ctx context.Context) (Config, error)
+
+// FileSource reads the file WriteFile (and quorumlock reconfig) writes.
+func FileSource(path string) Source {
+	return func(context.Context) (Config, error) { return ReadFile(path) }
+}
+
+// Clients keeps a redlock.Client on the newest configuration its Source
+// gives, each of its nodes sending that configuration's record
+// (redisnode.Node.SetConfig), with the configuration's quorum. When a
+// lock's call fails with redlock.ErrConfigStale, Reload gives the client of
+// the configuration that replaced it. A client it replaced stays open, so
+// that its leases can still be extended and released, until Close. It is
+// safe for concurrent use.
+type Clients struct {
+	src  Source
+	dial func(addr string) (*redisnode.Node, error)
+	opts []redlock.ClientOption
+
+	mu    sync.Mutex
+	cur   *redlock.Client
+	cfg   Config
+	built []built // every client built, to close
+}
+
+type built struct {
+	c     *redlock.Client
+	nodes redisnode.Nodes
+}
+
+// NewClients loads the configuration from src and builds its client.
+// dial makes a master's node from its address in Config.Masters (nil:
+// redisnode.Dial; give one that adds credentials or TLS); opts are the
+// client's options (WithQuorum is the configuration's, set after them).
+// It fails when src fails or the client cannot be built.
+func NewClients(ctx context.Context, src Source, dial func(addr string) (*redisnode.Node, error), opts ...redlock.ClientOption) (*Clients, error) {
+	if src == nil {
+		return nil, errors.New("reconfig: NewClients: nil source")
+	}
+	if dial == nil {
+		dial = redisnode.Dial
+	}
+	c := &Clients{src: src, dial: dial, opts: opts}
+	cfg, err := src(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconfig: load the configuration: %w", err)
+	}
+	if err := c.use(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Client returns the client of the newest configuration loaded, and that
+// configuration.
+func (c *Clients) Client() (*redlock.Client, Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur, c.cfg
+}
+
+// Reload loads the source until it gives a configuration of a later epoch
+// than the one in use (a master refuses a client when a step has committed,
+// which can come before the step is published), every 100 ms until ctx
+// ends, and returns the client built on it. Concurrent calls share the
+// newest client. Errors wrap ctx.Err(), or say why the client could not be
+// built.
+func (c *Clients) Reload(ctx context.Context) (*redlock.Client, error) {
+	c.mu.Lock()
+	epoch := c.cfg.Epoch
+	c.mu.Unlock()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		cfg, err := c.src(ctx)
+		c.mu.Lock()
+		if c.cfg.Epoch > epoch { // another call reloaded meanwhile
+			cur := c.cur
+			c.mu.Unlock()
+			return cur, nil
+		}
+		c.mu.Unlock()
+		if err == nil && cfg.Epoch > epoch {
+			if err := c.use(cfg); err != nil {
+				return nil, err
+			}
+			cur, _ := c.Client()
+			return cur, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return nil, fmt.Errorf("reconfig: reload: %w (the source: %v)", ctx.Err(), err)
+			}
+			return nil, fmt.Errorf("reconfig: reload: %w (the source still gives epoch %d)", ctx.Err(), epoch)
+		case <-t.C:
+		}
+	}
+}
+
+// use builds cfg's client and makes it the current one, unless a newer one
+// is in use already.
+func (c *Clients) use(cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("reconfig: configuration: %w", err)
+	}
+	var nodes redisnode.Nodes
+	fail := func(err error) error {
+		_ = nodes.Close()
+		return err
+	}
+	for _, a := range cfg.Masters {
+		n, err := c.dial(a)
+		if err != nil {
+			return fail(fmt.Errorf("reconfig: dial %s: %w", a, err))
+		}
+		nodes = append(nodes, n)
+		if err := n.SetConfig(cfg.Record()); err != nil {
+			return fail(err)
+		}
+	}
+	rc, err := redlock.New(nodes.Redlock(), append(c.opts[:len(c.opts):len(c.opts)], redlock.WithQuorum(cfg.Quorum))...)
+	if err != nil {
+		return fail(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.built = append(c.built, built{c: rc, nodes: nodes})
+	if c.cur == nil || cfg.Epoch > c.cfg.Epoch {
+		c.cur, c.cfg = rc, cfg
+	}
+	return nil
+}
+
+// Close closes every client built (redlock.Client.Close, bounded by ctx)
+// and their nodes.
+func (c *Clients) Close(ctx context.Context) error {
+	c.mu.Lock()
+	all := c.built
+	c.built, c.cur = nil, nil
+	c.mu.Unlock()
+	var errs []error
+	for _, b := range all {
+		errs = append(errs, b.c.Close(ctx), b.nodes.Close())
+	}
+	return errors.Join(errs...)
+}
