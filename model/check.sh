@@ -167,6 +167,12 @@ configs=(
 # masters 0 and 3); its twin reads every counter as present
 "reconfig-fence|reconfig|-DFENCING -DPRIOR_FENCE|pass|"
 "reconfig-nostamp|reconfig|-DFENCING -DPRIOR_FENCE -DNO_CFG_STAMP|violate tokens|"
+# masters that come back with an older record (ROLLBACKS): the run stamp
+# makes it count as none; without it (NO_CFG_RUN) a stale client's votes
+# there count
+"reconfig-rollback|reconfig|-DROLLBACKS=1|pass|quick"
+"reconfig-rollback-2|reconfig|-DROLLBACKS=2|pass|"
+"reconfig-norun|reconfig|-DROLLBACKS=1 -DNO_CFG_RUN|violate mutual-exclusion|quick"
 # ---- found by the model (docs/verification.md, "Found") ----
 # a clock jump repeats a fencing token, fencing or not
 "jump-fencing-3|redlock|-DC=3 -DFENCING -DJUDGE_WRITES -DJUMP|violate unique-tokens|"

@@ -69,9 +69,10 @@
  * JOINT_OLD_SET (with PLAN_JOINT: a joint round counts a quorum of the new
  * set only, or of the old set only), FENCING, PRIOR_FENCE (above),
  * NO_CFG_STAMP (with FENCING: every counter read as present whatever its
- * stamp: knobs.NoConfigStamp, planned), NO_CFG_CHECK (records written, masters not
- * checking them: knobs.NoConfigCheck, planned), NO_WAIT (the next step's
- * install not held for W: knobs.NoReconfigWait, planned), W=n (the wait in
+ * stamp: knobs.NoConfigStamp), NO_CFG_CHECK (records written, masters not
+ * checking them: knobs.NoConfigCheck), NO_WAIT (the next step's
+ * install not held for W: knobs.NoReconfigWait), ROLLBACKS=n and
+ * NO_CFG_RUN (above), W=n (the wait in
  * ticks, default K), A=n (attempts per client, default 1), TTL=n (default 3),
  * EXTENDS=n (Extends per lease, default 0).
  *
@@ -141,6 +142,27 @@
 #define WAITED(m) (sd[m] && ws[m] >= W)
 #endif
 
+/* ROLLBACKS=n: up to n times, a master restarts with the record it held
+ * before its last install (an older snapshot or AOF, a replica that missed
+ * the last write), sealed long ago. The run stamp (config_check.lua,
+ * reconfig.lua) makes such a record count as none: refused by the check,
+ * not a holder at a commit point, not a member's record at an install
+ * (only the install of a master the step adds goes over it, and only over
+ * an older epoch). NO_CFG_RUN (knobs.NoConfigRun): the rolled-back record
+ * counts as it is. */
+#ifdef ROLLBACKS
+#ifdef NO_CFG_RUN
+#define REC(m) re[m]
+#else
+#define REC(m) (lo[m] -> 0 : re[m])
+#endif
+#else
+#define REC(m) re[m]
+#if defined(NO_CFG_RUN)
+#error NO_CFG_RUN is about rolled-back records: it needs ROLLBACKS
+#endif
+#endif
+
 /* A property: its name printed in a trail, then asserted. */
 #define PROP(msg, cond) \
 	if :: !(cond) -> printf(msg); assert(cond) \
@@ -152,6 +174,11 @@ byte kl[N];		/* ticks it has left */
 byte re[N];		/* record: epoch, 0 none */
 bit sd[N];		/* the record's step is sealed */
 byte ws[N];		/* ticks since the seal (up to W) */
+#ifdef ROLLBACKS
+byte pr[N];		/* the record before the last install (what an older snapshot holds) */
+bit lo[N];		/* the record was written by another run of the server */
+byte nrb;		/* rollbacks so far */
+#endif
 
 /* operator */
 byte os;		/* the step's target epoch f */
@@ -186,7 +213,7 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 #define OTHER_VALID(c) (((c) != 0 && g[0]) || ((c) != 1 && g[1]))
 #define NBITS(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1))
 /* masters of set s holding epoch f */
-#define HOLDS(m,f) ((re[m] == (f)) -> (1 << (m)) : 0)
+#define HOLDS(m,f) ((REC(m) == (f)) -> (1 << (m)) : 0)
 #define HOLDERS(f) (HOLDS(0,f) | HOLDS(1,f) | HOLDS(2,f) | HOLDS(3,f))
 /* the masters in mask x are a quorum of each of epoch e's sets (a master
  * in both counts for both) */
@@ -284,9 +311,9 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 #define APPLY(c,m) \
 	:: d_step { op[c] && (pd[c] & ((2 << m) - 1)) == (1 << m) -> \
 		pd[c] = pd[c] & ~(1 << m); \
-		if :: CHECKS && re[m] != xe[c] -> \
-			if :: re[m] > xe[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, re[m]) \
-			   :: else -> printf("EV vote c=%d m=%d behind rec=%d\n", c, m, re[m]) fi \
+		if :: CHECKS && REC(m) != xe[c] -> \
+			if :: REC(m) > xe[c] -> printf("EV vote c=%d m=%d stale rec=%d\n", c, m, REC(m)) \
+			   :: else -> printf("EV vote c=%d m=%d behind rec=%d\n", c, m, REC(m)) fi \
 		   :: xk[c] -> \
 			if :: kv[m] == c + 1 -> kl[m] = K; ay[c]++; XYES(c,m) printf("EV vote c=%d m=%d yes\n", c, m) \
 			   :: else -> printf("EV vote c=%d m=%d no\n", c, m) fi \
@@ -333,15 +360,20 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 #if RECORDS
 /* install f on m: m holds e = f - 1, sealed W ago; or has no record and f
  * adds it */
+#ifdef ROLLBACKS
+#define KEEP(m) pr[m] = re[m]; lo[m] = 0;
+#else
+#define KEEP(m)
+#endif
 #define INSTALL(m) \
-	:: d_step { re[m] != os && (IN(os - 1, m) || IN(os, m)) && \
-		((re[m] == os - 1 && WAITED(m)) || (re[m] == 0 && !IN(os - 1, m))) -> \
-		re[m] = os; sd[m] = 0; ws[m] = 0; \
+	:: d_step { REC(m) != os && (IN(os - 1, m) || IN(os, m)) && \
+		((REC(m) == os - 1 && WAITED(m)) || (REC(m) == 0 && re[m] < os && !IN(os - 1, m))) -> \
+		KEEP(m) re[m] = os; sd[m] = 0; ws[m] = 0; \
 		if :: hi < os -> hi = os :: else -> skip fi; \
 		printf("EV install m=%d e=%d\n", m, os) }
 /* (no seal in the last step: it would hold nothing back) */
 #define SEAL(m) \
-	:: d_step { com && os < NE && re[m] == os && IN(os, m) && !sd[m] -> \
+	:: d_step { com && os < NE && REC(m) == os && IN(os, m) && !sd[m] -> \
 		sd[m] = 1; ws[m] = 0; printf("EV seal m=%d e=%d\n", m, os) }
 #define COMMIT \
 	:: d_step { !com && \
@@ -353,6 +385,14 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 /* SWAP: the new list is published; the clients take it when they do */
 #define COMMIT \
 	:: d_step { !com -> com = 1; hi = os; printf("EV publish e=%d\n", os) }
+#endif
+
+#ifdef ROLLBACKS
+/* a restart that brings an older record back (sealed long ago) */
+#define ROLLBACK(m) \
+	:: d_step { nrb < ROLLBACKS && re[m] != pr[m] -> \
+		nrb++; re[m] = pr[m]; lo[m] = 1; sd[m] = 1; ws[m] = W; \
+		printf("EV rollback m=%d e=%d\n", m, re[m]) }
 #endif
 
 /* ---- time ---- */
@@ -392,6 +432,9 @@ init {
 	COMMIT
 #if RECORDS
 	INSTALL(0) INSTALL(1) INSTALL(2) INSTALL(3)
+#ifdef ROLLBACKS
+	ROLLBACK(0) ROLLBACK(1) ROLLBACK(2) ROLLBACK(3)
+#endif
 	SEAL(0) SEAL(1) SEAL(2) SEAL(3)
 	NEXT
 #endif
