@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -18,6 +21,45 @@ type Source func(ctx context.Context) (Config, error)
 // FileSource reads the file WriteFile (and quorumlock reconfig) writes.
 func FileSource(path string) Source {
 	return func(context.Context) (Config, error) { return ReadFile(path) }
+}
+
+// MastersSource reads the configuration from the masters' own records: the
+// newest configuration that a quorum of its own masters hold (written by
+// their current server runs), so a step counts once it has committed,
+// whether or not it was published. masters reaches every master a
+// configuration may name, by address, as Changer.Masters does (a removed
+// master's record is not read as its configuration). It fails when no
+// configuration is held by a quorum of its masters.
+func MastersSource(masters map[string]redis.Cmdable) Source {
+	ch := &Changer{Masters: masters}
+	return func(ctx context.Context) (Config, error) {
+		held := map[string]int{}
+		configs := map[string]Config{}
+		var errs []error
+		for addr := range masters {
+			r, err := ch.Read(ctx, addr)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if r.Config.Epoch == 0 || r.Lost || r.Removed || !slices.Contains(r.Config.Masters, addr) {
+				continue
+			}
+			rec := r.Config.Record()
+			held[rec]++
+			configs[rec] = r.Config
+		}
+		var best Config
+		for rec, n := range held {
+			if c := configs[rec]; n >= c.Quorum && c.Epoch > best.Epoch {
+				best = c
+			}
+		}
+		if best.Epoch == 0 {
+			return Config{}, fmt.Errorf("reconfig: no configuration is held by a quorum of its masters (%d masters read): %w", len(masters), errors.Join(errs...))
+		}
+		return best, nil
+	}
 }
 
 // Clients keeps a redlock.Client on the newest configuration its Source

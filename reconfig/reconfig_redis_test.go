@@ -642,3 +642,52 @@ func TestClientsReload(t *testing.T) {
 	_, err = reconfig.NewClients(ctx, reconfig.FileSource(filepath.Join(t.TempDir(), "none")), nil)
 	require.Error(t, err, "a source that fails")
 }
+
+// TestMastersSource: the masters' records are a source: before a step it
+// gives the current configuration, while a step is only installed on the
+// master it adds it still does, and once the step committed it gives the
+// new one, published or not; a master that restarted is not counted.
+func TestMastersSource(t *testing.T) {
+	knobs.NoReconfigWait.Store(true) // not what this is about
+	defer knobs.NoReconfigWait.Store(false)
+	r := newRig(t)
+	ctx := context.Background()
+	e1 := config(t, 1, r.addrs[:5], time.Minute)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	src := reconfig.MastersSource(r.ch.Masters)
+	got, err := src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e1.Record(), got.Record())
+
+	e2, err := reconfig.Next(e1, r.addrs)
+	require.NoError(t, err)
+	// Only the added master holds epoch 2 (a fresh install, no commit).
+	info, err := r.admin[r.addrs[5]].Info(ctx, "server").Result()
+	require.NoError(t, err)
+	_, run, _ := strings.Cut(info, "run_id:")
+	run, _, _ = strings.Cut(run, "\r\n")
+	require.NoError(t, r.admin[r.addrs[5]].HSet(ctx, "quorumlock:config", "cur", e2.Record(), "members", e2.Text(), "run", run).Err())
+	got, err = src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e1.Record(), got.Record(), "one master's record is no quorum")
+
+	require.NoError(t, r.admin[r.addrs[5]].Del(ctx, "quorumlock:config").Err())
+	require.NoError(t, r.ch.Step(ctx, e1, e2))
+	got, err = src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e2.Record(), got.Record(), "committed, not published")
+
+	clients, err := reconfig.NewClients(ctx, src, nil)
+	require.NoError(t, err)
+	defer clients.Close(context.Background())
+	c, cfg := clients.Client()
+	assert.Equal(t, e2.Epoch, cfg.Epoch)
+	_, err = lock(t, c, "job", time.Second)
+	require.NoError(t, err)
+
+	for _, m := range r.addrs[:3] { // a quorum restarted: their records count as none
+		require.NoError(t, r.admin[m].HSet(ctx, "quorumlock:config", "run", "0123abcd").Err())
+	}
+	_, err = src(ctx)
+	require.ErrorContains(t, err, "no configuration is held by a quorum")
+}
