@@ -106,13 +106,18 @@ func TestRecipeRunsOnce(t *testing.T) {
 
 // TestRecipeIsTheDocs: docs/operations.md shows migrateOnce's body as it
 // is.
-func TestRecipeIsTheDocs(t *testing.T) {
-	src, err := os.ReadFile("recipe_test.go")
+func TestRecipeIsTheDocs(t *testing.T) { docShowsBlock(t, "recipe_test.go", "recipe") }
+
+// docShowsBlock checks that docs/operations.md shows the lines of file
+// between "// BEGIN name" and "// END name", one tab less indented.
+func docShowsBlock(t *testing.T, file, name string) {
+	t.Helper()
+	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body, _ := strings.Cut(string(src), "\t// BEGIN recipe\n")
-	body, _, _ = strings.Cut(body, "\t// END recipe\n")
+	_, body, _ := strings.Cut(string(src), "\t// BEGIN "+name+"\n")
+	body, _, _ = strings.Cut(body, "\t// END "+name+"\n")
 	var lines []string
 	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
 		lines = append(lines, strings.TrimPrefix(l, "\t"))
@@ -122,6 +127,6 @@ func TestRecipeIsTheDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := strings.Join(lines, "\n") + "\n"; body == "" || !strings.Contains(string(doc), want) {
-		t.Errorf("docs/operations.md does not show the recipe as recipe_test.go has it:\n%s", want)
+		t.Errorf("docs/operations.md does not show %s as %s has it:\n%s", name, file, want)
 	}
 }

@@ -154,23 +154,7 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 // TestReconfigClientIsTheDocs: docs/operations.md shows runJob's body as
 // it is.
 func TestReconfigClientIsTheDocs(t *testing.T) {
-	src, err := os.ReadFile("reconfig_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body, _ := strings.Cut(string(src), "\t// BEGIN reconfig-client\n")
-	body, _, _ = strings.Cut(body, "\t// END reconfig-client\n")
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strings.Join(lines, "\n") + "\n"; body == "" || !strings.Contains(string(doc), want) {
-		t.Errorf("docs/operations.md does not show the client as reconfig_test.go has it:\n%s", want)
-	}
+	docShowsBlock(t, "reconfig_test.go", "reconfig-client")
 }
 
 // lockOnce locks (Lock) and unlocks a lock with a 1s TTL and wants err.
