@@ -27,8 +27,9 @@ func FileSource(path string) Source {
 // newest configuration that a quorum of its own masters hold (written by
 // their current server runs), so a step counts once it has committed,
 // whether or not it was published. masters reaches every master a
-// configuration may name, by address, as Changer.Masters does (a removed
-// master's record is not read as its configuration). It fails when no
+// configuration may name, by address, as Changer.Masters does (clients
+// that apply context deadlines to socket I/O; a removed master's record is
+// not read as its configuration). It fails when no
 // configuration is held by a quorum of its masters.
 func MastersSource(masters map[string]redis.Cmdable) Source {
 	ch := &Changer{Masters: masters}
@@ -56,7 +57,11 @@ func MastersSource(masters map[string]redis.Cmdable) Source {
 			}
 		}
 		if best.Epoch == 0 {
-			return Config{}, fmt.Errorf("reconfig: no configuration is held by a quorum of its masters (%d masters read): %w", len(masters), errors.Join(errs...))
+			err := fmt.Errorf("reconfig: no configuration is held by a quorum of its masters (%d of %d masters read)", len(masters)-len(errs), len(masters))
+			if len(errs) > 0 {
+				err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+			}
+			return Config{}, err
 		}
 		return best, nil
 	}
@@ -74,10 +79,12 @@ type Clients struct {
 	dial func(addr string) (*redisnode.Node, error)
 	opts []redlock.ClientOption
 
-	mu    sync.Mutex
-	cur   *redlock.Client
-	cfg   Config
-	built []built // every client built, to close
+	building sync.Mutex // one client built at a time (use)
+	mu       sync.Mutex
+	cur      *redlock.Client
+	cfg      Config
+	built    []built // every client built, to close
+	closed   bool
 }
 
 type built struct {
@@ -155,11 +162,22 @@ func (c *Clients) Reload(ctx context.Context) (*redlock.Client, error) {
 	}
 }
 
-// use builds cfg's client and makes it the current one, unless a newer one
-// is in use already.
+// use builds cfg's client and makes it the current one, unless one of cfg's
+// epoch or later is in use already (concurrent Reloads build one client).
 func (c *Clients) use(cfg Config) error {
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("reconfig: configuration: %w", err)
+	}
+	c.building.Lock()
+	defer c.building.Unlock()
+	c.mu.Lock()
+	closed, have := c.closed, c.cur != nil && c.cfg.Epoch >= cfg.Epoch
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("reconfig: Clients closed")
+	case have:
+		return nil
 	}
 	var nodes redisnode.Nodes
 	fail := func(err error) error {
@@ -183,18 +201,18 @@ func (c *Clients) use(cfg Config) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.built = append(c.built, built{c: rc, nodes: nodes})
-	if c.cur == nil || cfg.Epoch > c.cfg.Epoch {
-		c.cur, c.cfg = rc, cfg
-	}
+	c.cur, c.cfg = rc, cfg
 	return nil
 }
 
 // Close closes every client built (redlock.Client.Close, bounded by ctx)
-// and their nodes.
+// and their nodes; Reload fails after it.
 func (c *Clients) Close(ctx context.Context) error {
+	c.building.Lock() // a client being built is kept, then closed here
+	defer c.building.Unlock()
 	c.mu.Lock()
 	all := c.built
-	c.built, c.cur = nil, nil
+	c.built, c.cur, c.closed = nil, nil, true
 	c.mu.Unlock()
 	var errs []error
 	for _, b := range all {

@@ -17,7 +17,7 @@
 -- ARGV[6]  install: test flags: "nowait" skips the wait (knobs.NoReconfigWait)
 -- ARGV[7]  install: the old record's "cur" ("" for the first record)
 --
--- Commands used: HGET, HMGET, HSET, HDEL, TIME, INFO (server).
+-- Commands used: HMGET, HSET, HDEL, TIME, INFO (server).
 --
 -- A removed master keeps the new epoch with the mode "removed" in "cur"
 -- ("<epoch> removed <ms> <hash>"): no client's record equals it, so the
@@ -34,11 +34,15 @@
 --                              does not hold)
 --              newer <cur>     fresh, but the master holds a record (of
 --                              any run) of ARGV[2]'s epoch or later
+--              member <cur>    fresh, but the master holds the old record:
+--                              it is a master of the old set
 --              rule <why>      the step from the master's configuration to
 --                              the new one is not one step: not the next
---                              epoch, quorums that need not meet
---                              (Q + Q' <= |C u C'|), or a longer key life
---                              or drift factor lowered
+--                              epoch, a quorum that is no majority, quorums
+--                              that need not meet (Q + Q' <= |C u C'|), a
+--                              key life or drift factor lowered, a record
+--                              that is not the members', or a wait below
+--                              the key life, its drift and a third
 --              unsealed <cur>  the old step was never sealed here
 --              wait <ms>       the old step was sealed less than its wait
 --                              ago: <ms> left by the master's clock
@@ -91,7 +95,7 @@ local f = epoch(new)
 -- later one, lost or not: a master that came back with a newer record under
 -- another run keeps it until a repair of that epoch.
 local function newer()
-  return raw and raw ~= new and raw ~= string.gsub(new, ' single ', ' removed ', 1) and epoch(raw) >= f
+  return raw and raw ~= new and epoch(raw) >= f
 end
 if op == 'repair' then
   if cur == new then
@@ -100,6 +104,8 @@ if op == 'repair' then
   if newer() then
     return redis.error_reply('QLRECONFIG newer ' .. raw)
   end
+  -- The caller checked that a quorum of the configuration holds it
+  -- (Changer.Repair); the master only keeps a newer record.
   redis.call('HSET', KEYS[1], 'cur', new, 'members', ARGV[3], 'wait', ARGV[4], 'run', me, 'sealed', tostring(now))
   return 'repaired'
 end
@@ -107,9 +113,8 @@ if op == 'seal' then
   if cur ~= new then
     return redis.error_reply('QLRECONFIG notcurrent ' .. (cur or 'none'))
   end
-  local sealed = redis.call('HGET', KEYS[1], 'sealed')
-  if sealed then
-    return 'already ' .. sealed
+  if rec[4] then
+    return 'already ' .. rec[4]
   end
   redis.call('HSET', KEYS[1], 'sealed', tostring(now))
   return 'sealed ' .. now
@@ -154,11 +159,21 @@ local function step_rule(old, new)
       union = union + 1
     end
   end
+  if 2 * b.quorum <= b.n or b.quorum > b.n then
+    return 'quorum ' .. b.quorum .. ' of ' .. b.n .. ' masters is not a majority'
+  end
   if a.quorum + b.quorum <= union then
     return 'quorums ' .. a.quorum .. ' and ' .. b.quorum .. ' of ' .. union .. ' masters need not meet'
   end
   if b.maxkeyttl < a.maxkeyttl or b.drift < a.drift then
     return 'longest key life or drift factor lowered'
+  end
+  if epoch(ARGV[2]) ~= b.epoch then
+    return 'record of epoch ' .. epoch(ARGV[2]) .. ' for members of epoch ' .. b.epoch
+  end
+  -- the wait after this step (wire.Config.Wait), at least K + K*drift + K/3
+  if tonumber(ARGV[4]) < math.floor(b.maxkeyttl * (1 + b.drift) + b.maxkeyttl / 3) then
+    return 'wait ' .. ARGV[4] .. ' ms below the key life, its drift and a third'
   end
   return nil
 end
@@ -173,6 +188,11 @@ if part == 'fresh' then
   if newer() then
     return redis.error_reply('QLRECONFIG newer ' .. raw)
   end
+  if raw == ARGV[7] then
+    -- it holds the old record: a master of the old set, which takes a
+    -- step only by the rules below
+    return redis.error_reply('QLRECONFIG member ' .. raw)
+  end
 else
   if not cur then
     return redis.error_reply('QLRECONFIG norecord')
@@ -184,11 +204,11 @@ else
   if why then
     return redis.error_reply('QLRECONFIG rule ' .. why)
   end
-  local sealed = redis.call('HGET', KEYS[1], 'sealed')
+  local sealed = rec[4]
   if not sealed then
     return redis.error_reply('QLRECONFIG unsealed ' .. cur)
   end
-  local wait = tonumber(redis.call('HGET', KEYS[1], 'wait') or '0')
+  local wait = tonumber(rec[3] or '0')
   local left = tonumber(sealed) + wait - now
   if left > 0 and not string.find(ARGV[6], 'nowait', 1, true) then
     return redis.error_reply('QLRECONFIG wait ' .. left)

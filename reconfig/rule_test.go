@@ -15,8 +15,9 @@ import (
 // TestMastersCheckTheStepRule: the masters refuse a step that is not one
 // step, whatever the changer checked: install is called here directly,
 // past Step's own checks. A swap (quorums that need not meet), a skipped
-// epoch and a lowered key life are refused by every master of the old set
-// with the reason; the one step is taken.
+// epoch, a lowered drift factor, a quorum that is no majority, a wait
+// below the key life and a master of the old set told it is added are
+// refused with the reason; the one step is taken.
 func TestMastersCheckTheStepRule(t *testing.T) {
 	var addrs []string
 	masters := map[string]redis.Cmdable{}
@@ -59,8 +60,24 @@ func TestMastersCheckTheStepRule(t *testing.T) {
 			}
 		}
 	}
-	add := Config{Epoch: 2, Masters: addrs, Quorum: 3, MaxKeyTTL: time.Millisecond, DriftFactor: 0.01}
-	ans := ch.install(ctx, addrs[:3], add, e1.Record(), part)
+	// A quorum that is no majority of its set (3 of 4 would be; 2 is not).
+	minority := Config{Epoch: 2, Masters: addrs, Quorum: 2, MaxKeyTTL: time.Millisecond, DriftFactor: 0.01}
+	ans := ch.install(ctx, addrs[:3], minority, e1.Record(), part)
+	if got := ans[addrs[0]].String(); got != "refused: rule quorum 2 of 4 masters is not a majority" {
+		t.Errorf("a minority quorum: %q", got)
+	}
+	add := Config{Epoch: 2, Masters: addrs, Quorum: 3, MaxKeyTTL: time.Second, DriftFactor: 0.01}
+	// A wait below the key life (here 0), sent past install.
+	_, err := ch.call(ctx, addrs[0], "install", add.Record(), add.Text(), "0", "member", "", e1.Record())
+	if why, _ := refusal(err); why != "rule wait 0 ms below the key life, its drift and a third" {
+		t.Errorf("a wait of 0: %v", err)
+	}
+	// A master of the old set told it is added.
+	_, err = ch.call(ctx, addrs[0], "install", add.Record(), add.Text(), "1344", "fresh", "", e1.Record())
+	if why, _ := refusal(err); why != "member "+e1.Record() {
+		t.Errorf("a member told it is fresh: %v", err)
+	}
+	ans = ch.install(ctx, addrs[:3], add, e1.Record(), part)
 	for _, m := range addrs[:3] {
 		if got := ans[m].String(); !strings.HasPrefix(got, "installed") {
 			t.Errorf("the one step: %s answered %q", m, got)

@@ -32,7 +32,8 @@ import (
 // key a script names) and +hmget on top of the minimal ACL (which has
 // +info). It errors, changing nothing, for a malformed record and for a
 // Cluster client (the record is in no lock's hash slot). It is safe to call
-// while other calls run (each call reads the record once), but the
+// while other calls run (each call reads the record once, for its check,
+// its key life bound and its fencing epoch), but the
 // redlock.Client over the nodes must list exactly the masters of the
 // record's configuration, with its quorum (reconfig.Config's Masters and
 // Quorum): the masters check the record, not the list a client counts
@@ -77,14 +78,14 @@ func (c *nodeConfig) epochArg() any {
 }
 
 // keyMillis is ttlMillis for a key's TTL, refused without being sent when
-// it is above the longest key life of the Node's configuration (the wait
-// between two steps of a change is reckoned from it).
-func (n *Node) keyMillis(ttl time.Duration) (int64, error) {
+// it is above the longest key life of configuration c, the call's (the
+// wait between two steps of a change is reckoned from it).
+func (n *Node) keyMillis(c *nodeConfig, ttl time.Duration) (int64, error) {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
 		return 0, err
 	}
-	if c := n.config.Load(); c != nil && ms > c.keyTTL {
+	if c != nil && ms > c.keyTTL {
 		return 0, fmt.Errorf("redisnode: %s: %w: %w: key TTL %v is above the configuration's longest key life %v", n.addr, redlock.ErrNotSent, redlock.ErrInvalidConfig, ttl, time.Duration(c.keyTTL)*time.Millisecond)
 	}
 	return ms, nil
@@ -98,6 +99,7 @@ var configCheckSrc = mustRead("scripts/config_check.lua")
 type checkedScript struct {
 	s    *redis.Script
 	fast *script
+	keys int // the unchecked script's number of keys
 }
 
 var (
@@ -123,8 +125,8 @@ func init() {
 		cs := &checkedScript{s: redis.NewScript(src)}
 		checkedByScript[c.s] = cs
 		if c.fast != nil {
-			keys, _ := strconv.Atoi(c.fast.keysArg.(string))
-			cs.fast = newScript(cs.s, src, keys+1)
+			cs.keys, _ = strconv.Atoi(c.fast.keysArg.(string))
+			cs.fast = newScript(cs.s, src, cs.keys+1)
 			checkedByFast[c.fast] = cs
 		}
 		checkedNames[cs.s.Hash()] = checkedSource{name: "config_check.lua+" + c.name, src: src}
@@ -164,7 +166,7 @@ func (n *Node) checkedEval(rec *nodeConfig, s *script, args []any) (*script, []a
 	if c == nil {
 		return s, args
 	}
-	keys, _ := strconv.Atoi(s.keysArg.(string))
+	keys := c.keys
 	out := make([]any, 0, len(args)+3)
 	out = append(out, args[0], c.fast.hashArg, c.fast.keysArg)
 	out = append(out, args[3:3+keys]...)

@@ -179,8 +179,13 @@ var (
 // reused), falling back to EVAL when the server does not know the digest,
 // as redis.Script.Run does, and returns the integer reply.
 func (n *Node) eval(ctx context.Context, s *script, args []any) (int64, error) {
+	return n.evalWith(ctx, n.config.Load(), s, args)
+}
+
+// evalWith is eval with the Node's configuration as the call loaded it.
+func (n *Node) evalWith(ctx context.Context, cfg *nodeConfig, s *script, args []any) (int64, error) {
 	var res int64
-	err := n.evalCmd(ctx, s, args, func(cmd *redis.Cmd) (err error) {
+	err := n.evalCmdWith(ctx, cfg, s, args, func(cmd *redis.Cmd) (err error) {
 		res, err = cmd.Int64()
 		return err
 	})

@@ -35,7 +35,8 @@ var _ redlock.QueueNode = (*Node)(nil)
 // down to whole milliseconds and must be at least one; w.ID must be
 // non-empty without a newline. It implements redlock.QueueNode.
 func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
-	ms, err := n.keyMillis(ttl)
+	cfg := n.config.Load()
+	ms, err := n.keyMillis(cfg, ttl)
 	if err != nil {
 		return false, 0, err
 	}
@@ -50,7 +51,6 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	wa := waiterArgsFor(w.ID, w.Arrival.UnixMilli(), wms, w.Fair)
 	s := queuedFast
 	var acquired, counter int64
-	cfg := n.config.Load()
 	err = n.evalCmdWith(ctx, cfg, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.fenceArg, a.queueArg, a.qttlArg, a.qvalArg, a.grantArg,
 		a.valueArg, a.ms(ms), wa.idArg, wa.arrArg, wa.ttlArg, wa.modeArg,
 		testFlags(knobs.NoRunStamp.Load(), "anyrun", knobs.NoGrantTakeover.Load(), "notakeover", knobs.NoConfigStamp.Load(), "nostamp"), cfg.epochArg()}, func(cmd *redis.Cmd) error {

@@ -166,7 +166,8 @@ func (n *Node) Close() error {
 // when another value holds key or a release guard refused the acquire. ttl is
 // rounded down to whole milliseconds and must be at least one.
 func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ms, err := n.keyMillis(ttl)
+	cfg := n.config.Load()
+	ms, err := n.keyMillis(cfg, ttl)
 	if err != nil {
 		return false, err
 	}
@@ -175,7 +176,7 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 		return false, err
 	}
 	s := acquireFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(ms)})
+	res, err := n.evalWith(ctx, cfg, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.guardArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 
@@ -187,14 +188,14 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 // be older than what the server had handed out; scripts/acquire_fenced.lua).
 // It implements redlock.FencingNode.
 func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
-	ms, guard, fence, err := n.fencedArgs(key, value, ttl)
+	cfg := n.config.Load()
+	ms, guard, fence, err := n.fencedArgs(cfg, key, value, ttl)
 	if err != nil {
 		return false, 0, err
 	}
 	var res []any
 	err = n.do(ctx, func(ctx context.Context) error {
 		var err error
-		cfg := n.config.Load()
 		s, keys, args := n.checked(cfg, fencedScript, []string{key, guard, fence}, []any{value, ms, fenceFlags(), cfg.epochArg()})
 		res, err = s.Run(ctx, n.client, keys, args...).Slice()
 		return err
@@ -212,8 +213,8 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 // fencedArgs checks an acquire that reads the fencing counter (AcquireFenced,
 // AcquireQueued) and returns its TTL in milliseconds, its release-guard key
 // and the lock's fencing counter key.
-func (n *Node) fencedArgs(key, value string, ttl time.Duration) (ms int64, guard, fence string, err error) {
-	if ms, err = n.keyMillis(ttl); err != nil {
+func (n *Node) fencedArgs(cfg *nodeConfig, key, value string, ttl time.Duration) (ms int64, guard, fence string, err error) {
+	if ms, err = n.keyMillis(cfg, ttl); err != nil {
 		return 0, "", "", err
 	}
 	if guard, err = guardKey(key, value); err != nil {
@@ -331,17 +332,18 @@ var (
 // (compare-and-pexpire) and reports whether it did. It never creates the key.
 // ttl is rounded down to whole milliseconds and must be at least one.
 func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ms, err := n.keyMillis(ttl)
+	cfg := n.config.Load()
+	ms, err := n.keyMillis(cfg, ttl)
 	if err != nil {
 		return false, err
 	}
 	a, err := argsFor(key, value, ms)
 	if err != nil { // a key without a valid hash tag has no guard key, but extends
-		res, err := n.run(ctx, extendScript, []string{key}, value, ms)
+		res, err := n.runWith(ctx, cfg, extendScript, []string{key}, value, ms)
 		return res == 1, err
 	}
 	s := extendFast
-	res, err := n.eval(ctx, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.valueArg, a.ms(ms)})
+	res, err := n.evalWith(ctx, cfg, s, []any{"evalsha", s.hashArg, s.keysArg, a.keyArg, a.valueArg, a.ms(ms)})
 	return res == 1, err
 }
 

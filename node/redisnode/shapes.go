@@ -17,7 +17,8 @@ var _ redlock.ShapeNode = (*Node)(nil)
 // key's Cluster slot. ttl and h.WaitTTL are rounded down to whole
 // milliseconds; ttl must be at least one. It implements redlock.ShapeNode.
 func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
-	ms, err := n.keyMillis(ttl)
+	cfg := n.config.Load()
+	ms, err := n.keyMillis(cfg, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -29,7 +30,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if h.Yield {
 		yield = "1"
 	}
-	res, err := n.run(ctx, acquireHoldScript, []string{key, wire.WaitingKey(key), guard},
+	res, err := n.runWith(ctx, cfg, acquireHoldScript, []string{key, wire.WaitingKey(key), guard},
 		h.Group, h.ID, ms, h.Limit, h.Waiter, max(h.WaitTTL.Milliseconds(), 1), yield)
 	return int(max(res, 0)), err
 }
@@ -37,11 +38,12 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 // ExtendHold resets the expiry of one hold of key to ttl if it is still live
 // (extend_hold.lua); it never creates it. It implements redlock.ShapeNode.
 func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
-	ms, err := n.keyMillis(ttl)
+	cfg := n.config.Load()
+	ms, err := n.keyMillis(cfg, ttl)
 	if err != nil {
 		return false, err
 	}
-	res, err := n.run(ctx, extendHoldScript, []string{key}, h.Group, h.ID, ms)
+	res, err := n.runWith(ctx, cfg, extendHoldScript, []string{key}, h.Group, h.ID, ms)
 	return res == 1, err
 }
 
