@@ -192,13 +192,7 @@ func (n *Node) evalWith(ctx context.Context, cfg *nodeConfig, s *script, args []
 	return res, err
 }
 
-// evalCmd is eval that hands the reply to read.
-func (n *Node) evalCmd(ctx context.Context, s *script, args []any, read func(*redis.Cmd) error) error {
-	return n.evalCmdWith(ctx, n.config.Load(), s, args, read)
-}
-
-// evalCmdWith is evalCmd with the Node's configuration as the call loaded
-// it (checkedEval).
+// evalCmdWith is evalWith that hands the reply to read.
 func (n *Node) evalCmdWith(ctx context.Context, cfg *nodeConfig, s *script, args []any, read func(*redis.Cmd) error) error {
 	s, args = n.checkedEval(cfg, s, args)
 	err := n.do(ctx, func(ctx context.Context) error {
