@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/reconfig"
@@ -188,17 +189,20 @@ func TestStepsKeepOneHolder(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		first := time.Now()
 		require.NoError(t, r.ch.Step(ctx, e1, steps[0]))
 		if err := la.Extend(ctx); la.Valid() || err == nil { // valid but on a machine stalled for a whole TTL
 			require.ErrorIs(t, err, redlock.ErrConfigStale, "A's extend after the commit point")
 		}
+		second, err := r.ch.Read(ctx, s.old[0])
+		require.NoError(t, err)
 		require.NoError(t, r.ch.Step(ctx, steps[0], steps[1]))
+		third, err := r.ch.Read(ctx, s.old[0])
+		require.NoError(t, err)
 		if !knobs.NoReconfigWait.Load() {
-			// The masters took the second step no sooner than the wait
-			// after the first one's seal, which came after first (their
-			// clocks are this machine's; 5 ms for their whole milliseconds).
-			assert.GreaterOrEqual(t, time.Since(first), steps[0].Wait()-5*time.Millisecond, "the second step came the wait after the first")
+			// By master 0's own records: it took the second step (and
+			// sealed it) no sooner than the wait after its seal of the
+			// first.
+			assert.GreaterOrEqual(t, third.Sealed.Sub(second.Sealed), steps[0].Wait(), "the second step came the wait after the first")
 		}
 		return r, c, la, e3
 	}
@@ -664,9 +668,9 @@ func TestMastersSource(t *testing.T) {
 	// Only the added master holds epoch 2 (a fresh install, no commit).
 	info, err := r.admin[r.addrs[5]].Info(ctx, "server").Result()
 	require.NoError(t, err)
-	_, run, _ := strings.Cut(info, "run_id:")
-	run, _, _ = strings.Cut(run, "\r\n")
-	require.NoError(t, r.admin[r.addrs[5]].HSet(ctx, "quorumlock:config", "cur", e2.Record(), "members", e2.Text(), "run", run).Err())
+	si, err := redisinfo.Parse(r.addrs[5], info)
+	require.NoError(t, err)
+	require.NoError(t, r.admin[r.addrs[5]].HSet(ctx, "quorumlock:config", "cur", e2.Record(), "members", e2.Text(), "run", si.RunID).Err())
 	got, err = src(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, e1.Record(), got.Record(), "one master's record is no quorum")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -134,15 +135,14 @@ func TestConfigCheck(t *testing.T) {
 }
 
 // serverRun is the server's run as the configuration record holds it: its
-// run_id.
+// run_id (internal/redisinfo reads it).
 func serverRun(t *testing.T, rc *redis.Client) string {
 	t.Helper()
 	s, err := rc.Info(context.Background(), "server").Result()
 	require.NoError(t, err)
-	_, v, ok := strings.Cut(s, "run_id:")
-	require.True(t, ok)
-	v, _, _ = strings.Cut(v, "\r\n")
-	return v
+	si, err := redisinfo.Parse(rc.Options().Addr, s)
+	require.NoError(t, err)
+	return si.RunID
 }
 
 // TestConfigBoundsTheKeyTTL: a key TTL above the record's longest key life
