@@ -33,6 +33,7 @@ const (
 	roleWaiting             // a shared lock's waiting writers (AcquireHold)
 	roleQueue               // a waiting line's arrivals or entry expiries (AcquireQueued)
 	roleGrant               // a grant record (a release's hand-over)
+	roleConfig              // the master's configuration record (SetRecord)
 )
 
 // value is one key's value: a string, or a sorted set (set != nil).
@@ -95,7 +96,7 @@ func (n *Node) getLocked(key string, now time.Time) (s string, ok bool, err erro
 	switch {
 	case v == nil:
 		return "", false, nil
-	case v.set != nil || v.vals != nil:
+	case v.set != nil || v.vals != nil || v.role == roleConfig: // the record is a hash on Redis
 		return "", false, errWrongType
 	}
 	return v.str, true, nil

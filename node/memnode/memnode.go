@@ -282,7 +282,7 @@ func (n *Node) Keys() map[string]string {
 	for k := range n.data {
 		v := n.lookupLocked(k, now)
 		switch {
-		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue || v.role == roleGrant:
+		case v == nil || v.role == roleGuard || v.role == roleFence || v.role == roleQueue || v.role == roleGrant || v.role == roleConfig:
 		case v.set == nil:
 			out[k] = v.str
 		default:
@@ -418,10 +418,16 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 	if err != nil {
 		return false, err
 	}
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return false, err
+	}
 	var ok bool
 	var fail error
 	err = n.do(ctx, func() {
-		ok, fail = n.acquireLocked(key, value, guard, ttl, n.clock())
+		if fail = n.configLocked(rec); fail == nil {
+			ok, fail = n.acquireLocked(key, value, guard, ttl, n.clock())
+		}
 	})
 	if err != nil {
 		return false, err // do not read ok: a late command may still set it
@@ -464,10 +470,17 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return false, 0, err
+	}
 	var ok bool
 	var fence int64
 	var fail error
 	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return
@@ -519,9 +532,16 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 	if err != nil {
 		return false, err
 	}
+	rec, err := n.callRecord(ctx, 0)
+	if err != nil {
+		return false, err
+	}
 	var ok bool
 	var fail error
 	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		held, found, err := n.getLocked(key, now)
 		if err != nil || !found || held != value {
@@ -561,9 +581,16 @@ func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration)
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, err
 	}
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return false, err
+	}
 	var ok bool
 	var fail error
-	err := n.do(ctx, func() {
+	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		held, found, err := n.getLocked(key, now)
 		if err != nil || !found || held != value {

@@ -260,11 +260,18 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, err
 	}
 	gk, _ := n.grantKey(key)
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return false, 0, err
+	}
 	arrival := time.UnixMilli(w.Arrival.UnixMilli())
 	var ok bool
 	var fence int64
 	var fail error
 	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
 			return

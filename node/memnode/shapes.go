@@ -27,9 +27,16 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if err != nil {
 		return 0, err
 	}
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return 0, err
+	}
 	var count int
 	var fail error
 	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		holds, err := n.zsetLocked(key, now)
 		if err != nil {
@@ -84,9 +91,16 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, err
 	}
+	rec, err := n.callRecord(ctx, ttl)
+	if err != nil {
+		return false, err
+	}
 	var ok bool
 	var fail error
-	err := n.do(ctx, func() {
+	err = n.do(ctx, func() {
+		if fail = n.configLocked(rec); fail != nil {
+			return
+		}
 		now := n.clock()
 		holds, err := n.zsetLocked(key, now)
 		if err != nil {

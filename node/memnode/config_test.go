@@ -1,0 +1,174 @@
+package memnode_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/wire"
+	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// records returns two epochs of one configuration, and another
+// configuration of the first epoch.
+func records(t *testing.T) (e1, e2, other string) {
+	t.Helper()
+	c := wire.Config{Epoch: 1, Masters: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}, Quorum: 2, MaxKeyTTL: time.Minute, DriftFactor: 0.01}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	e1 = c.Record()
+	c.Epoch = 2
+	e2 = c.Record()
+	c.Epoch, c.Masters = 1, []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.4:6379"}
+	return e1, e2, c.Record()
+}
+
+// TestConfigCheck: every call that counts a vote is checked against the
+// master's record in the same step, with the reply redisnode's
+// config_check.lua gives (TestConfigCheck there, on a real server);
+// releases are not checked; a record of another run counts as none.
+func TestConfigCheck(t *testing.T) {
+	e1, e2, other := records(t)
+	n := memnode.New("m1")
+	ctx := memnode.WithRecord(context.Background(), e1)
+	calls := map[string]func(key string) error{
+		"Acquire": func(key string) error { _, err := n.Acquire(ctx, key, "v", time.Second); return err },
+		"Extend":  func(key string) error { _, err := n.Extend(ctx, key, "v", time.Second); return err },
+		"AcquireFenced": func(key string) error {
+			_, _, err := n.AcquireFenced(ctx, key, "v", time.Second)
+			return err
+		},
+		"RaiseFence": func(key string) error { _, err := n.RaiseFence(ctx, key, "v", 7); return err },
+		"AcquireQueued": func(key string) error {
+			_, _, err := n.AcquireQueued(ctx, key, "v", time.Second, redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Second})
+			return err
+		},
+		"AcquireHold": func(key string) error {
+			_, err := n.AcquireHold(ctx, key, redlock.Hold{Group: "g", ID: "h"}, time.Second)
+			return err
+		},
+		"ExtendHold": func(key string) error {
+			_, err := n.ExtendHold(ctx, key, redlock.Hold{Group: "g", ID: "h"}, time.Second)
+			return err
+		},
+	}
+	refused := func(t *testing.T, err error, reply string, stale bool) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), reply) || errors.Is(err, redlock.ErrConfigStale) != stale || !strings.Contains(err.Error(), "m1") {
+			t.Errorf("got %v, want the reply %q naming the node, ErrConfigStale %v", err, reply, stale)
+		}
+		var rerr interface{ RedisError() }
+		if !errors.As(err, &rerr) {
+			t.Errorf("%v: not marked as the master's reply", err)
+		}
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			n.SetRecord("")
+			refused(t, call(name), "QLCONFIG none", false)
+
+			n.SetRecord(e1)
+			if err := call(name); err != nil {
+				t.Errorf("the same record: %v", err)
+			}
+
+			// The same record, then a restart that keeps the keys: the
+			// record is of another run.
+			n.Restart(true)
+			refused(t, call(name), "QLCONFIG none", false)
+			knobs.NoConfigRun.Store(true)
+			err := call(name)
+			knobs.NoConfigRun.Store(false)
+			if err != nil {
+				t.Errorf("NoConfigRun trusts a record of another run: %v", err)
+			}
+
+			n.SetRecord(e2)
+			refused(t, call(name), "QLCONFIG stale "+e2, true)
+			n.SetRecord(other)
+			refused(t, call(name), "QLCONFIG differs "+other, true)
+			n.SetRecord("2 removed")
+			refused(t, call(name), "QLCONFIG stale 2 removed", true)
+			n.Restart(false)
+			refused(t, call(name), "QLCONFIG none", false)
+		})
+	}
+
+	// A master behind the client: a failed vote, and nothing changed.
+	n.SetRecord(e1)
+	_, err := n.Acquire(memnode.WithRecord(context.Background(), e2), "behind", "v", time.Second)
+	refused(t, err, "QLCONFIG behind "+e1, false)
+	if _, held := n.Keys()["behind"]; held {
+		t.Error("a refused call took the key")
+	}
+
+	// Releases are never checked: a stale client deletes its own key.
+	if ok, err := n.Acquire(ctx, "mine", "v", time.Minute); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	n.SetRecord(e2)
+	if ok, err := n.Release(ctx, "mine", "v", time.Second); !ok || err != nil {
+		t.Errorf("a stale client's release: %v %v", ok, err)
+	}
+
+	// The record is not a lock's key, and a lock of its name meets the
+	// wrong type, as on Redis (a hash).
+	if _, shown := n.Keys()[wire.ConfigKey]; shown {
+		t.Error("Keys shows the configuration record")
+	}
+	if _, err := n.Acquire(context.Background(), wire.ConfigKey, "v", time.Second); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("a lock named %s: %v, want WRONGTYPE", wire.ConfigKey, err)
+	}
+
+	// knobs.NoConfigCheck: the call goes unchecked.
+	knobs.NoConfigCheck.Store(true)
+	_, err = n.Acquire(ctx, "unchecked", "v", time.Second)
+	knobs.NoConfigCheck.Store(false)
+	if err != nil {
+		t.Errorf("NoConfigCheck: %v", err)
+	}
+}
+
+// TestConfigBoundsTheKeyTTL: a call carrying a record whose key life is
+// shorter than its TTL, or a malformed record, sends nothing.
+func TestConfigBoundsTheKeyTTL(t *testing.T) {
+	e1, _, _ := records(t)
+	n := memnode.New("m1")
+	n.SetRecord(e1)
+	_, err := n.Acquire(memnode.WithRecord(context.Background(), e1), "k", "v", time.Minute+time.Millisecond)
+	if !errors.Is(err, redlock.ErrNotSent) || !errors.Is(err, redlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "1m0.001s") {
+		t.Errorf("TTL above the key life: %v", err)
+	}
+	_, err = n.Extend(memnode.WithRecord(context.Background(), "1 single x"), "k", "v", time.Second)
+	if !errors.Is(err, redlock.ErrNotSent) || !errors.Is(err, redlock.ErrInvalidConfig) || !strings.Contains(err.Error(), `"1 single x"`) {
+		t.Errorf("a malformed record: %v", err)
+	}
+	if len(n.Keys()) != 0 {
+		t.Errorf("keys %v after calls that sent nothing", n.Keys())
+	}
+}
+
+// TestRecordSurvivesAsTheKeysDo: RestartFromCheckpoint brings back the
+// checkpoint's record, written by the old run: it counts as none.
+func TestRecordSurvivesAsTheKeysDo(t *testing.T) {
+	e1, e2, _ := records(t)
+	n := memnode.New("m1")
+	n.SetRecord(e1)
+	n.Checkpoint()
+	n.SetRecord(e2)
+	n.RestartFromCheckpoint()
+	ctx := memnode.WithRecord(context.Background(), e1)
+	if _, err := n.Acquire(ctx, "k", "v", time.Second); err == nil || !strings.Contains(err.Error(), "QLCONFIG none") {
+		t.Errorf("the checkpoint's record of the old run: %v, want QLCONFIG none", err)
+	}
+	knobs.NoConfigRun.Store(true)
+	defer knobs.NoConfigRun.Store(false)
+	if ok, err := n.Acquire(ctx, "k", "v", time.Second); !ok || err != nil {
+		t.Errorf("NoConfigRun: the rolled-back record %s is trusted: %v %v", e1, ok, err)
+	}
+}
