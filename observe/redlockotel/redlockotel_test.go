@@ -285,8 +285,12 @@ func TestSpansAndMetricsOnRealMasters(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		waitFor(t, "the rollback on master 2 and the paused master's release queued", func() bool {
 			return w.count(t, "quorumlock.node.calls", "quorumlock.lock.class=rollback", "quorumlock.node.op=rollback", "quorumlock.vote=yes") == 1 &&
-				w.count(t, "quorumlock.release.backlog", "quorumlock.node="+w.servers[1].Addr()) == 1
+				w.count(t, "quorumlock.release.backlog.changes", "quorumlock.backlog.change=queued", "quorumlock.lock.class=rollback") == 1
 		})
+		// The node's backlog may also hold a call of an earlier subtest
+		// that timed out on a loaded machine (a LeaveQueue): this
+		// rollback's release is one of its entries.
+		assert.GreaterOrEqual(t, w.count(t, "quorumlock.release.backlog", "quorumlock.node="+w.servers[1].Addr()), 1.0)
 		acq := w.ended(redlockotel.SpanAcquire, "rollback:1")
 		require.Len(t, acq, 1)
 		assert.Equal(t, codes.Error, acq[0].Status().Code)

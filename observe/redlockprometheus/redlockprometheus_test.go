@@ -216,13 +216,16 @@ func TestMetricsOnRealMasters(t *testing.T) {
 		waitFor(t, "the rollback on master 2, and the paused master's release queued", func() bool {
 			got := metrics(t, reg)
 			return sum(got, "quorumlock_node_calls_total", "class=rollback", "op=rollback", "vote=yes") == 1 &&
-				got["quorumlock_release_backlog{node="+ms.servers[1].Addr()+"}"] == 1
+				got["quorumlock_release_backlog_changes_total{change=queued,class=rollback,node="+ms.servers[1].Addr()+"}"] == 1
 		})
 		got := metrics(t, reg)
+		// The node's backlog may also hold a call of an earlier subtest
+		// that timed out on a loaded machine (a LeaveQueue): this
+		// rollback's release is one of its entries.
+		assert.GreaterOrEqual(t, got["quorumlock_release_backlog{node="+ms.servers[1].Addr()+"}"], 1.0)
 		assert.Equal(t, 1.0, got["quorumlock_lock_wait_seconds_count{class=rollback,outcome=contended,shape=mutex}"])
 		assert.Equal(t, 1.0, got["quorumlock_lock_attempts_sum{class=rollback,outcome=contended,shape=mutex}"])
 		assert.Equal(t, 1.0, got["quorumlock_node_calls_total{class=rollback,node="+ms.servers[1].Addr()+",op=acquire,vote=timeout}"])
-		assert.Equal(t, 1.0, got["quorumlock_release_backlog_changes_total{change=queued,class=rollback,node="+ms.servers[1].Addr()+"}"])
 		require.NoError(t, ms.servers[1].Resume())
 		waitFor(t, "the queued release retried once the master answers", func() bool {
 			got := metrics(t, reg)
