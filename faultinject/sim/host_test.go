@@ -22,7 +22,7 @@ func TestHostFaultDraw(t *testing.T) {
 		for _, fam := range Families {
 			p := NewPlan(seed, fam)
 			base := drawPlan(seed, fam)
-			base.Fair, base.LockRetry = p.Fair, p.LockRetry
+			base.Fair, base.LockRetry, base.Change = p.Fair, p.LockRetry, p.Change // drawn from streams of their own
 			stripped := p
 			stripped.Faults = nil
 			host := false

@@ -46,6 +46,9 @@ var knobVars = map[string]*atomic.Bool{
 	"ExtendCountsHanded":  &knobs.ExtendCountsHanded,
 
 	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
+
+	"NoConfigCheck":  &knobs.NoConfigCheck,
+	"NoReconfigWait": &knobs.NoReconfigWait,
 }
 
 func knobNames() []string {
@@ -163,6 +166,15 @@ var knobCases = []struct {
 	// A full disk's MISCONF taken as a final answer: a release refused on
 	// a full disk is not retried, and its key outlives the clients.
 	{"NoBusyRetry", Disks, "", nil},
+	// The online change of the masters (issue 31). Calls without their
+	// configuration's record: a client that loads a step late (or never)
+	// counts a quorum of a set the masters left, two steps from another
+	// client's.
+	{"NoConfigCheck", Reconfig, "mutual-exclusion", nil},
+	// Steps back to back: a lease taken on a quorum of one configuration
+	// is still valid when, two steps on, a quorum of the masters that
+	// holds none of its keys grants the lock again.
+	{"NoReconfigWait", Reconfig, "mutual-exclusion", nil},
 }
 
 // knobBudgets overrides knobBudget for a violation that needs more

@@ -235,7 +235,7 @@ func (l *link) exchange(ctx context.Context, f func(context.Context) reply, appl
 		if l.m.Runs() != run {
 			return // sent to a run that died: lost with its connection
 		}
-		r := f(l.w.deliveries.current())
+		r := f(carried(ctx, l.w.deliveries.current()))
 		if d := replyDelay(); d > 0 && !errors.Is(r.err, redlock.ErrNotSent) {
 			time.Sleep(d)
 		}

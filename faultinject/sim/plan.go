@@ -39,11 +39,13 @@ const (
 	// The host faults of the chaos suite's second round.
 	Strobes Family = "strobes" // every master's clock strobing within the drift allowance
 	Disks   Family = "disks"   // masters' disks full (writes refused with MISCONF) among mixed faults
+	// The online change of the masters (issue 31).
+	Reconfig Family = "reconfig" // two of five masters replaced one step at a time while clients load each configuration late
 )
 
 // Families lists every family, in a fixed order (new families go last, so
 // that a seed's family in a run of all of them is what it was before).
-var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes, Late, Aliases, Leaks, Strobes, Disks}
+var Families = []Family{Mixed, Stragglers, Cancels, FastClocks, Restarts, Fences, Shapes, Late, Aliases, Leaks, Strobes, Disks, Reconfig}
 
 // ShapeKind is the kind of lock on one name (docs/shapes.md).
 type ShapeKind int
@@ -255,6 +257,9 @@ type Plan struct {
 	// stream of its own (fairStream, see drawFair), so that a plan without
 	// it is exactly the plan its seed drew before the fair queue existed.
 	Fair bool
+	// Change: the masters change during the run (family Reconfig; nil:
+	// they do not). Drawn from a stream of its own (drawChange).
+	Change *Change
 }
 
 // fairStream seeds the random stream Plan.Fair is drawn from, apart from
@@ -336,6 +341,7 @@ func NewPlan(seed uint64, f Family) Plan {
 	fair, lockRetry := drawFair(seed, f)
 	p.Fair, p.LockRetry = fair, p.LockRetry || lockRetry
 	p.drawHostFaults(seed)
+	p.drawChange(seed)
 	return p
 }
 
@@ -465,6 +471,18 @@ func drawPlan(seed uint64, f Family) Plan {
 		p.PauseP, p.Quar, p.Delay = 0, false, 0
 		kinds = []FaultKind{ClockStrobe}
 		nFaults = p.Masters
+	case Reconfig:
+		// Seven masters, five at a time (drawChange): pauses, cuts, slow
+		// links and restarts with their keys (repaired), no fencing (the
+		// fencing counters' epoch stamp is redisnode's alone), no
+		// lock-delay, TTLs short enough for four steps and their waits.
+		p.Masters = 7
+		p.Clients = 3 + r.IntN(2)
+		p.TTL = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond}[r.IntN(2)]
+		p.Duration = 4 * time.Second
+		p.Fencing, p.Delay = false, 0
+		kinds = []FaultKind{MasterPause, Partition, Partition, Isolate, SlowLink, RestartKeep}
+		nFaults = r.IntN(4)
 	case Disks:
 		// Full disks (a minority or more at once) among ordinary faults.
 		kinds = []FaultKind{DiskFull, DiskFull, DiskFull, MasterPause, Partition, SlowLink, RestartKeep}
@@ -668,6 +686,9 @@ func (p Plan) String() string {
 	}
 	if p.Fair {
 		b.WriteString(" fair=true")
+	}
+	if p.Change != nil {
+		b.WriteString("\n  " + p.Change.String())
 	}
 	for _, f := range p.Faults {
 		b.WriteString("\n  " + f.String())

@@ -113,7 +113,15 @@ func holdsToken(value, token string) bool {
 // server.
 func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 	n := 0
-	for _, m := range w.masters {
+	masters, quorum := w.masters, sh.quorum(w.plan.addrs())
+	if w.change != nil { // the masters and quorum of the lease's configuration
+		cfg := w.change.cfgs[h.cfg]
+		masters, quorum = nil, cfg.Quorum
+		for _, m := range w.change.index(cfg) {
+			masters = append(masters, w.masters[m])
+		}
+	}
+	for _, m := range masters {
 		v, ok := m.Keys()[h.name]
 		if ok && sh.Kind != MutexLock {
 			ok = slices.ContainsFunc(strings.Split(v, " "), func(mem string) bool {
@@ -128,7 +136,7 @@ func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 		}
 	}
 	w.record(history.Event{Client: h.client, Kind: history.Covered, At: w.at(time.Now()), Lock: h.name, Token: lease.Token(),
-		Until: w.at(lease.Until()), Copies: n, Quorum: sh.quorum(w.plan.addrs())})
+		Until: w.at(lease.Until()), Copies: n, Quorum: quorum})
 }
 
 // leftovers records, as events of kind k (history.Leftover: after every

@@ -16,7 +16,7 @@ var (
 
 // ciSchedules is the CI budget per family of TestSimulate; the families
 // of the probe findings (late, aliases, leaks) and of the host faults
-// (strobes, disks) run fewer (ciNewSchedules) so that the CI time stays
+// (strobes, disks) and of the change of the masters (reconfig) run fewer (ciNewSchedules) so that the CI time stays
 // about what it was.
 const (
 	ciSchedules    = 400
@@ -28,7 +28,7 @@ const (
 func TestSimulate(t *testing.T) {
 	for _, fam := range Families {
 		n := uint64(ciSchedules)
-		if fam == Late || fam == Aliases || fam == Leaks || fam == Strobes || fam == Disks {
+		if fam == Late || fam == Aliases || fam == Leaks || fam == Strobes || fam == Disks || fam == Reconfig {
 			n = ciNewSchedules
 		}
 		if testing.Short() || raceEnabled {

@@ -67,6 +67,7 @@ type hold struct {
 	write      bool   // RWLock: a write lease (a read lease otherwise)
 	owner      string // ReentrantLock: the lease's owner
 	depth      int    // ReentrantLock: 1 for an outer lease, 2 for a re-entry inside it
+	cfg        int    // a Change's configuration the client held it on (index)
 }
 
 type world struct {
@@ -81,6 +82,8 @@ type world struct {
 	stores  []*memnode.FencedStore
 
 	deliveries deliveries
+	// change: the plan's Change as it runs (nil without one).
+	change *changeRun
 	// wait is a script's bound on its waiting Lock calls (Script.Wait).
 	wait time.Duration
 
@@ -159,76 +162,34 @@ func Run(plan Plan) Result {
 	for i := range w.stores {
 		w.stores[i] = &memnode.FencedStore{}
 	}
-	copts := []redlock.ClientOption{
-		redlock.WithNodeTimeout(nodeTimeout), redlock.WithReleaseTimeout(releaseTimeout),
-		redlock.WithDriftFactor(plan.Drift), redlock.WithMaxInFlight(plan.MaxIn),
-	}
-	if plan.Quar {
-		copts = append(copts, redlock.WithRestartQuarantine(0))
-	}
-	lopts := []redlock.LockOption{redlock.WithTTL(plan.TTL), redlock.WithLockDelay(plan.Delay),
-		redlock.WithRetryBackoff(retryMin, retryMax)}
-	if plan.Fencing {
-		lopts = append(lopts, redlock.WithFencing())
-	}
-	if plan.Renew {
-		lopts = append(lopts, redlock.WithAutoRenew(0))
-	}
 	w.full = make([]time.Time, plan.Masters)
 	for c := range plan.Clients {
 		var ls []*link
-		var ns []redlock.Node
 		for m := range plan.Masters {
-			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
-			ls = append(ls, l)
-			ns = append(ns, l)
+			ls = append(ls, &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}})
 		}
 		// A server listed twice: its second address, last in the list.
 		for _, a := range plan.aliases() {
-			l := &link{w: w, client: c, master: a.Master, addr: len(ls), alias: true, from: w.t0.Add(a.At),
-				m: w.masters[a.Master], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
-			ls = append(ls, l)
-			ns = append(ns, l)
+			ls = append(ls, &link{w: w, client: c, master: a.Master, addr: len(ls), alias: true, from: w.t0.Add(a.At),
+				m: w.masters[a.Master], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}})
 		}
 		w.links = append(w.links, ls)
-		cl, err := redlock.New(ns, copts...)
-		if err != nil {
-			panic(err)
-		}
-		w.clients = append(w.clients, cl)
-		mus := make([]*redlock.Mutex, len(plan.Names))
-		rws := make([][2]*redlock.Mutex, len(plan.Names))
-		sems := make([]*redlock.Mutex, len(plan.Names))
-		for i, name := range plan.Names {
-			var err error
-			switch sh := plan.shape(i); sh.Kind {
-			case MutexLock:
-				o := lopts
-				if plan.Fair {
-					o = append(slices.Clip(lopts), redlock.WithFairQueue())
-				}
-				mus[i], err = cl.NewMutex(name, o...)
-			case ReentrantLock:
-				mus[i], err = cl.NewReentrant(name, ownerName(plan.Owners[c]), lopts...)
-			case RWLock:
-				o := lopts
-				if sh.Prefer {
-					o = append(slices.Clip(lopts), redlock.WithWriterPreference())
-				}
-				rws[i][0], rws[i][1], err = cl.NewRWMutex(name, o...)
-			case SemaphoreLock:
-				sems[i], err = cl.NewSemaphore(name, sh.K, lopts...)
-			}
-			if err != nil {
-				panic(err)
-			}
-		}
-		w.mutexes = append(w.mutexes, mus)
-		w.rws = append(w.rws, rws)
-		w.sems = append(w.sems, sems)
+	}
+	if plan.Change != nil {
+		w.change = w.newChange() // the clients' nodes are its first configuration's
+	}
+	for c := range plan.Clients {
+		g := w.newClient(c, w.nodes(c, 0))
+		w.clients = append(w.clients, g.client)
+		w.mutexes = append(w.mutexes, g.mutexes)
+		w.rws = append(w.rws, g.rws)
+		w.sems = append(w.sems, g.sems)
 	}
 	// Masters have been up for a while before the clients start.
 	time.Sleep(plan.TTL + plan.Delay)
+	if w.change != nil {
+		w.initRecords()
+	}
 	// Each client meets every master (reads its identity) one after the
 	// other, so that no worker's first call races another's for it. A late
 	// client does so when it starts.
@@ -241,6 +202,9 @@ func Run(plan Plan) Result {
 
 	var wg sync.WaitGroup
 	wg.Go(w.faults)
+	if w.change != nil {
+		wg.Go(w.changer)
+	}
 	for c := range plan.Clients {
 		start := func() {
 			for k := range plan.Workers {
@@ -266,7 +230,7 @@ func Run(plan Plan) Result {
 // warmUp is client c's first contact with every master: one lock and
 // unlock, before its workers start.
 func (w *world) warmUp(c int) {
-	mu, err := w.clients[c].NewMutex("warm-up", redlock.WithTTL(w.plan.TTL))
+	mu, err := w.current(c).client.NewMutex("warm-up", redlock.WithTTL(w.plan.TTL))
 	if err != nil {
 		panic(err)
 	}
@@ -274,6 +238,99 @@ func (w *world) warmUp(c int) {
 		_ = lease.Unlock(context.Background())
 	}
 	w.checkStats(c)
+}
+
+// generation is a client with its locks, one per name (a mutex or
+// reentrant mutex, an RWLock's reader and writer, a semaphore), as the
+// world's workers use them.
+type generation struct {
+	client  *redlock.Client
+	mutexes []*redlock.Mutex
+	rws     [][2]*redlock.Mutex
+	sems    []*redlock.Mutex
+	cfg     int // a Change's configuration (index), 0 without one
+}
+
+// nodes is what client c lists: every link (and alias), or in a plan with
+// a Change the links to the masters of its configuration cfg, each
+// carrying cfg's record (configured).
+func (w *world) nodes(c, cfg int) []redlock.Node {
+	var ns []redlock.Node
+	if w.change == nil {
+		for _, l := range w.links[c] {
+			ns = append(ns, l)
+		}
+		return ns
+	}
+	conf := w.change.cfgs[cfg]
+	for _, m := range w.change.index(conf) {
+		ns = append(ns, configured{link: w.links[c][m], rec: conf.Record()})
+	}
+	return ns
+}
+
+// newClient builds client c's redlock.Client over ns and its locks, with
+// the plan's options.
+func (w *world) newClient(c int, ns []redlock.Node) generation {
+	plan := w.plan
+	copts := []redlock.ClientOption{
+		redlock.WithNodeTimeout(nodeTimeout), redlock.WithReleaseTimeout(releaseTimeout),
+		redlock.WithDriftFactor(plan.Drift), redlock.WithMaxInFlight(plan.MaxIn),
+	}
+	if plan.Quar {
+		copts = append(copts, redlock.WithRestartQuarantine(0))
+	}
+	lopts := []redlock.LockOption{redlock.WithTTL(plan.TTL), redlock.WithLockDelay(plan.Delay),
+		redlock.WithRetryBackoff(retryMin, retryMax)}
+	if plan.Fencing {
+		lopts = append(lopts, redlock.WithFencing())
+	}
+	if plan.Renew {
+		lopts = append(lopts, redlock.WithAutoRenew(0))
+	}
+	cl, err := redlock.New(ns, copts...)
+	if err != nil {
+		panic(err)
+	}
+	g := generation{client: cl, mutexes: make([]*redlock.Mutex, len(plan.Names)),
+		rws: make([][2]*redlock.Mutex, len(plan.Names)), sems: make([]*redlock.Mutex, len(plan.Names))}
+	for i, name := range plan.Names {
+		var err error
+		switch sh := plan.shape(i); sh.Kind {
+		case MutexLock:
+			o := lopts
+			if plan.Fair {
+				o = append(slices.Clip(lopts), redlock.WithFairQueue())
+			}
+			g.mutexes[i], err = cl.NewMutex(name, o...)
+		case ReentrantLock:
+			g.mutexes[i], err = cl.NewReentrant(name, ownerName(plan.Owners[c]), lopts...)
+		case RWLock:
+			o := lopts
+			if sh.Prefer {
+				o = append(slices.Clip(lopts), redlock.WithWriterPreference())
+			}
+			g.rws[i][0], g.rws[i][1], err = cl.NewRWMutex(name, o...)
+		case SemaphoreLock:
+			g.sems[i], err = cl.NewSemaphore(name, sh.K, lopts...)
+		}
+		if err != nil {
+			panic(err)
+		}
+	}
+	return g
+}
+
+// current returns client c's client and its locks now (a Change's reload
+// replaces them).
+func (w *world) current(c int) generation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := generation{client: w.clients[c], mutexes: w.mutexes[c], rws: w.rws[c], sems: w.sems[c]}
+	if w.change != nil {
+		g.cfg = w.change.loaded[c]
+	}
+	return g
 }
 
 // backlogFull reports whether master m is paused with its accept queue
@@ -349,10 +406,18 @@ func (w *world) faults() {
 		case DiskFull:
 			evs = append(evs, ev{f.At, func() { m.SetDiskFull(true) }}, ev{end, func() { m.SetDiskFull(false) }})
 		case RestartKeep:
-			evs = append(evs, ev{f.At, func() { m.Restart(true) }})
+			evs = append(evs, ev{f.At, func() {
+				m.Restart(true)
+				if w.change != nil {
+					w.repair(f.Master)
+				}
+			}})
 		case RestartEmpty:
 			evs = append(evs, ev{f.At, func() {
 				m.Restart(false)
+				if w.change != nil {
+					w.repair(f.Master)
+				}
 				w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 			}})
 		case ClockJump:
@@ -433,6 +498,9 @@ func (w *world) checkErr(op string, err error, allowed []error) {
 	if err == nil {
 		return
 	}
+	if w.change != nil && errors.Is(err, redlock.ErrConfigStale) {
+		return // a master refused the client's configuration: it loads the newest (staleRefusal)
+	}
 	if len(w.plan.aliases()) > 0 && errors.Is(err, redlock.ErrInvalidConfig) {
 		// A server found behind two addresses: the client refuses new
 		// work (its releases still go out: checked after Close).
@@ -463,7 +531,7 @@ func (w *world) checkStats(c int) {
 			w.violate("%d goroutines in the process, bound %d", g, maxGoroutines)
 		}
 	}
-	st := w.clients[c].Stats()
+	st := w.current(c).client.Stats()
 	for m := range st.InFlight {
 		if st.InFlight[m] > w.plan.MaxIn {
 			w.violate("c%d: %d calls in flight on m%d, cap %d", c, st.InFlight[m], m, w.plan.MaxIn)
@@ -492,18 +560,19 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 	sleep(time.Duration(1+rng.Int64N(int64(10*time.Millisecond))), nil) // no two workers start together
 	for time.Now().Before(end) {
 		ni := rng.IntN(len(p.Names))
-		tryLock, lock := w.mutexes[c][ni].TryLock, w.mutexes[c][ni].Lock
+		g := w.current(c)
+		tryLock, lock := g.mutexes[ni].TryLock, g.mutexes[ni].Lock
 		sh := p.shape(ni)
 		write := false
 		switch sh.Kind {
 		case RWLock:
-			rw := w.rws[c][ni]
+			rw := g.rws[ni]
 			tryLock, lock = rw[0].TryLock, rw[0].Lock
 			if write = rng.IntN(3) == 0; write {
 				tryLock, lock = rw[1].TryLock, rw[1].Lock
 			}
 		case SemaphoreLock:
-			tryLock, lock = w.sems[c][ni].TryLock, w.sems[c][ni].Lock
+			tryLock, lock = g.sems[ni].TryLock, g.sems[ni].Lock
 		}
 		timeout := time.Duration(300e6 + rng.Int64N(1000e6))
 		if p.CancelP > 0 && rng.Float64() < p.CancelP {
@@ -525,13 +594,14 @@ func (w *world) worker(c, id int, rng *rand.Rand) {
 		}
 		cancel()
 		w.tried("lock", err)
+		w.staleRefusal(c, err)
 		w.checkStats(c)
 		if err != nil {
 			// Back off on the schedule's stream (not redlock's jitter).
 			sleep(p.TTL/50+time.Duration(rng.Int64N(int64(p.TTL/5))), nil)
 			continue
 		}
-		w.holdLease(c, id, ni, &hold{write: write, depth: 1}, lease, rng)
+		w.holdLease(c, id, ni, &hold{write: write, depth: 1, cfg: g.cfg}, lease, rng)
 		w.checkStats(c)
 		sleep(time.Duration(rng.Int64N(10e6)), nil)
 	}
@@ -561,7 +631,7 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 				}
 			}
 		}()
-		return w.mutexes[c][ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
+		return w.current(c).mutexes[ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
 			lease = l
 			w.mu.Lock()
 			w.attempts++
@@ -603,7 +673,7 @@ func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *ran
 	if sh.Kind == ReentrantLock && h.depth == 1 && rng.IntN(3) == 0 {
 		// Re-enter while holding: the same owner must get in at once.
 		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
-		inner, err := w.mutexes[c][ni].TryLock(ctx)
+		inner, err := w.current(c).mutexes[ni].TryLock(ctx)
 		cancel()
 		w.checkErr("re-entry", err, lockErrs)
 		if err == nil {
@@ -705,13 +775,19 @@ func (w *world) finish() {
 	if d := time.Until(w.t0.Add(p.Duration)); d > 0 {
 		time.Sleep(d)
 	}
+	var retired []*redlock.Client
+	if w.change != nil {
+		w.mu.Lock()
+		w.change.ended = true // no reload from now on
+		retired = w.change.retired
+		w.mu.Unlock()
+	}
 	for c, cl := range w.clients {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := cl.Close(ctx); err != nil {
-			w.violate("c%d: Close: %v", c, err)
-		}
-		cancel()
+		w.closeClient(c, cl)
 		w.checkStats(c)
+	}
+	for _, cl := range retired {
+		w.closeClient(-1, cl)
 	}
 	// Let every request still in the network land.
 	var slow time.Duration

@@ -40,18 +40,20 @@ func WithRecord(ctx context.Context, record string) context.Context {
 
 // SetRecord writes record as the master's configuration record (the
 // "cur" of wire.ConfigKey that a step of package reconfig writes), stamped
-// with the node's current run; "" deletes it. It is a key of the keyspace,
-// wire.ConfigKey: Restart(false) loses it, RestartFromCheckpoint brings back
-// the Checkpoint's, and a record of an earlier run counts as none (as on
-// Redis; knobs.NoConfigRun trusts it). It is safe to call while calls run.
-func (n *Node) SetRecord(record string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if record == "" {
-		delete(n.data, wire.ConfigKey)
-		return
-	}
-	n.data[wire.ConfigKey] = &value{str: n.runID + " " + record, role: roleConfig}
+// with the node's current run; "" deletes it. It is a command like the
+// others: a paused node applies it on resume, a failed one refuses it, and
+// it errors when ctx ends first (it may still apply). The record is a key
+// of the keyspace, wire.ConfigKey: Restart(false) loses it,
+// RestartFromCheckpoint brings back the Checkpoint's, and a record of an
+// earlier run counts as none (as on Redis; knobs.NoConfigRun trusts it).
+func (n *Node) SetRecord(ctx context.Context, record string) error {
+	return n.do(ctx, func() {
+		if record == "" {
+			delete(n.data, wire.ConfigKey)
+			return
+		}
+		n.data[wire.ConfigKey] = &value{str: n.runID + " " + record, role: roleConfig}
+	})
 }
 
 // callRecord is the record ctx carries (WithRecord), checked against ttl as

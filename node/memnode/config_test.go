@@ -28,6 +28,14 @@ func records(t *testing.T) (e1, e2, other string) {
 	return e1, e2, c.Record()
 }
 
+// setRecord is n.SetRecord, which must not fail.
+func setRecord(t *testing.T, n *memnode.Node, record string) {
+	t.Helper()
+	if err := n.SetRecord(context.Background(), record); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConfigCheck: every call that counts a vote is checked against the
 // master's record in the same step, with the reply redisnode's
 // config_check.lua gives (TestConfigCheck there, on a real server);
@@ -69,10 +77,10 @@ func TestConfigCheck(t *testing.T) {
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
-			n.SetRecord("")
+			setRecord(t, n, "")
 			refused(t, call(name), "QLCONFIG none", false)
 
-			n.SetRecord(e1)
+			setRecord(t, n, e1)
 			if err := call(name); err != nil {
 				t.Errorf("the same record: %v", err)
 			}
@@ -88,11 +96,11 @@ func TestConfigCheck(t *testing.T) {
 				t.Errorf("NoConfigRun trusts a record of another run: %v", err)
 			}
 
-			n.SetRecord(e2)
+			setRecord(t, n, e2)
 			refused(t, call(name), "QLCONFIG stale "+e2, true)
-			n.SetRecord(other)
+			setRecord(t, n, other)
 			refused(t, call(name), "QLCONFIG differs "+other, true)
-			n.SetRecord("2 removed")
+			setRecord(t, n, "2 removed")
 			refused(t, call(name), "QLCONFIG stale 2 removed", true)
 			n.Restart(false)
 			refused(t, call(name), "QLCONFIG none", false)
@@ -100,7 +108,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	// A master behind the client: a failed vote, and nothing changed.
-	n.SetRecord(e1)
+	setRecord(t, n, e1)
 	_, err := n.Acquire(memnode.WithRecord(context.Background(), e2), "behind", "v", time.Second)
 	refused(t, err, "QLCONFIG behind "+e1, false)
 	if _, held := n.Keys()["behind"]; held {
@@ -111,7 +119,7 @@ func TestConfigCheck(t *testing.T) {
 	if ok, err := n.Acquire(ctx, "mine", "v", time.Minute); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	n.SetRecord(e2)
+	setRecord(t, n, e2)
 	if ok, err := n.Release(ctx, "mine", "v", time.Second); !ok || err != nil {
 		t.Errorf("a stale client's release: %v %v", ok, err)
 	}
@@ -139,7 +147,7 @@ func TestConfigCheck(t *testing.T) {
 func TestConfigBoundsTheKeyTTL(t *testing.T) {
 	e1, _, _ := records(t)
 	n := memnode.New("m1")
-	n.SetRecord(e1)
+	setRecord(t, n, e1)
 	_, err := n.Acquire(memnode.WithRecord(context.Background(), e1), "k", "v", time.Minute+time.Millisecond)
 	if !errors.Is(err, redlock.ErrNotSent) || !errors.Is(err, redlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "1m0.001s") {
 		t.Errorf("TTL above the key life: %v", err)
@@ -158,9 +166,9 @@ func TestConfigBoundsTheKeyTTL(t *testing.T) {
 func TestRecordSurvivesAsTheKeysDo(t *testing.T) {
 	e1, e2, _ := records(t)
 	n := memnode.New("m1")
-	n.SetRecord(e1)
+	setRecord(t, n, e1)
 	n.Checkpoint()
-	n.SetRecord(e2)
+	setRecord(t, n, e2)
 	n.RestartFromCheckpoint()
 	ctx := memnode.WithRecord(context.Background(), e1)
 	if _, err := n.Acquire(ctx, "k", "v", time.Second); err == nil || !strings.Contains(err.Error(), "QLCONFIG none") {
