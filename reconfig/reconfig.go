@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/wire"
 )
 
@@ -145,6 +146,9 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	if cfg.Epoch != 1 {
 		return fmt.Errorf("reconfig: init: epoch %d: the first configuration is epoch 1", cfg.Epoch)
 	}
+	if err := c.distinct(ctx, cfg.Masters); err != nil {
+		return fmt.Errorf("reconfig: init: %w", err)
+	}
 	ans := c.install(ctx, cfg.Masters, cfg, "", func(string) string { return "fresh" })
 	for _, m := range cfg.Masters {
 		if !ans[m].took() {
@@ -187,6 +191,9 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		return fmt.Errorf("reconfig: step: epoch %d -> %d lowers the longest key life (%v -> %v) or the drift factor (%v -> %v)", from.Epoch, to.Epoch, from.MaxKeyTTL, to.MaxKeyTTL, from.DriftFactor, to.DriftFactor)
 	}
 	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(from.Masters), to.Masters...))))
+	if err := c.distinct(ctx, all); err != nil {
+		return fmt.Errorf("reconfig: step: %w", err)
+	}
 	part := func(m string) string {
 		switch {
 		case !slices.Contains(from.Masters, m):
@@ -355,16 +362,20 @@ func refusal(err error) (string, bool) {
 	return strings.CutPrefix(rerr.Error(), "QLRECONFIG ")
 }
 
+// timeout is CallTimeout, 2s when not set.
+func (c *Changer) timeout() time.Duration {
+	if c.CallTimeout <= 0 {
+		return 2 * time.Second
+	}
+	return c.CallTimeout
+}
+
 func (c *Changer) call(ctx context.Context, addr, op string, args ...string) (any, error) {
 	rdb, ok := c.Masters[addr]
 	if !ok || rdb == nil {
 		return nil, fmt.Errorf("no client for master %q in Changer.Masters", addr)
 	}
-	timeout := c.CallTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	argv := make([]any, 0, 1+len(args))
 	argv = append(argv, op)
@@ -416,6 +427,121 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("reconfig: repair: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Recover brings cfg's set back when its masters lost the records a
+// quorum needs (the whole fleet restarted: each record is of another run,
+// or gone without persistence) and Repair is refused: it writes cfg's set
+// at a new epoch, one above every record a master of cfg holds (lost or
+// not), on every master of cfg, sealed now, and returns that
+// configuration, to be published. The set does not change, so every
+// quorum of the new epoch meets every quorum of cfg; clients at an older
+// epoch are refused as stale and load the new one, and the next step waits
+// a whole Config.Wait from the seal.
+//
+// It changes nothing and errors, wrapping ErrRefused, when a master of cfg
+// cannot be read (it may hold a later record), when a quorum of cfg holds
+// cfg of its current run (Repair is the command), or when a master holds a
+// record of a later epoch for another set (cfg is not the masters' last
+// configuration: publish theirs, or finish the change with set). A record
+// of a later epoch for cfg's own set, an earlier Recover cut short, is
+// taken as the new epoch and written where it is missing. It errors,
+// wrapping ErrRefused, when fewer than a quorum of cfg took the new record
+// (run it again).
+//
+// A step that committed after cfg, whose records every master then lost
+// (no persistence), cannot be seen: publish each step as set does before
+// anything restarts.
+func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
+	if err := cfg.Check(); err != nil {
+		return Config{}, fmt.Errorf("reconfig: recover: %w", err)
+	}
+	if err := c.distinct(ctx, cfg.Masters); err != nil {
+		return Config{}, fmt.Errorf("reconfig: recover: %w", err)
+	}
+	same := func(a Config) bool {
+		a.Epoch = cfg.Epoch
+		return a.Record() == cfg.Record()
+	}
+	next := cfg
+	next.Epoch++
+	holds := 0
+	for _, m := range cfg.Masters {
+		r, err := c.Read(ctx, m)
+		switch {
+		case err != nil:
+			return Config{}, fmt.Errorf("%w: recover: %v: a master not read may hold a later record", ErrRefused, err)
+		case r.Config.Epoch < cfg.Epoch: // none, or older
+		case r.Config.Epoch == cfg.Epoch && (r.Removed || r.Config.Record() != cfg.Record()):
+			return Config{}, fmt.Errorf("%w: recover: %s holds another configuration of epoch %d: it is not the masters' configuration", ErrRefused, m, cfg.Epoch)
+		case r.Config.Epoch == cfg.Epoch:
+			if !r.Lost {
+				holds++
+			}
+		case r.Removed || !same(r.Config):
+			return Config{}, fmt.Errorf("%w: recover: %s holds epoch %d for another set (%d masters): %d is not the masters' last configuration", ErrRefused, m, r.Config.Epoch, len(r.Config.Masters), cfg.Epoch)
+		default: // cfg's set at a later epoch: an earlier Recover's
+			next.Epoch = max(next.Epoch, r.Config.Epoch)
+		}
+	}
+	if holds >= cfg.Quorum {
+		return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (quorum %d): run repair", ErrRefused, holds, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+	}
+	c.logf("recover: epoch %d's set written as epoch %d on %d masters", cfg.Epoch, next.Epoch, len(next.Masters))
+	took := 0
+	var errs []error
+	for _, m := range next.Masters {
+		reply, err := c.call(ctx, m, "repair", next.Record(), next.Text(), strconv.FormatInt(next.Wait().Milliseconds(), 10))
+		if why, ok := refusal(err); ok {
+			c.logf("  %s refused: %s", m, why)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			continue
+		}
+		took++
+		c.logf("  %s %v", m, reply)
+	}
+	if took < next.Quorum {
+		return Config{}, fmt.Errorf("%w: recover: epoch %d taken by %d of %d masters, quorum %d; run it again%w", ErrRefused, next.Epoch, took, len(next.Masters), next.Quorum, joinCause(errs))
+	}
+	return next, nil
+}
+
+// joinCause is ": " and the errors joined, or nothing.
+func joinCause(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf(": %w", errors.Join(errs...))
+}
+
+// distinct errors when two addresses of set reach one server (the same
+// run_id): it would vote once per address.
+func (c *Changer) distinct(ctx context.Context, set []string) error {
+	seen := map[string]string{}
+	for _, m := range set {
+		rdb, ok := c.Masters[m]
+		if !ok || rdb == nil {
+			return fmt.Errorf("no client for master %q in Changer.Masters", m)
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.timeout())
+		text, err := rdb.Info(cctx, "server").Result()
+		cancel()
+		if err != nil {
+			continue // unreachable: the step's own calls say so
+		}
+		info, err := redisinfo.Parse(m, text)
+		if err != nil || info.RunID == "" {
+			continue
+		}
+		if other, dup := seen[info.RunID]; dup {
+			return fmt.Errorf("%w: %s and %s are one server (run_id %s): it would vote twice", ErrRefused, other, m, info.RunID)
+		}
+		seen[info.RunID] = m
 	}
 	return nil
 }

@@ -393,7 +393,7 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 
 // maxKeyTTL bounds a lock key's TTL plus lock-delay: far beyond any real
 // lock, and far from overflowing a time.Duration or Redis's milliseconds.
-const maxKeyTTL = 100 * 365 * 24 * time.Hour
+const maxKeyTTL = wire.MaxKeyTTL
 
 // checkName rejects lock names that cannot keep every key of one lock in one
 // Redis Cluster hash slot (a name containing '{' or '}' must carry a valid

@@ -15,7 +15,7 @@ import (
 	"github.com/quorumlock/quorumlock/reconfig"
 )
 
-const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair> [flags]
+const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair|recover> [flags]
 
   init   --config-file F --max-key-ttl D [--drift-factor 0.01]
          write epoch 1 (the masters of --nodes) on every master and to F
@@ -24,11 +24,18 @@ const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair> [flag
          step, each step waiting what the masters require; run it again
          after an interruption: it resumes from the masters' records
   status --config-file F
-         show every master's record, its seal and the wait left
+         show every master's record, its seal and the wait left; exits 1
+         when fewer than a quorum of F's masters hold F's record of their
+         current run (checked clients get no quorum)
   repair --config-file F
          write F's configuration again on its masters that lost it (a
          restart, a failover) and seal it anew; refused unless a quorum
          of them holds it
+  recover --config-file F
+         after the masters lost the records a quorum needs (the whole
+         fleet restarted) and repair is refused: write F's set at the next
+         epoch on every master of F, seal it, and publish it to F; refused
+         when a master of F cannot be read or holds a later configuration
 
 --nodes (or --nodes-file, $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE) names
 every master the change touches, old and new, with its credentials; F holds
@@ -132,6 +139,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		}
 		fmt.Fprintf(e.stdout, "%s: epoch %d, %d masters, quorum %d, longest key life %v, wait between steps %v\n", *file, cur.Epoch, len(cur.Masters), cur.Quorum, cur.MaxKeyTTL, cur.Wait())
 		code := exitOK
+		holds := 0
 		for _, a := range addrs {
 			rec, err := ch.Read(ctx, a)
 			if err != nil {
@@ -139,7 +147,14 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 				code = exitFail
 				continue
 			}
+			if slices.Contains(cur.Masters, a) && !rec.Lost && !rec.Removed && rec.Config.Record() == cur.Record() {
+				holds++
+			}
 			fmt.Fprintf(e.stdout, "  %s  %s\n", a, describeRecord(a, rec))
+		}
+		if holds < cur.Quorum {
+			fmt.Fprintf(e.stdout, "only %d of %d masters hold epoch %d of their current run (quorum %d): clients of that epoch get no quorum. A change in progress: run set again; masters restarted: run repair, or recover if repair is refused\n", holds, len(cur.Masters), cur.Epoch, cur.Quorum)
+			code = exitFail
 		}
 		return code
 	case "repair":
@@ -155,8 +170,25 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		}
 		fmt.Fprintf(e.stdout, "repaired: epoch %d\n", cur.Epoch)
 		return exitOK
+	case "recover":
+		if fs.NArg() != 0 {
+			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
+		}
+		cur, err := reconfig.ReadFile(*file)
+		if err != nil {
+			return fail(err)
+		}
+		next, err := ch.Recover(ctx, cur)
+		if err != nil {
+			return fail(err)
+		}
+		if err := publish(*file, next, e.stdout); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "recovered: epoch %d's %d masters as epoch %d; clients of an older epoch are refused as stale and load it\n", cur.Epoch, len(next.Masters), next.Epoch)
+		return exitOK
 	}
-	return usageErr("unknown subcommand (want init, set, status or repair)")
+	return usageErr("unknown subcommand (want init, set, status, repair or recover)")
 }
 
 // describeRecord is one master's record for status.
@@ -166,7 +198,7 @@ func describeRecord(addr string, r reconfig.Record) string {
 	}
 	s := fmt.Sprintf("epoch %d (%d masters)", r.Config.Epoch, len(r.Config.Masters))
 	if r.Lost {
-		return s + ", written by another run of the server (it restarted or failed over): counts as none; run repair"
+		return s + ", written by another run of the server (it restarted or failed over): counts as none; run repair (recover if a quorum lost it)"
 	}
 	if r.Removed || !slices.Contains(r.Config.Masters, addr) {
 		return s + ", removed: it refuses every vote and runs releases only; shut it down once the masters are ready for the next step"

@@ -245,3 +245,65 @@ func TestReconfigResumes(t *testing.T) {
 		t.Fatalf("a target not among --nodes: exit %d, want %d, without the password:\n%s", code, exitUsage, out)
 	}
 }
+
+// TestReconfigRecover: after every master restarted (AOF on: the records
+// survive, of another run), status exits 1 and says what to run, repair is
+// refused, and recover writes the file's set at the next epoch, publishes
+// it and makes status whole again; a file with a password in a master's
+// line is refused without showing it.
+func TestReconfigRecover(t *testing.T) {
+	var servers []*redisproc.Server
+	var masters []string
+	for range 3 {
+		s := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
+		servers = append(servers, s)
+		masters = append(masters, s.Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	run := func(line string, want int) string {
+		t.Helper()
+		out, code := shellRun(t, line, masters, vars)
+		if code != want {
+			t.Fatalf("%q exited %d, want %d:\n%s", line, code, want, out)
+		}
+		return out
+	}
+	run("quorumlock reconfig init --config-file masters.conf --max-key-ttl 200ms", exitOK)
+	run("quorumlock reconfig status --config-file masters.conf", exitOK)
+	for _, s := range servers {
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := run("quorumlock reconfig status --config-file masters.conf", exitFail)
+	if !strings.Contains(out, "only 0 of 3 masters hold epoch 1 of their current run") || !strings.Contains(out, "recover if repair is refused") {
+		t.Fatalf("status after the restarts:\n%s", out)
+	}
+	out = run("quorumlock reconfig repair --config-file masters.conf", exitFail)
+	if !strings.Contains(out, "0 of 3 masters hold epoch 1") {
+		t.Fatalf("repair after the restarts:\n%s", out)
+	}
+	out = run("quorumlock reconfig recover --config-file masters.conf", exitOK)
+	if !strings.Contains(out, "recovered: epoch 1's 3 masters as epoch 2") || !strings.Contains(out, "published: masters.conf (epoch 2)") {
+		t.Fatalf("recover:\n%s", out)
+	}
+	cfg, err := reconfig.ReadFile("masters.conf")
+	if err != nil || cfg.Epoch != 2 {
+		t.Fatalf("the file after recover: %+v, %v", cfg, err)
+	}
+	run("quorumlock reconfig status --config-file masters.conf", exitOK)
+	out = run("quorumlock reconfig recover --config-file masters.conf", exitFail)
+	if !strings.Contains(out, "run repair") {
+		t.Fatalf("recover with nothing lost:\n%s", out)
+	}
+
+	text := strings.Replace(cfg.Text(), "master "+masters[0], "master redis://u:hunter2@"+masters[0], 1)
+	if err := os.WriteFile("bad.conf", []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = run("quorumlock reconfig status --config-file bad.conf", exitFail)
+	if strings.Contains(out, "hunter2") || !strings.Contains(out, "not shown") {
+		t.Fatalf("a file with a password:\n%s", out)
+	}
+}

@@ -22,6 +22,12 @@ import (
 // lock's hash slot, so a Redis Cluster master cannot keep it.
 const ConfigKey = "quorumlock:config"
 
+// MaxKeyTTL bounds a lock key's life (its TTL plus lock-delay), in
+// redlock's options and in a configuration: far beyond any real lock, and
+// far from overflowing a time.Duration (Config.Wait adds a third and the
+// drift to it) or Redis's milliseconds.
+const MaxKeyTTL = 100 * 365 * 24 * time.Hour
+
 // Config is one configuration of the masters: the set that an epoch names,
 // as the masters' records and the clients hold it.
 type Config struct {
@@ -49,8 +55,8 @@ func (c Config) Check() error {
 		return errors.New("no masters")
 	case c.Quorum <= len(c.Masters)/2 || c.Quorum > len(c.Masters):
 		return fmt.Errorf("quorum %d of %d masters: want a majority, at most all", c.Quorum, len(c.Masters))
-	case c.MaxKeyTTL < time.Millisecond || c.MaxKeyTTL%time.Millisecond != 0:
-		return fmt.Errorf("longest key life %v: want whole milliseconds, at least 1ms", c.MaxKeyTTL)
+	case c.MaxKeyTTL < time.Millisecond || c.MaxKeyTTL%time.Millisecond != 0 || c.MaxKeyTTL > MaxKeyTTL:
+		return fmt.Errorf("longest key life %v: want whole milliseconds, at least 1ms, at most %v", c.MaxKeyTTL, MaxKeyTTL)
 	case c.DriftFactor < 0 || c.DriftFactor >= 0.5 || c.DriftFactor != c.DriftFactor:
 		return fmt.Errorf("drift factor %v: want at least 0, below 0.5", c.DriftFactor)
 	}
@@ -67,7 +73,12 @@ func (c Config) Check() error {
 	return nil
 }
 
+// bound is s as an error may quote it: cut at 80 bytes, and not shown at
+// all when it holds '@' or '/' (a URL, which may carry a password).
 func bound(s string) string {
+	if strings.ContainsAny(s, "@/") {
+		return "(not shown: it may hold a password)"
+	}
 	if len(s) > 80 {
 		return s[:80] + "..."
 	}
@@ -132,6 +143,9 @@ func ParseConfig(text string) (Config, error) {
 		case "maxkeyttl":
 			var ms int64
 			ms, err = strconv.ParseInt(val, 10, 64)
+			if err == nil && (ms < 1 || ms > MaxKeyTTL.Milliseconds()) {
+				err = fmt.Errorf("want 1 to %d milliseconds", MaxKeyTTL.Milliseconds())
+			}
 			c.MaxKeyTTL = time.Duration(ms) * time.Millisecond
 		case "drift":
 			c.DriftFactor, err = strconv.ParseFloat(val, 64)
@@ -170,8 +184,8 @@ func ParseRecord(rec string) (epoch int64, maxKeyTTL time.Duration, err error) {
 		return 0, 0, fmt.Errorf("configuration record %q: epoch %q: want a positive integer", bound(rec), bound(f[0]))
 	}
 	ms, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || ms < 1 {
-		return 0, 0, fmt.Errorf("configuration record %q: longest key life %q: want positive milliseconds", bound(rec), bound(f[2]))
+	if err != nil || ms < 1 || ms > MaxKeyTTL.Milliseconds() {
+		return 0, 0, fmt.Errorf("configuration record %q: longest key life %q: want 1 to %d milliseconds", bound(rec), bound(f[2]), MaxKeyTTL.Milliseconds())
 	}
 	return epoch, time.Duration(ms) * time.Millisecond, nil
 }

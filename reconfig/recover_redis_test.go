@@ -1,0 +1,154 @@
+package reconfig_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/redisproc"
+	"github.com/quorumlock/quorumlock/reconfig"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// tryLock makes one attempt at key.
+func tryLock(t *testing.T, c *redlock.Client, key string) (*redlock.Lease, error) {
+	t.Helper()
+	m, err := c.NewMutex(key, redlock.WithTTL(time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return m.TryLock(ctx)
+}
+
+// TestRecoverAfterTheFleetRestarts: every master restarts (with its AOF:
+// the records survive, of another run; without persistence: gone). A
+// checked client then gets no vote anywhere, Repair is refused (no quorum
+// holds the record), and Recover writes the same set at the next epoch:
+// the client is refused as stale, reloads the published file, and locks.
+func TestRecoverAfterTheFleetRestarts(t *testing.T) {
+	for _, aof := range []bool{true, false} {
+		t.Run(map[bool]string{true: "records kept", false: "records lost"}[aof], func(t *testing.T) {
+			r := newRig(t, redisproc.Config{AppendOnly: aof})
+			ctx := context.Background()
+			file := filepath.Join(t.TempDir(), "masters.conf")
+			e1 := config(t, 1, r.addrs[:3], time.Second)
+			require.NoError(t, r.ch.Init(ctx, e1))
+			require.NoError(t, reconfig.WriteFile(file, e1))
+			clients, err := reconfig.NewClients(ctx, reconfig.FileSource(file), nil)
+			require.NoError(t, err)
+			defer clients.Close(context.Background())
+			c1, _ := clients.Client()
+			lease, err := tryLock(t, c1, "before")
+			require.NoError(t, err)
+			require.NoError(t, lease.Unlock(ctx))
+
+			for _, s := range r.servers[:3] {
+				require.NoError(t, s.Restart())
+			}
+			_, err = tryLock(t, c1, "after")
+			require.ErrorIs(t, err, redlock.ErrNotObtained)
+			assert.ErrorContains(t, err, "QLCONFIG none", "no master votes")
+			assert.NotErrorIs(t, err, redlock.ErrConfigStale)
+			require.ErrorIs(t, r.ch.Repair(ctx, e1), reconfig.ErrRefused, "no quorum holds it")
+
+			e2, err := r.ch.Recover(ctx, e1)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), e2.Epoch)
+			assert.Equal(t, e1.Masters, e2.Masters, "the same set")
+			require.NoError(t, reconfig.WriteFile(file, e2))
+			_, err = tryLock(t, c1, "after")
+			require.ErrorIs(t, err, redlock.ErrConfigStale, "the old epoch is refused as stale: the client reloads")
+			c2, err := clients.Reload(ctx)
+			require.NoError(t, err)
+			lease, err = tryLock(t, c2, "after")
+			require.NoError(t, err, "the reloaded client locks")
+			require.NoError(t, lease.Unlock(ctx))
+			for _, m := range e2.Masters {
+				rec, err := r.ch.Read(ctx, m)
+				require.NoError(t, err)
+				assert.Equal(t, e2.Record(), rec.Config.Record())
+				assert.False(t, rec.Sealed.IsZero(), "sealed: the next step waits from now")
+			}
+
+			// Once done, it is refused (a quorum holds epoch 2: repair);
+			// from the old file it writes epoch 2 again, not 3.
+			_, err = r.ch.Recover(ctx, e2)
+			require.ErrorIs(t, err, reconfig.ErrRefused)
+			assert.ErrorContains(t, err, "run repair")
+			again, err := r.ch.Recover(ctx, e1)
+			require.NoError(t, err)
+			assert.Equal(t, e2.Record(), again.Record())
+		})
+	}
+}
+
+// TestRecoverRefuses: Recover writes nothing when the file is not the
+// masters' last configuration (a master holds a later epoch for another
+// set, or another configuration of the file's epoch), or when a master of
+// it cannot be read.
+func TestRecoverRefuses(t *testing.T) {
+	r := newRig(t, redisproc.Config{AppendOnly: true})
+	ctx := context.Background()
+	m := r.addrs
+	e1 := config(t, 1, m[:3], 200*time.Millisecond)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	e2, err := reconfig.Next(e1, m[:4])
+	require.NoError(t, err)
+	r.waitUnsealed(t, e1)
+	require.NoError(t, r.ch.Step(ctx, e1, e2))
+	for _, s := range r.servers[:4] {
+		require.NoError(t, s.Restart())
+	}
+	_, err = r.ch.Recover(ctx, e1)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "a stale file")
+	assert.ErrorContains(t, err, "for another set")
+
+	other := config(t, 2, []string{m[0], m[1], m[4]}, 200*time.Millisecond)
+	_, err = r.ch.Recover(ctx, other)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "another configuration of epoch 2")
+	assert.ErrorContains(t, err, "another configuration of epoch 2")
+
+	require.NoError(t, r.servers[3].Stop())
+	_, err = r.ch.Recover(ctx, e2)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "a master not read")
+	assert.ErrorContains(t, err, "may hold a later record")
+	for _, a := range m[:3] {
+		rec, err := r.ch.Read(ctx, a)
+		require.NoError(t, err)
+		assert.Equal(t, e2.Record(), rec.Config.Record(), "nothing written")
+		assert.True(t, rec.Lost)
+	}
+}
+
+// TestOneServerUnderTwoAddresses: Init, Step and Recover refuse a set
+// that names one server twice (its run_id): it would vote twice.
+func TestOneServerUnderTwoAddresses(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	alias := "localhost:" + r.addrs[0][len("127.0.0.1:"):]
+	c := redis.NewClient(&redis.Options{Addr: alias, ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	r.ch.Masters[alias] = c
+	twice := config(t, 1, []string{r.addrs[0], alias, r.addrs[1]}, time.Second)
+	err := r.ch.Init(ctx, twice)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "are one server")
+	rec, err := r.ch.Read(ctx, r.addrs[1])
+	require.NoError(t, err)
+	assert.Zero(t, rec.Config.Epoch, "nothing written")
+
+	e1 := config(t, 1, r.addrs[:3], time.Second)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	e2, err := reconfig.Next(e1, append(append([]string(nil), r.addrs[:3]...), alias))
+	require.NoError(t, err)
+	err = r.ch.Step(ctx, e1, e2)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "are one server")
+	_, err = r.ch.Recover(ctx, twice)
+	assert.ErrorContains(t, err, "are one server")
+}
