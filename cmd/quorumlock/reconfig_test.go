@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,5 +306,98 @@ func TestReconfigRecover(t *testing.T) {
 	out = run("quorumlock reconfig status --config-file bad.conf", exitFail)
 	if strings.Contains(out, "hunter2") || !strings.Contains(out, "not shown") {
 		t.Fatalf("a file with a password:\n%s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer read while run writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunWithConfigFile: quorumlock run --config-file locks on the file's
+// masters with its record. After a step commits and before it is
+// published, a run on the old file is refused as stale, waits for the
+// file, and locks on the new configuration once it is published; a file
+// naming a master --nodes does not is a usage error.
+func TestRunWithConfigFile(t *testing.T) {
+	var masters []string
+	for range 6 {
+		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	out, code := shellRun(t, "quorumlock reconfig init --nodes $M1,$M2,$M3,$M4,$M5 --config-file masters.conf --max-key-ttl 1s", masters, vars)
+	if code != exitOK {
+		t.Fatalf("init: %d\n%s", code, out)
+	}
+	out, code = shellRun(t, "quorumlock run --config-file masters.conf --ttl 1s --verbose job true", masters, vars)
+	if code != exitOK || !strings.Contains(out, "epoch 1, 5 masters, quorum 3") {
+		t.Fatalf("run on epoch 1: %d\n%s", code, out)
+	}
+	out, code = shellRun(t, "quorumlock run --config-file masters.conf --ttl 10s job true", masters, vars)
+	if code == exitOK || !strings.Contains(out, "above the configuration's longest key life") {
+		t.Fatalf("a TTL above the key life: %d\n%s", code, out)
+	}
+
+	e1, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := map[string]redis.Cmdable{}
+	for _, m := range masters {
+		c := redis.NewClient(&redis.Options{Addr: m, ContextTimeoutEnabled: true})
+		defer c.Close()
+		cs[m] = c
+	}
+	e2, err := reconfig.Next(e1, masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&reconfig.Changer{Masters: cs}).Step(t.Context(), e1, e2); err != nil {
+		t.Fatal(err)
+	}
+	// Committed, not published: the run is refused and waits for the file.
+	var stdout, stderr lockedBuffer
+	e := &env{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return vars[k] }}
+	done := make(chan int, 1)
+	go func() {
+		done <- dispatch(context.Background(), []string{"run", "--config-file", "masters.conf", "--ttl", "1s", "--wait", "20s", "--verbose", "job", "true"}, e)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "waiting for masters.conf to publish") {
+		select {
+		case code := <-done:
+			t.Fatalf("run ended (%d) without waiting for the file:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run did not wait for the file:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := reconfig.WriteFile("masters.conf", e2); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != exitOK || !strings.Contains(stderr.String(), "epoch 2, 6 masters, quorum 4") || !strings.Contains(stderr.String(), "QLCONFIG stale 2 ") {
+		t.Fatalf("run after the file was published: %d\n%s", code, stderr.String())
+	}
+
+	vars["QUORUMLOCK_NODES"] = strings.Join(masters[:5], ",")
+	out, code = shellRun(t, "quorumlock run --config-file masters.conf --ttl 1s job true", masters, vars)
+	if code != runUsage || !strings.Contains(out, masters[5]+" of masters.conf is not among $QUORUMLOCK_NODES") {
+		t.Fatalf("a master not among the nodes: %d\n%s", code, out)
 	}
 }

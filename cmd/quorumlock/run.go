@@ -22,6 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/internal/lockkey"
+	"github.com/quorumlock/quorumlock/node/redisnode"
+	"github.com/quorumlock/quorumlock/reconfig"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -65,7 +67,12 @@ COMMAND runs in its own process group with QUORUMLOCK_NAME, QUORUMLOCK_UNTIL
 with --fencing, QUORUMLOCK_FENCE (the fencing token) in its environment.
 
 Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE
-(host:port, redis://user:password@host:port/db, rediss://...).
+(host:port, redis://user:password@host:port/db, rediss://...). With
+--config-file F (the file quorumlock reconfig publishes) run locks on F's
+masters, with F's quorum, sending F's record, which the masters check: a
+master at a later configuration refuses it, and run waits up to 30s for F
+to publish that configuration, then tries again on it. --nodes then names
+at least F's masters (by host:port, with their credentials).
 
 Logging: one line per record on stderr, "quorumlock run: " and a message
 with key=value attributes. --log-level error shows run's errors (a lock not
@@ -144,6 +151,7 @@ type runConfig struct {
 	level    levelFlag
 	metrics  string
 	nodes    nodeList
+	config   string // --config-file
 }
 
 // logLevel is the level of run's logger: --log-level, at least info with
@@ -195,6 +203,7 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 	rc.level.level = slog.LevelWarn
 	fs.Var(&rc.level, "log-level", "`LEVEL` of what run writes on stderr: error, warn (also the library's warnings: failed renewals, a lease lost), info (also the lock taken, held elsewhere, released; quarantines) or debug (also every master call, and go-redis's own log)")
 	fs.BoolVar(&rc.verbose, "verbose", false, "--log-level info (or debug, when given)")
+	fs.StringVar(&rc.config, "config-file", "", "the masters' configuration that quorumlock reconfig publishes: lock on its masters with its quorum, sending its record (default: none: every master of --nodes, unchecked)")
 	fs.StringVar(&rc.metrics, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics while run waits and holds the lock (host:port; port 0: a free one, said at --log-level info) (default: none)")
 	if help, err := parseFlags(fs, args, runUsageText, e.stdout); help {
 		return nil, exitOK, flag.ErrHelp
@@ -357,6 +366,9 @@ func runCmd(ctx context.Context, args []string, e *env) int {
 		r.say("%v", err)
 		return runUsage
 	}
+	if r.clients != nil {
+		acquire = r.reloading(acquire)
+	}
 	sup, waitCtx, stopSignals := r.watchSignals(ctx)
 	defer stopSignals()
 	lease, code := r.acquire(waitCtx, sup, acquire)
@@ -389,6 +401,9 @@ type runner struct {
 	e   *env
 	log *slog.Logger
 	met *runMetrics
+	// clients: the clients of --config-file's configurations (nil
+	// without it).
+	clients *reconfig.Clients
 }
 
 // newRunner builds run's logger: one for run's own lines, the library's
@@ -465,6 +480,35 @@ func (r *runner) connect() (client *redlock.Client, disconnect func(), code int)
 	if rc.quar > 0 {
 		copts = append(copts, redlock.WithRestartQuarantine(rc.quar))
 	}
+	if rc.config != "" {
+		given := map[string]string{} // host:port -> the address as given (credentials, TLS)
+		for i, n := range nodes {
+			given[n.Addr()] = rc.nodes.addrs[i]
+		}
+		dial := func(addr string) (*redisnode.Node, error) {
+			a, ok := given[addr]
+			if !ok {
+				return nil, fmt.Errorf("master %s of %s is not among %s", addr, rc.config, rc.nodes.source)
+			}
+			return redisnode.Dial(a)
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		clients, err := reconfig.NewClients(cctx, reconfig.FileSource(rc.config), dial, copts...)
+		cancel()
+		if err != nil {
+			r.say("%v (quorumlock run -h for help)", err)
+			return fail(runUsage)
+		}
+		r.clients = clients
+		undo = append(undo, func() {
+			if err := clients.Close(context.Background()); err != nil {
+				r.verbose("%v", err)
+			}
+		})
+		client, cfg := clients.Client()
+		r.verbose("masters of %s: epoch %d, %d masters, quorum %d", rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+		return client, disconnect, exitOK
+	}
 	client, err = redlock.New(nodes.Redlock(), copts...)
 	if err != nil {
 		r.say("%v", err)
@@ -539,6 +583,35 @@ func (r *runner) acquire(ctx context.Context, sup *supervisor, take func(context
 		r.say("%v", err)
 	}
 	return nil, code
+}
+
+// reloadWait bounds how long run waits for --config-file to publish the
+// configuration a master refused its own for.
+const reloadWait = 30 * time.Second
+
+// reloading is acquire that, when a master refuses the configuration as
+// stale (a step of quorumlock reconfig committed), waits for --config-file
+// to publish the next one (up to reloadWait) and tries again on it.
+func (r *runner) reloading(acquire func(context.Context) (*redlock.Lease, error)) func(context.Context) (*redlock.Lease, error) {
+	return func(ctx context.Context) (*redlock.Lease, error) {
+		lease, err := acquire(ctx)
+		for errors.Is(err, redlock.ErrConfigStale) {
+			r.verbose("%v: waiting for %s to publish the masters' configuration", err, r.rc.config)
+			rctx, cancel := context.WithTimeout(ctx, reloadWait)
+			c, rerr := r.clients.Reload(rctx)
+			cancel()
+			if rerr != nil {
+				return nil, fmt.Errorf("%w; %w", err, rerr)
+			}
+			if acquire, rerr = r.rc.acquirer(c); rerr != nil {
+				return nil, rerr
+			}
+			_, cfg := r.clients.Client()
+			r.verbose("masters of %s: epoch %d, %d masters, quorum %d", r.rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+			lease, err = acquire(ctx)
+		}
+		return lease, err
+	}
 }
 
 // release releases the lease, within 2 seconds.
