@@ -7,8 +7,9 @@
  * One process runs the whole world, as in redlock.pml: every step is a
  * guarded d_step chosen nondeterministically (a tick, a client's step, a
  * master applying a call, the operator's step on one master) and prints one
- * "EV" line. No trail of this model is replayed by the simulator yet
- * (faultinject/sim's ParseTrail does not know its events).
+ * "EV" line. ParseTrail (faultinject/sim/trailreconfig.go) replays the
+ * trails of the single plans on the real coordinator and memnode masters
+ * (TestModelCounterexamples).
  *
  * The plan. Epoch 1 is {0,1,2}, quorum 2; master 3 is the spare.
  *   default: two single steps, add 3 then remove 2:
@@ -405,6 +406,7 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 
 init {
 	d_step {
+		printf("EV start N=%d C=%d A=%d TTL=%d DRIFT=1 W=%d\n", N, C, A, TTL, W);
 		os = 2; hi = 1; ce[0] = 1; ce[1] = 1;
 #if RECORDS
 		/* epoch 1 on {0,1,2}, sealed long ago */

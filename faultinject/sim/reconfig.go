@@ -84,6 +84,9 @@ type changeRun struct {
 	retired   []*redlock.Client
 	held      []string // [master]: the record it last took (repairs write it again)
 	ended     bool     // finish began: no more reloads
+	// unchecked: no records (a Script without Records): the clients'
+	// lists alone.
+	unchecked bool
 }
 
 func (w *world) newChange() *changeRun {
@@ -112,9 +115,13 @@ func (ch *changeRun) index(cfg wire.Config) []int {
 func removedForm(rec string) string { return strings.Replace(rec, " single ", " removed ", 1) }
 
 // initRecords writes the first configuration's record on its masters
-// (reconfig.Changer.Init), before the clients start.
+// (reconfig.Changer.Init), before the clients start; none without
+// records.
 func (w *world) initRecords() {
 	ch := w.change
+	if ch.unchecked {
+		return
+	}
 	for _, m := range ch.index(ch.cfgs[0]) {
 		if err := w.masters[m].SetRecord(context.Background(), ch.cfgs[0].Record()); err != nil {
 			panic(err)
@@ -241,7 +248,7 @@ func (w *world) reload(c, s int) {
 	if skip {
 		return
 	}
-	g := w.newClient(c, w.nodes(c, s))
+	g := w.build(c, w.nodes(c, s))
 	w.mu.Lock()
 	if w.change.ended || w.change.loaded[c] >= s {
 		w.mu.Unlock()
@@ -293,8 +300,15 @@ func (w *world) closeClient(c int, cl *redlock.Client) {
 // (memnode.WithRecord), as a redisnode.Node's do after SetConfig. The
 // link's other calls (releases, LeaveQueue, Info, Watch) are its own.
 type configured struct {
-	*link
+	simNode
 	rec string
+}
+
+// simNode is a link (or a script's link) as the coordinator uses it.
+type simNode interface {
+	redlock.FencingNode
+	redlock.ShapeNode
+	redlock.QueueNode
 }
 
 // recordKey is the context key of a call's record on its way through a
@@ -315,31 +329,31 @@ func (c configured) with(ctx context.Context) context.Context {
 }
 
 func (c configured) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return c.link.Acquire(c.with(ctx), key, value, ttl)
+	return c.simNode.Acquire(c.with(ctx), key, value, ttl)
 }
 
 func (c configured) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (bool, int64, error) {
-	return c.link.AcquireFenced(c.with(ctx), key, value, ttl)
+	return c.simNode.AcquireFenced(c.with(ctx), key, value, ttl)
 }
 
 func (c configured) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, wt redlock.Waiter) (bool, int64, error) {
-	return c.link.AcquireQueued(c.with(ctx), key, value, ttl, wt)
+	return c.simNode.AcquireQueued(c.with(ctx), key, value, ttl, wt)
 }
 
 func (c configured) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
-	return c.link.RaiseFence(c.with(ctx), key, value, token)
+	return c.simNode.RaiseFence(c.with(ctx), key, value, token)
 }
 
 func (c configured) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return c.link.Extend(c.with(ctx), key, value, ttl)
+	return c.simNode.Extend(c.with(ctx), key, value, ttl)
 }
 
 func (c configured) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (int, error) {
-	return c.link.AcquireHold(c.with(ctx), key, h, ttl)
+	return c.simNode.AcquireHold(c.with(ctx), key, h, ttl)
 }
 
 func (c configured) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl time.Duration) (bool, error) {
-	return c.link.ExtendHold(c.with(ctx), key, h, ttl)
+	return c.simNode.ExtendHold(c.with(ctx), key, h, ttl)
 }
 
 // changeStream seeds the random stream a Reconfig plan's Change is drawn
@@ -374,4 +388,40 @@ func (p *Plan) drawChange(seed uint64) {
 		ch.Never = r.IntN(p.Clients)
 	}
 	p.Change = ch
+}
+
+// change is the changeRun of a Script with Configs: its epochs as
+// configurations (the masters named as in a Change, the key life the
+// TTL).
+func (s Script) change(p Plan) *changeRun {
+	ch := &changeRun{loaded: make([]int, p.Clients), held: make([]string, p.Masters), unchecked: !s.Records}
+	for e, sc := range s.Configs {
+		cfg := wire.Config{Epoch: int64(e + 1), Quorum: sc.Quorum, MaxKeyTTL: (p.TTL + p.Delay + time.Millisecond - 1).Truncate(time.Millisecond), DriftFactor: p.Drift}
+		for _, m := range sc.Masters {
+			cfg.Masters = append(cfg.Masters, masterAddr(m))
+		}
+		if err := cfg.Check(); err != nil {
+			panic(fmt.Sprintf("sim: script %s: epoch %d: %v", s.Name, e+1, err))
+		}
+		ch.cfgs = append(ch.cfgs, cfg)
+	}
+	return ch
+}
+
+// install writes configuration s's record on master m (its removed form
+// when s's set leaves m out), as a step does.
+func (w *world) install(m, s int) {
+	cfg := w.change.cfgs[s]
+	rec := cfg.Record()
+	if !slices.Contains(w.change.index(cfg), m) {
+		rec = removedForm(rec)
+	}
+	if err := w.masters[m].SetRecord(context.Background(), rec); err != nil {
+		w.violate("install epoch %d on m%d: %v", cfg.Epoch, m, err)
+		return
+	}
+	w.mu.Lock()
+	w.change.held[m] = rec
+	w.mu.Unlock()
+	w.log("m%d takes epoch %d%s", m, cfg.Epoch, map[bool]string{true: " (removed)"}[rec != cfg.Record()])
 }

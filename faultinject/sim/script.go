@@ -77,6 +77,30 @@ type Script struct {
 	// time the script leaves no call on its way (its calls apply at their
 	// ApplyAt, the unscripted ones at once).
 	Checkpoints []time.Duration
+	// Configs, for a trail of model/reconfig.pml (trailreconfig.go): the
+	// masters and quorum of each epoch, epoch 1 first. Each client starts
+	// on epoch 1 and lists its masters only; OpReload moves it to another
+	// epoch. nil: every client lists every master.
+	Configs []ScriptConfig
+	// Records: the masters of epoch 1 hold its record at the start and
+	// each client's calls carry its epoch's record (false: no records,
+	// the clients' lists alone).
+	Records bool
+	// Installs are the records the masters take during the run.
+	Installs []ScriptInstall
+}
+
+// ScriptConfig is one epoch's configuration of a Script.
+type ScriptConfig struct {
+	Masters []int
+	Quorum  int
+}
+
+// ScriptInstall is master Master taking epoch Epoch's record at At (its
+// removed form when that epoch's set leaves the master out).
+type ScriptInstall struct {
+	At            time.Duration
+	Master, Epoch int
 }
 
 // OpKind is one kind of client operation of a Script.
@@ -102,10 +126,12 @@ const (
 	// masters' line and retries), until it gets the lock or the script's
 	// Duration ends.
 	OpWait
+	// OpReload moves the client to configuration Epoch (Script.Configs).
+	OpReload
 )
 
 func (k OpKind) String() string {
-	return [...]string{"lock", "write", "stall", "stall-write", "extend", "unlock", "wait"}[k]
+	return [...]string{"lock", "write", "stall", "stall-write", "extend", "unlock", "wait", "reload"}[k]
 }
 
 // ScriptOp is one client operation at a time.
@@ -113,6 +139,7 @@ type ScriptOp struct {
 	At     time.Duration
 	Client int
 	Kind   OpKind
+	Epoch  int // OpReload
 }
 
 // CallKind is the kind of a node call a ScriptCall scripts.
@@ -254,41 +281,50 @@ func RunScript(s Script) Result {
 	if s.Fair {
 		lopts = append(lopts, redlock.WithFairQueue())
 	}
-	for c := range p.Clients {
-		reg := &acquisitions{ids: map[string]int{}}
-		names := &waiterNames{client: c, to: map[string]string{}, from: map[string]string{}}
-		var ls []*link
-		var ns []redlock.Node
-		for m := range p.Masters {
-			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
-			ls = append(ls, l)
-			ns = append(ns, &scriptLink{link: l, script: &s, reg: reg, names: names, seq: map[callKey]int{}})
-		}
-		w.links = append(w.links, ls)
+	w.build = func(c int, ns []redlock.Node) generation {
 		cl, err := redlock.New(ns, copts...)
 		if err != nil {
 			panic(err)
 		}
-		w.clients = append(w.clients, cl)
-		mus := make([]*redlock.Mutex, 1)
-		rws := make([][2]*redlock.Mutex, 1)
-		sems := make([]*redlock.Mutex, 1)
+		g := generation{client: cl, mutexes: make([]*redlock.Mutex, 1), rws: make([][2]*redlock.Mutex, 1), sems: make([]*redlock.Mutex, 1)}
 		switch s.Shape.Kind {
 		case MutexLock:
-			mus[0], err = cl.NewMutex(scriptName, lopts...)
+			g.mutexes[0], err = cl.NewMutex(scriptName, lopts...)
 		case RWLock:
-			rws[0][0], rws[0][1], err = cl.NewRWMutex(scriptName, lopts...)
+			g.rws[0][0], g.rws[0][1], err = cl.NewRWMutex(scriptName, lopts...)
 		case SemaphoreLock:
-			sems[0], err = cl.NewSemaphore(scriptName, s.Shape.K, lopts...)
+			g.sems[0], err = cl.NewSemaphore(scriptName, s.Shape.K, lopts...)
 		default:
 			err = fmt.Errorf("sim: a script cannot run shape %v", s.Shape)
 		}
 		if err != nil {
 			panic(err)
 		}
-		w.mutexes = append(w.mutexes, mus)
-		w.rws = append(w.rws, rws)
-		w.sems = append(w.sems, sems)
+		return g
+	}
+	for c := range p.Clients {
+		reg := &acquisitions{ids: map[string]int{}}
+		names := &waiterNames{client: c, to: map[string]string{}, from: map[string]string{}}
+		var ls []*link
+		var sns []simNode
+		for m := range p.Masters {
+			l := &link{w: w, client: c, master: m, addr: m, m: w.masters[m], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}}
+			ls = append(ls, l)
+			sns = append(sns, &scriptLink{link: l, script: &s, reg: reg, names: names, seq: map[callKey]int{}})
+		}
+		w.links = append(w.links, ls)
+		w.simNodes = append(w.simNodes, sns)
+	}
+	if s.Configs != nil {
+		w.change = s.change(p)
+		w.initRecords()
+	}
+	for c := range p.Clients {
+		g := w.build(c, w.nodes(c, 0))
+		w.clients = append(w.clients, g.client)
+		w.mutexes = append(w.mutexes, g.mutexes)
+		w.rws = append(w.rws, g.rws)
+		w.sems = append(w.sems, g.sems)
 	}
 	time.Sleep(p.TTL) // the masters have been up a while
 	for c := range w.clients {
@@ -299,6 +335,14 @@ func RunScript(s Script) Result {
 	time.Sleep(time.Until(w.t0))
 	var wg sync.WaitGroup
 	wg.Go(w.faults)
+	wg.Go(func() {
+		for _, in := range s.Installs {
+			if d := time.Until(w.t0.Add(in.At)); d > 0 {
+				time.Sleep(d)
+			}
+			w.install(in.Master, in.Epoch-1)
+		}
+	})
 	wg.Go(func() {
 		for _, at := range s.Checkpoints {
 			if d := time.Until(w.t0.Add(at)); d > 0 {
@@ -372,7 +416,8 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 			// ends (history.Granted judges how long it waited).
 			ctx, cancel := context.WithDeadline(withWorker(context.Background(), c*64), w.t0.Add(p.Duration))
 			w.record(history.Event{Client: c, Kind: history.Waiting, At: w.at(time.Now()), Lock: p.Names[0], Within: w.wait})
-			l, err := w.mutexes[c][0].Lock(ctx)
+			g := w.current(c)
+			l, err := g.mutexes[0].Lock(ctx)
 			cancel()
 			w.tried("lock", err)
 			if err != nil {
@@ -380,20 +425,23 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 				w.log("c%d: waiting lock failed: %v", c, err)
 				break
 			}
-			lease, h, stalled = l, &hold{depth: 1}, false
+			lease, h, stalled = l, &hold{depth: 1, cfg: g.cfg}, false
 			w.acquired(c, 0, h, lease)
 			w.log("c%d acquired %s (waiting) until +%v fence %d", c, h.name, lease.Until().Sub(h.start), h.fence)
+		case op.Kind == OpReload:
+			w.reload(c, op.Epoch-1)
 		case op.Kind == OpLock && lease == nil:
-			try := w.mutexes[c][0].TryLock
+			g := w.current(c)
+			try := g.mutexes[0].TryLock
 			write := false
 			switch sh.Kind {
 			case RWLock:
-				try, write = w.rws[c][0][0].TryLock, c == 0
+				try, write = g.rws[0][0].TryLock, c == 0
 				if write {
-					try = w.rws[c][0][1].TryLock
+					try = g.rws[0][1].TryLock
 				}
 			case SemaphoreLock:
-				try = w.sems[c][0].TryLock
+				try = g.sems[0].TryLock
 			}
 			ctx, cancel := ctxFor(time.Second)
 			l, err := try(ctx)
@@ -403,7 +451,7 @@ func (w *world) scripted(c int, ops []ScriptOp) {
 				w.log("c%d: lock failed: %v", c, err)
 				break
 			}
-			lease, h, stalled = l, &hold{write: write, depth: 1}, false
+			lease, h, stalled = l, &hold{write: write, depth: 1, cfg: g.cfg}, false
 			w.acquired(c, 0, h, lease)
 			w.log("c%d acquired %s%s until +%v fence %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence)
 		case lease == nil:

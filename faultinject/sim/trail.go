@@ -225,6 +225,10 @@ func ParseTrail(r io.Reader) (Script, Trail, error) {
 		s, err := parseQueueTrail(&t)
 		return s, t, err
 	}
+	if t.Model == "reconfig" {
+		s, err := parseReconfigTrail(&t)
+		return s, t, err
+	}
 	if err := t.times(); err != nil {
 		return Script{}, t, err
 	}

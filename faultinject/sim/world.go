@@ -82,8 +82,13 @@ type world struct {
 	stores  []*memnode.FencedStore
 
 	deliveries deliveries
-	// change: the plan's Change as it runs (nil without one).
+	// change: the plan's Change (or a Script's Configs) as it runs (nil
+	// without one).
 	change *changeRun
+	// simNodes: each client's node for each master ([client][master]: a
+	// link, or a script's link); build makes a client over nodes.
+	simNodes [][]simNode
+	build    func(c int, ns []redlock.Node) generation
 	// wait is a script's bound on its waiting Lock calls (Script.Wait).
 	wait time.Duration
 
@@ -174,12 +179,18 @@ func Run(plan Plan) Result {
 				m: w.masters[a.Master], rngs: map[int]*rand.Rand{}, released: map[string]time.Time{}})
 		}
 		w.links = append(w.links, ls)
+		sns := make([]simNode, 0, len(ls))
+		for _, l := range ls { // the masters', then the aliases'
+			sns = append(sns, l)
+		}
+		w.simNodes = append(w.simNodes, sns)
 	}
+	w.build = w.newClient
 	if plan.Change != nil {
 		w.change = w.newChange() // the clients' nodes are its first configuration's
 	}
 	for c := range plan.Clients {
-		g := w.newClient(c, w.nodes(c, 0))
+		g := w.build(c, w.nodes(c, 0))
 		w.clients = append(w.clients, g.client)
 		w.mutexes = append(w.mutexes, g.mutexes)
 		w.rws = append(w.rws, g.rws)
@@ -251,20 +262,24 @@ type generation struct {
 	cfg     int // a Change's configuration (index), 0 without one
 }
 
-// nodes is what client c lists: every link (and alias), or in a plan with
-// a Change the links to the masters of its configuration cfg, each
-// carrying cfg's record (configured).
+// nodes is what client c lists: every master's node (and an alias's), or
+// with a Change the nodes of the masters of its configuration cfg, each
+// carrying cfg's record (configured) unless the change has no records.
 func (w *world) nodes(c, cfg int) []redlock.Node {
 	var ns []redlock.Node
 	if w.change == nil {
-		for _, l := range w.links[c] {
-			ns = append(ns, l)
+		for _, n := range w.simNodes[c] {
+			ns = append(ns, n)
 		}
 		return ns
 	}
 	conf := w.change.cfgs[cfg]
 	for _, m := range w.change.index(conf) {
-		ns = append(ns, configured{link: w.links[c][m], rec: conf.Record()})
+		if w.change.unchecked {
+			ns = append(ns, w.simNodes[c][m])
+			continue
+		}
+		ns = append(ns, configured{simNode: w.simNodes[c][m], rec: conf.Record()})
 	}
 	return ns
 }

@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// A trail of model/reconfig.pml (the online change of the masters,
+// docs/reconfig.md) becomes a Script with Configs: four masters, two
+// clients, the model's plan as the configurations of its epochs. Its
+// events:
+//
+//	lock c e         client c's TryLock, on its configuration (epoch e)
+//	vote c m X       its acquire applies on master m then (X: yes, no,
+//	                 stale, behind: what the master answers on its own)
+//	grant, fail      the round's end: every vote of it lies within the
+//	                 node timeout of its lock
+//	reload c e       client c builds its client on epoch e (OpReload)
+//	install m e      master m takes epoch e's record (its removed form
+//	                 when e's set leaves it out): a ScriptInstall
+//	seal, commit, step, publish, tick: no action of their own (the
+//	                 seal's wait is the changer's, reconfig.lua's; a
+//	                 replay installs at the trail's times)
+//
+// Not replayed: joint plans (PLAN_JOINT: joint mode is not built),
+// fencing (memnode does not stamp counters with the epoch), rollbacks
+// (ROLLBACKS) and Extends (EXTENDS).
+func parseReconfigTrail(t *Trail) (Script, error) {
+	for _, f := range []string{"PLAN_JOINT", "FENCING", "ROLLBACKS", "EXTENDS"} {
+		if t.Has(f) {
+			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode, fencing across the change, rollbacks and Extends are not in the replay)", t.Name, f)
+		}
+	}
+	if t.N != 4 || t.C != 2 {
+		return Script{}, fmt.Errorf("trail %s: %d masters and %d clients, want reconfig.pml's 4 and 2", t.Name, t.N, t.C)
+	}
+	// The rounds: each lock to its grant or fail, every call of it within
+	// the node timeout of its start (the model decides once every master
+	// answered).
+	var bs []bound
+	open := map[int]int{} // client -> its lock's event
+	for k, e := range t.Events {
+		if k > 0 {
+			bs = append(bs, bound{k - 1, k, modelStep})
+		}
+		c := e.Args["c"]
+		switch e.Kind {
+		case "lock":
+			open[c] = k
+		case "grant", "fail":
+			b, ok := open[c]
+			if !ok {
+				return Script{}, fmt.Errorf("trail %s: %q ends a round that never began", t.Name, e.Line)
+			}
+			bs = append(bs, bound{k, b, -(modelNodeTimeout - modelStep)})
+			delete(open, c)
+		case "extend", "extended", "notextended", "rollback", "token":
+			return Script{}, fmt.Errorf("trail %s: %q cannot be replayed", t.Name, e.Line)
+		}
+	}
+	if err := t.solve(bs); err != nil {
+		return Script{}, err
+	}
+	ttl := ModelTTL(t.TTL)
+	s := Script{Name: t.Name, Masters: t.N, Clients: t.C, TTL: ttl,
+		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(ttl),
+		NodeTimeout: modelNodeTimeout, ReleaseTimeout: modelNodeTimeout,
+		Records: !t.Has("SWAP")}
+	// The plan's epochs (reconfig.pml's SETA): {0,1,2} q2, then the swap
+	// to {0,1,3} q2 in one step, or the two single steps through
+	// {0,1,2,3} q3.
+	s.Configs = []ScriptConfig{{Masters: []int{0, 1, 2}, Quorum: 2}, {Masters: []int{0, 1, 2, 3}, Quorum: 3}, {Masters: []int{0, 1, 3}, Quorum: 2}}
+	if t.Has("SWAP") || t.Has("PLAN_SWAP") {
+		s.Configs = []ScriptConfig{s.Configs[0], s.Configs[2]}
+	}
+	attempts := make([]int, t.C)
+	var last time.Duration
+	for _, e := range t.Events {
+		a := e.Args
+		last = e.At
+		switch e.Kind {
+		case "lock":
+			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: a["c"], Kind: OpLock})
+			attempts[a["c"]]++
+		case "vote":
+			s.Calls = append(s.Calls, ScriptCall{Client: a["c"], Master: a["m"], Kind: CallAcquire, Attempt: attempts[a["c"]] - 1, ApplyAt: e.At})
+		case "reload":
+			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: a["c"], Kind: OpReload, Epoch: a["e"]})
+		case "install":
+			s.Installs = append(s.Installs, ScriptInstall{At: e.At, Master: a["m"], Epoch: a["e"]})
+		}
+	}
+	s.Duration = (last/ModelTick + 1) * ModelTick
+	return s, nil
+}
