@@ -48,6 +48,7 @@ var knobVars = map[string]*atomic.Bool{
 	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
 
 	"NoConfigCheck":  &knobs.NoConfigCheck,
+	"NoConfigStamp":  &knobs.NoConfigStamp,
 	"NoReconfigWait": &knobs.NoReconfigWait,
 }
 

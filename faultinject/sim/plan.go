@@ -473,14 +473,14 @@ func drawPlan(seed uint64, f Family) Plan {
 		nFaults = p.Masters
 	case Reconfig:
 		// Seven masters, five at a time (drawChange): pauses, cuts, slow
-		// links and restarts with their keys (repaired), no fencing (the
-		// fencing counters' epoch stamp is redisnode's alone), no
-		// lock-delay, TTLs short enough for four steps and their waits.
+		// links and restarts with their keys (repaired), fencing in half
+		// (counters stamped with the epoch), no lock-delay, TTLs short
+		// enough for four steps and their waits.
 		p.Masters = 7
 		p.Clients = 3 + r.IntN(2)
 		p.TTL = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond}[r.IntN(2)]
 		p.Duration = 4 * time.Second
-		p.Fencing, p.Delay = false, 0
+		p.Delay = 0
 		kinds = []FaultKind{MasterPause, Partition, Partition, Isolate, SlowLink, RestartKeep}
 		nFaults = r.IntN(4)
 	case Disks:

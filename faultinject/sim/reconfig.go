@@ -116,9 +116,22 @@ func removedForm(rec string) string { return strings.Replace(rec, " single ", " 
 
 // initRecords writes the first configuration's record on its masters
 // (reconfig.Changer.Init), before the clients start; none without
-// records.
+// records. In a fenced plan each spare holds every lock's fencing counter
+// at token 1 first, unstamped, as from a time before the records when it
+// was a master (reconfig.pml's PRIOR_FENCE): the epoch stamp must keep a
+// quorum that meets such counters from repeating a token.
 func (w *world) initRecords() {
 	ch := w.change
+	if w.plan.Change != nil && w.plan.Fencing {
+		first := ch.index(ch.cfgs[0])
+		for m := range w.plan.Masters {
+			if !slices.Contains(first, m) {
+				for _, name := range w.plan.Names {
+					priorCounter(w.masters[m], name, 1, w.plan.TTL)
+				}
+			}
+		}
+	}
 	if ch.unchecked {
 		return
 	}

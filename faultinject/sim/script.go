@@ -47,6 +47,8 @@ type Script struct {
 	// granted that token wrote it back, before the clients meet the
 	// masters (priorCounter).
 	Prior int64
+	// PriorOn lists the masters that hold Prior (nil: every master).
+	PriorOn []int
 	// Late lists the clients that meet the masters at their first
 	// operation (a new process); the others meet every master before the
 	// workload starts.
@@ -252,8 +254,8 @@ func RunScript(s Script) Result {
 	}
 	for m := range p.Masters {
 		w.masters = append(w.masters, memnode.New(fmt.Sprintf("m%d", m)))
-		if s.Prior > 0 {
-			priorCounter(w.masters[m], s.Prior, p.TTL)
+		if s.Prior > 0 && (s.PriorOn == nil || slices.Contains(s.PriorOn, m)) {
+			priorCounter(w.masters[m], scriptName, s.Prior, p.TTL)
 		}
 	}
 	w.stores = []*memnode.FencedStore{{}}
@@ -365,19 +367,19 @@ func RunScript(s Script) Result {
 	return w.result()
 }
 
-// priorCounter leaves m holding the script's lock's fencing counter at
+// priorCounter leaves m holding lock name's fencing counter at
 // token, written by its current run, as a lease granted token would have
 // left it: the lease's acquire, its write-back, its release (nothing else
 // stays: the key is deleted, so no release guard is set).
-func priorCounter(m *memnode.Node, token int64, ttl time.Duration) {
+func priorCounter(m *memnode.Node, name string, token int64, ttl time.Duration) {
 	ctx := context.Background()
 	const value = "prior-lease"
-	ok, err := m.Acquire(ctx, scriptName, value, ttl)
+	ok, err := m.Acquire(ctx, name, value, ttl)
 	if err == nil && ok {
-		ok, err = m.RaiseFence(ctx, scriptName, value, token)
+		ok, err = m.RaiseFence(ctx, name, value, token)
 	}
 	if err == nil && ok {
-		ok, err = m.Release(ctx, scriptName, value, 0)
+		ok, err = m.Release(ctx, name, value, 0)
 	}
 	if err != nil || !ok {
 		panic(fmt.Sprintf("sim: the prior counter on %s: %v, %v", m.Addr(), ok, err))

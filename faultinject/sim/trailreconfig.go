@@ -14,7 +14,12 @@ import (
 //	vote c m X       its acquire applies on master m then (X: yes, no,
 //	                 stale, behind: what the master answers on its own)
 //	grant, fail      the round's end: every vote of it lies within the
-//	                 node timeout of its lock
+//	                 node timeout of its lock; with fencing, the round's
+//	                 write-back (RaiseFence on each master of its set)
+//	                 applies then, as the model applies it at the
+//	                 decision
+//	token            the model's token: the real coordinator computes its
+//	                 own
 //	reload c e       client c builds its client on epoch e (OpReload)
 //	install m e      master m takes epoch e's record (its removed form
 //	                 when e's set leaves it out): a ScriptInstall
@@ -22,13 +27,13 @@ import (
 //	                 seal's wait is the changer's, reconfig.lua's; a
 //	                 replay installs at the trail's times)
 //
-// Not replayed: joint plans (PLAN_JOINT: joint mode is not built),
-// fencing (memnode does not stamp counters with the epoch), rollbacks
-// (ROLLBACKS) and Extends (EXTENDS).
+// PRIOR_FENCE: masters 0 and 3 hold the lock's counter at 1, unstamped,
+// before the records. Not replayed: joint plans (PLAN_JOINT: joint mode is
+// not built), rollbacks (ROLLBACKS) and Extends (EXTENDS).
 func parseReconfigTrail(t *Trail) (Script, error) {
-	for _, f := range []string{"PLAN_JOINT", "FENCING", "ROLLBACKS", "EXTENDS"} {
+	for _, f := range []string{"PLAN_JOINT", "ROLLBACKS", "EXTENDS"} {
 		if t.Has(f) {
-			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode, fencing across the change, rollbacks and Extends are not in the replay)", t.Name, f)
+			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode, rollbacks and Extends are not in the replay)", t.Name, f)
 		}
 	}
 	if t.N != 4 || t.C != 2 {
@@ -54,7 +59,7 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 			}
 			bs = append(bs, bound{k, b, -(modelNodeTimeout - modelStep)})
 			delete(open, c)
-		case "extend", "extended", "notextended", "rollback", "token":
+		case "extend", "extended", "notextended", "rollback":
 			return Script{}, fmt.Errorf("trail %s: %q cannot be replayed", t.Name, e.Line)
 		}
 	}
@@ -65,7 +70,10 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 	s := Script{Name: t.Name, Masters: t.N, Clients: t.C, TTL: ttl,
 		Drift:       float64(time.Duration(t.Drift)*ModelTick-driftConstant) / float64(ttl),
 		NodeTimeout: modelNodeTimeout, ReleaseTimeout: modelNodeTimeout,
-		Records: !t.Has("SWAP")}
+		Records: !t.Has("SWAP"), Fencing: t.Has("FENCING")}
+	if t.Has("PRIOR_FENCE") {
+		s.Prior, s.PriorOn = 1, []int{0, 3}
+	}
 	// The plan's epochs (reconfig.pml's SETA): {0,1,2} q2, then the swap
 	// to {0,1,3} q2 in one step, or the two single steps through
 	// {0,1,2,3} q3.
@@ -74,6 +82,7 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 		s.Configs = []ScriptConfig{s.Configs[0], s.Configs[2]}
 	}
 	attempts := make([]int, t.C)
+	epochOf := make([]int, t.C) // each client's open round's epoch
 	var last time.Duration
 	for _, e := range t.Events {
 		a := e.Args
@@ -82,6 +91,14 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 		case "lock":
 			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: a["c"], Kind: OpLock})
 			attempts[a["c"]]++
+			epochOf[a["c"]] = a["e"]
+		case "grant", "fail":
+			if !s.Fencing || a["e"] < 1 || a["e"] > len(s.Configs) {
+				break
+			}
+			for _, m := range s.Configs[epochOf[a["c"]]-1].Masters {
+				s.Calls = append(s.Calls, ScriptCall{Client: a["c"], Master: m, Kind: CallRaise, Attempt: attempts[a["c"]] - 1, ApplyAt: e.At})
+			}
 		case "vote":
 			s.Calls = append(s.Calls, ScriptCall{Client: a["c"], Master: a["m"], Kind: CallAcquire, Attempt: attempts[a["c"]] - 1, ApplyAt: e.At})
 		case "reload":

@@ -85,14 +85,22 @@ func exact(f float64) bool { return f > -0x1p53 && f < 0x1p53 }
 // counter counts as lost); with anyRun (knobs.NoRunStamp, test-only) a
 // counter of any run counts. found is false when the key is absent.
 func ReadFence(s string, found bool, run string, anyRun bool) (int64, error) {
+	return ReadFenceAt(s, found, run, anyRun, 0, false)
+}
+
+// ReadFenceAt is ReadFence for a client at configuration epoch f (0:
+// without a record), as acquire_fenced.lua reads: a counter stamped with
+// an epoch below f - 1 (no stamp: epoch 0) also reads as lost; with
+// anyEpoch (knobs.NoConfigStamp, test-only) the stamp is not read.
+func ReadFenceAt(s string, found bool, run string, anyRun bool, f int64, anyEpoch bool) (int64, error) {
 	if !found {
 		return 0, nil
 	}
-	n, r, err := ParseFence(s)
+	n, r, epoch, err := ParseFenceEpoch(s)
 	if err != nil {
 		return 0, err
 	}
-	if r != run && !anyRun {
+	if r != run && !anyRun || f > 0 && epoch < f-1 && !anyEpoch {
 		return 0, nil
 	}
 	return n, nil
@@ -101,6 +109,15 @@ func ReadFence(s string, found bool, run string, anyRun bool) (int64, error) {
 // FormatFence is the value raise_fence.lua writes: counter n of run run.
 func FormatFence(n int64, run string) string {
 	return strconv.FormatInt(n, 10) + ":" + run
+}
+
+// FormatFenceAt is FormatFence stamped with configuration epoch epoch,
+// as raise_fence.lua writes it for a client with a record (0: no stamp).
+func FormatFenceAt(n int64, run string, epoch int64) string {
+	if epoch <= 0 {
+		return FormatFence(n, run)
+	}
+	return FormatFence(n, run) + ":" + strconv.FormatInt(epoch, 10)
 }
 
 func digits(s string) bool {

@@ -57,21 +57,26 @@ func (n *Node) SetRecord(ctx context.Context, record string) error {
 }
 
 // callRecord is the record ctx carries (WithRecord), checked against ttl as
-// redisnode's keyMillis does: "" when none is carried or the check is off
-// (knobs.NoConfigCheck).
-func (n *Node) callRecord(ctx context.Context, ttl time.Duration) (string, error) {
+// redisnode's keyMillis does, and its epoch (0 without one), which the
+// fencing calls read and stamp as redisnode's do: the record is "" when
+// none is carried or the check is off (knobs.NoConfigCheck; the epoch
+// stays).
+func (n *Node) callRecord(ctx context.Context, ttl time.Duration) (string, int64, error) {
 	rec, _ := ctx.Value(recordKey{}).(string)
-	if rec == "" || knobs.NoConfigCheck.Load() { // a test-only switch (internal/knobs)
-		return "", nil
+	if rec == "" {
+		return "", 0, nil
 	}
-	_, k, err := wire.ParseRecord(rec)
+	epoch, k, err := wire.ParseRecord(rec)
 	if err != nil {
-		return "", fmt.Errorf("memnode %s: %w: %w: %w", n.addr, redlock.ErrNotSent, redlock.ErrInvalidConfig, err)
+		return "", 0, fmt.Errorf("memnode %s: %w: %w: %w", n.addr, redlock.ErrNotSent, redlock.ErrInvalidConfig, err)
 	}
 	if ttl.Truncate(time.Millisecond) > k {
-		return "", fmt.Errorf("memnode %s: %w: %w: key TTL %v is above the configuration's longest key life %v", n.addr, redlock.ErrNotSent, redlock.ErrInvalidConfig, ttl, k)
+		return "", 0, fmt.Errorf("memnode %s: %w: %w: key TTL %v is above the configuration's longest key life %v", n.addr, redlock.ErrNotSent, redlock.ErrInvalidConfig, ttl, k)
 	}
-	return rec, nil
+	if knobs.NoConfigCheck.Load() { // a test-only switch (internal/knobs)
+		rec = ""
+	}
+	return rec, epoch, nil
 }
 
 // configLocked is config_check.lua for a call that carries client (""

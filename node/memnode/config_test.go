@@ -180,3 +180,62 @@ func TestRecordSurvivesAsTheKeysDo(t *testing.T) {
 		t.Errorf("NoConfigRun: the rolled-back record %s is trusted: %v %v", e1, ok, err)
 	}
 }
+
+// TestFenceEpochStamp: a counter raised by a client with a record is
+// stamped with its epoch; an acquire at epoch f reads one stamped f - 1 or
+// later as present and an older stamp (or none) as lost, unless
+// knobs.NoConfigStamp (TestFenceEpochStamp in redisnode, on a real
+// server).
+func TestFenceEpochStamp(t *testing.T) {
+	at := func(epoch int64) string {
+		c := wire.Config{Epoch: epoch, Masters: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}, Quorum: 2, MaxKeyTTL: time.Minute, DriftFactor: 0.01}
+		return c.Record()
+	}
+	n := memnode.New("m1")
+	// Counters 7 raised at epochs 1 and 2, and by a client without a
+	// record, each under its own lock held by its raiser.
+	for _, c := range []struct {
+		key   string
+		epoch int64
+	}{{"e1", 1}, {"e2", 2}, {"none", 0}} {
+		ctx := context.Background()
+		if c.epoch > 0 {
+			setRecord(t, n, at(c.epoch))
+			ctx = memnode.WithRecord(ctx, at(c.epoch))
+		}
+		if ok, err := n.Acquire(ctx, c.key, "raiser", time.Minute); !ok || err != nil {
+			t.Fatalf("%s: acquire: %v %v", c.key, ok, err)
+		}
+		if ok, err := n.RaiseFence(ctx, c.key, "raiser", 7); !ok || err != nil {
+			t.Fatalf("%s: raise: %v %v", c.key, ok, err)
+		}
+	}
+	setRecord(t, n, at(3))
+	ctx := memnode.WithRecord(context.Background(), at(3))
+	reads := map[string]func(key string) (int64, error){
+		"AcquireFenced": func(key string) (int64, error) {
+			_, f, err := n.AcquireFenced(ctx, key, "v", time.Second)
+			return f, err
+		},
+		"AcquireQueued": func(key string) (int64, error) {
+			_, f, err := n.AcquireQueued(ctx, key, "v", time.Second, redlock.Waiter{ID: "w", Arrival: time.Now(), TTL: time.Second})
+			return f, err
+		},
+	}
+	for name, read := range reads {
+		for key, want := range map[string]int64{"e2": 7, "e1": 0, "none": 0} {
+			for _, off := range []bool{false, true} {
+				knobs.NoConfigStamp.Store(off)
+				got, err := read(key)
+				knobs.NoConfigStamp.Store(false)
+				w := want
+				if off {
+					w = 7
+				}
+				if err != nil || got != w {
+					t.Errorf("%s of a counter raised at %s, read at epoch 3 (NoConfigStamp %v): %d, %v; want %d", name, key, off, got, err, w)
+				}
+			}
+		}
+	}
+}

@@ -418,7 +418,7 @@ func (n *Node) Acquire(ctx context.Context, key, value string, ttl time.Duration
 	if err != nil {
 		return false, err
 	}
-	rec, err := n.callRecord(ctx, ttl)
+	rec, _, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return false, err
 	}
@@ -470,7 +470,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 	if err != nil {
 		return false, 0, err
 	}
-	rec, err := n.callRecord(ctx, ttl)
+	rec, epoch, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return false, 0, err
 	}
@@ -482,7 +482,7 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 			return
 		}
 		now := n.clock()
-		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
+		if fence, fail = n.counterLocked(fenceKey, now, epoch); fail != nil {
 			return
 		}
 		ok, fail = n.acquireLocked(key, value, guard, ttl, now)
@@ -497,13 +497,14 @@ func (n *Node) AcquireFenced(ctx context.Context, key, value string, ttl time.Du
 }
 
 // counterLocked reads the fencing counter at fenceKey as the scripts do
-// (wire.ReadFence): 0 when absent or written by another run.
-func (n *Node) counterLocked(fenceKey string, now time.Time) (int64, error) {
+// for a client at configuration epoch f (wire.ReadFenceAt): 0 when absent,
+// written by another run, or stamped with an epoch below f - 1.
+func (n *Node) counterLocked(fenceKey string, now time.Time, f int64) (int64, error) {
 	s, found, err := n.getLocked(fenceKey, now)
 	if err != nil {
 		return 0, err
 	}
-	c, err := wire.ReadFence(s, found, n.runID, knobs.NoRunStamp.Load()) // test-only: a counter of any run counts
+	c, err := wire.ReadFenceAt(s, found, n.runID, knobs.NoRunStamp.Load(), f, knobs.NoConfigStamp.Load()) // test-only switches: a counter of any run, of any epoch, counts
 	if err != nil {
 		return 0, fmt.Errorf("the fencing counter %s %w", quote(fenceKey), err)
 	}
@@ -532,7 +533,7 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 	if err != nil {
 		return false, err
 	}
-	rec, err := n.callRecord(ctx, 0)
+	rec, epoch, err := n.callRecord(ctx, 0)
 	if err != nil {
 		return false, err
 	}
@@ -561,7 +562,7 @@ func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int6
 			}
 			token = max(token, counter)
 		}
-		s = wire.FormatFence(token, n.runID)
+		s = wire.FormatFenceAt(token, n.runID, epoch)
 		// SET, then PEXPIRE keep (or PERSIST): the counter lives keep
 		// after this write-back.
 		n.setLocked(fenceKey, s, keep.Truncate(time.Millisecond), roleFence, now)
@@ -581,7 +582,7 @@ func (n *Node) Extend(ctx context.Context, key, value string, ttl time.Duration)
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, err
 	}
-	rec, err := n.callRecord(ctx, ttl)
+	rec, _, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return false, err
 	}

@@ -260,7 +260,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 		return false, 0, err
 	}
 	gk, _ := n.grantKey(key)
-	rec, err := n.callRecord(ctx, ttl)
+	rec, epoch, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return false, 0, err
 	}
@@ -273,7 +273,7 @@ func (n *Node) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 			return
 		}
 		now := n.clock()
-		if fence, fail = n.counterLocked(fenceKey, now); fail != nil {
+		if fence, fail = n.counterLocked(fenceKey, now, epoch); fail != nil {
 			return
 		}
 		ok, fail = n.acquireQueuedLocked(key, value, guard, qk, tk, gk, ttl, w, arrival, now)

@@ -27,7 +27,7 @@ func (n *Node) AcquireHold(ctx context.Context, key string, h redlock.Hold, ttl 
 	if err != nil {
 		return 0, err
 	}
-	rec, err := n.callRecord(ctx, ttl)
+	rec, _, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +91,7 @@ func (n *Node) ExtendHold(ctx context.Context, key string, h redlock.Hold, ttl t
 	if err := checkTTL(n.addr, ttl); err != nil {
 		return false, err
 	}
-	rec, err := n.callRecord(ctx, ttl)
+	rec, _, err := n.callRecord(ctx, ttl)
 	if err != nil {
 		return false, err
 	}
