@@ -522,7 +522,8 @@ func (n *Node) RaiseFence(ctx context.Context, key, value string, token int64) (
 // does: RaiseFence that, while key holds value, also sets the counter's
 // time to live to keep (truncated to milliseconds), whether or not it
 // raised it; keep = 0 removes its time to live. The counter is stamped with
-// this run of the node.
+// this run of the node and, for a call that carries a record (WithRecord),
+// with the record's epoch, as raise_fence.lua stamps it.
 func (n *Node) RaiseFenceKeep(ctx context.Context, key, value string, token int64, keep time.Duration) (bool, error) {
 	if keep != 0 {
 		if err := checkTTL(n.addr, keep); err != nil {
