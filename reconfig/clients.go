@@ -2,25 +2,74 @@ package reconfig
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/node/redisnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
-// Source returns the current configuration: a file (FileSource), a key, a
-// service the caller asks.
+// Source returns the current configuration: a file (FileSource), a key
+// (KeySource), the masters' records (MastersSource), a service the caller
+// asks.
 type Source func(ctx context.Context) (Config, error)
 
 // FileSource reads the file WriteFile (and quorumlock reconfig) writes.
 func FileSource(path string) Source {
 	return func(context.Context) (Config, error) { return ReadFile(path) }
+}
+
+// KeySource reads the configuration published at key on rdb (WriteKey):
+// for clients that share a Redis, not a file. It fails when the key is
+// absent or holds no configuration.
+func KeySource(rdb redis.Cmdable, key string) Source {
+	return func(ctx context.Context) (Config, error) {
+		text, err := rdb.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) {
+			return Config{}, fmt.Errorf("reconfig: key %q holds no configuration", key)
+		}
+		if err != nil {
+			return Config{}, fmt.Errorf("reconfig: read key %q: %w", key, err)
+		}
+		cfg, err := wire.ParseConfig(text)
+		if err != nil {
+			return Config{}, fmt.Errorf("reconfig: key %q: %w", key, err)
+		}
+		return cfg, nil
+	}
+}
+
+//go:embed publish.lua
+var publishSrc string
+
+var publishScript = redis.NewScript(publishSrc)
+
+// WriteKey publishes cfg at key on rdb for KeySource (Config.Text, the
+// file's form), in one step that never goes back: it changes nothing and
+// errors, wrapping ErrRefused, when the key holds a later epoch or another
+// configuration of cfg's epoch. Publishing the same configuration again is
+// not an error.
+func WriteKey(ctx context.Context, rdb redis.Cmdable, key string, cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("reconfig: publish at %q: %w", key, err)
+	}
+	err := publishScript.Run(ctx, rdb, []string{key}, cfg.Text(), cfg.Epoch).Err()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "QLPUBLISH ") {
+		return fmt.Errorf("%w: publish epoch %d at %q: the key holds %s", ErrRefused, cfg.Epoch, key, strings.TrimPrefix(rerr.Error(), "QLPUBLISH "))
+	}
+	if err != nil {
+		return fmt.Errorf("reconfig: publish at %q: %w", key, err)
+	}
+	return nil
 }
 
 // MastersSource reads the configuration from the masters' own records: the

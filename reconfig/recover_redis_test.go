@@ -152,3 +152,52 @@ func TestOneServerUnderTwoAddresses(t *testing.T) {
 	_, err = r.ch.Recover(ctx, twice)
 	assert.ErrorContains(t, err, "are one server")
 }
+
+// TestKeySource: a configuration published at a key (WriteKey) is what
+// KeySource reads; the key never goes back to an older epoch nor takes
+// another configuration of its epoch; Clients on a KeySource reload what
+// is published there.
+func TestKeySource(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	store := r.admin[r.addrs[5]] // the Redis the clients share
+	const key = "ops:quorumlock:masters"
+	src := reconfig.KeySource(store, key)
+	_, err := src(ctx)
+	require.ErrorContains(t, err, "holds no configuration")
+
+	e1 := config(t, 1, r.addrs[:3], time.Second)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	require.NoError(t, reconfig.WriteKey(ctx, store, key, e1))
+	got, err := src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e1.Record(), got.Record())
+	clients, err := reconfig.NewClients(ctx, src, nil)
+	require.NoError(t, err)
+	defer clients.Close(context.Background())
+
+	e2, err := reconfig.Next(e1, r.addrs[:4])
+	require.NoError(t, err)
+	r.waitUnsealed(t, e1)
+	require.NoError(t, r.ch.Step(ctx, e1, e2))
+	require.NoError(t, reconfig.WriteKey(ctx, store, key, e2))
+	require.NoError(t, reconfig.WriteKey(ctx, store, key, e2), "the same again")
+	err = reconfig.WriteKey(ctx, store, key, e1)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "an older epoch")
+	assert.ErrorContains(t, err, "newer 2")
+	other := config(t, 2, []string{r.addrs[0], r.addrs[1], r.addrs[4]}, time.Second)
+	require.ErrorIs(t, reconfig.WriteKey(ctx, store, key, other), reconfig.ErrRefused, "another configuration of epoch 2")
+	got, err = src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e2.Record(), got.Record(), "unchanged by the refusals")
+
+	c2, err := clients.Reload(ctx)
+	require.NoError(t, err)
+	lease, err := tryLock(t, c2, "job")
+	require.NoError(t, err, "the client of the published epoch locks")
+	require.NoError(t, lease.Unlock(ctx))
+
+	require.NoError(t, store.Set(ctx, key, "epoch x", 0).Err())
+	_, err = src(ctx)
+	require.ErrorContains(t, err, key)
+}
