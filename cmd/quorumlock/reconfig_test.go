@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -206,13 +205,7 @@ func TestReconfigResumes(t *testing.T) {
 	}
 	// An interrupted set: the step to epoch 2 committed and sealed on the
 	// masters, never published.
-	cs := map[string]redis.Cmdable{}
-	for _, m := range masters {
-		c := redis.NewClient(&redis.Options{Addr: m, ContextTimeoutEnabled: true})
-		defer c.Close()
-		cs[m] = c
-	}
-	ch := &reconfig.Changer{Masters: cs}
+	ch := changerT(t, masters)
 	e2, err := reconfig.Next(e1, masters)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +219,7 @@ func TestReconfigResumes(t *testing.T) {
 	}
 	// The seals of the file's epoch lost (a step interrupted before them):
 	// set seals it again before its next step.
-	for _, c := range cs {
+	for _, c := range ch.Masters {
 		if err := c.HDel(t.Context(), "quorumlock:config", "sealed").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -309,22 +302,17 @@ func TestReconfigRecover(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer read while run writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// changerT is a reconfig.Changer on masters, its connections closed with
+// the test.
+func changerT(t *testing.T, masters []string) *reconfig.Changer {
+	t.Helper()
+	cs := map[string]redis.Cmdable{}
+	for _, m := range masters {
+		c := redis.NewClient(&redis.Options{Addr: m, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		cs[m] = c
+	}
+	return &reconfig.Changer{Masters: cs}
 }
 
 // TestRunWithConfigFile: quorumlock run --config-file locks on the file's
@@ -356,43 +344,40 @@ func TestRunWithConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := map[string]redis.Cmdable{}
-	for _, m := range masters {
-		c := redis.NewClient(&redis.Options{Addr: m, ContextTimeoutEnabled: true})
-		defer c.Close()
-		cs[m] = c
-	}
+	ch := changerT(t, masters)
 	e2, err := reconfig.Next(e1, masters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&reconfig.Changer{Masters: cs}).Step(t.Context(), e1, e2); err != nil {
+	if err := ch.Step(t.Context(), e1, e2); err != nil {
 		t.Fatal(err)
 	}
 	// Committed, not published: the run is refused and waits for the file.
-	var stdout, stderr lockedBuffer
-	e := &env{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return vars[k] }}
+	var stdoutBuf, stderrBuf bytes.Buffer
+	stderr := &syncWriter{w: &stderrBuf}
+	read := func() string { stderr.mu.Lock(); defer stderr.mu.Unlock(); return stderrBuf.String() }
+	e := &env{stdout: &syncWriter{w: &stdoutBuf}, stderr: stderr, getenv: func(k string) string { return vars[k] }}
 	done := make(chan int, 1)
 	go func() {
 		done <- dispatch(context.Background(), []string{"run", "--config-file", "masters.conf", "--ttl", "1s", "--wait", "20s", "--verbose", "job", "true"}, e)
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "waiting for masters.conf to publish") {
+	for !strings.Contains(read(), "waiting for masters.conf to publish") {
 		select {
 		case code := <-done:
-			t.Fatalf("run ended (%d) without waiting for the file:\n%s", code, stderr.String())
+			t.Fatalf("run ended (%d) without waiting for the file:\n%s", code, read())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run did not wait for the file:\n%s", stderr.String())
+			t.Fatalf("run did not wait for the file:\n%s", read())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := reconfig.WriteFile("masters.conf", e2); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-done; code != exitOK || !strings.Contains(stderr.String(), "epoch 2, 6 masters, quorum 4") || !strings.Contains(stderr.String(), "QLCONFIG stale 2 ") {
-		t.Fatalf("run after the file was published: %d\n%s", code, stderr.String())
+	if code := <-done; code != exitOK || !strings.Contains(read(), "epoch 2, 6 masters, quorum 4") || !strings.Contains(read(), "QLCONFIG stale 2 ") {
+		t.Fatalf("run after the file was published: %d\n%s", code, read())
 	}
 
 	vars["QUORUMLOCK_NODES"] = strings.Join(masters[:5], ",")

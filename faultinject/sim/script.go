@@ -322,11 +322,7 @@ func RunScript(s Script) Result {
 		w.initRecords()
 	}
 	for c := range p.Clients {
-		g := w.build(c, w.nodes(c, 0))
-		w.clients = append(w.clients, g.client)
-		w.mutexes = append(w.mutexes, g.mutexes)
-		w.rws = append(w.rws, g.rws)
-		w.sems = append(w.sems, g.sems)
+		w.add(w.build(c, w.nodes(c, 0)))
 	}
 	time.Sleep(p.TTL) // the masters have been up a while
 	for c := range w.clients {

@@ -190,11 +190,7 @@ func Run(plan Plan) Result {
 		w.change = w.newChange() // the clients' nodes are its first configuration's
 	}
 	for c := range plan.Clients {
-		g := w.build(c, w.nodes(c, 0))
-		w.clients = append(w.clients, g.client)
-		w.mutexes = append(w.mutexes, g.mutexes)
-		w.rws = append(w.rws, g.rws)
-		w.sems = append(w.sems, g.sems)
+		w.add(w.build(c, w.nodes(c, 0)))
 	}
 	// Masters have been up for a while before the clients start.
 	time.Sleep(plan.TTL + plan.Delay)
@@ -334,6 +330,14 @@ func (w *world) newClient(c int, ns []redlock.Node) generation {
 		}
 	}
 	return g
+}
+
+// add appends the next client's generation (building the world).
+func (w *world) add(g generation) {
+	w.clients = append(w.clients, g.client)
+	w.mutexes = append(w.mutexes, g.mutexes)
+	w.rws = append(w.rws, g.rws)
+	w.sems = append(w.sems, g.sems)
 }
 
 // current returns client c's client and its locks now (a Change's reload
