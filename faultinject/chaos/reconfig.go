@@ -39,6 +39,14 @@ type Reconfig struct {
 	// Cut names, per client, the masters its links cannot reach for the
 	// whole run (a partition).
 	Cut map[int][]int
+	// Restart: no steps. At At every master of the first configuration
+	// restarts at once with its AOF (appendfsync always: the lock keys and
+	// the records come back, the records of another run, so no master
+	// votes for a checked client), and once they are back the operator
+	// runs reconfig.Changer.Recover and publishes the configuration it
+	// returns (the same set, the next epoch). To must be the first
+	// configuration's masters; Spares may be 0.
+	Restart bool
 }
 
 // validate checks the change against a scenario of n masters and k
@@ -46,6 +54,9 @@ type Reconfig struct {
 func (rc *Reconfig) validate(n, k int) error {
 	first := n - rc.Spares
 	switch {
+	case rc.Restart && (rc.Swap || rc.Spares < 0 || first < 1 || !slices.Equal(rc.To, seq(first))):
+		return fmt.Errorf("reconfig: a restart of every master with %d spares of %d masters, to %v: want no swap, and To the first configuration's masters %v", rc.Spares, n, rc.To, seq(first))
+	case rc.Restart:
 	case rc.Spares < 1 || first < 1:
 		return fmt.Errorf("reconfig: %d spares of %d masters: want at least one spare and one master", rc.Spares, n)
 	case len(rc.To) == 0:
@@ -236,6 +247,10 @@ func (ch *change) run(ctx context.Context) {
 	for _, i := range ch.spec.To {
 		to = append(to, ch.addrs[i])
 	}
+	if ch.spec.Restart {
+		ch.restartAndRecover(ctx, from)
+		return
+	}
 	if ch.spec.Swap {
 		next := reconfig.Config{Epoch: from.Epoch + 1, Masters: to, Quorum: len(to)/2 + 1, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
 		ch.publish(next)
@@ -261,6 +276,38 @@ func (ch *change) run(ctx context.Context) {
 		from = next
 	}
 	ch.finish()
+}
+
+// restartAndRecover restarts every master of from at once with its AOF,
+// then recovers: Recover until the masters answer (a master still loading
+// its AOF may refuse), and publishes the configuration it returns.
+func (ch *change) restartAndRecover(ctx context.Context, from reconfig.Config) {
+	var nodes []int
+	for _, a := range from.Masters {
+		nodes = append(nodes, slices.Index(ch.addrs, a))
+	}
+	if err := (faultinject.Restart{Nodes: nodes, Persistence: faultinject.AOFAlways}).Inject(ctx, ch.r.cluster); err != nil {
+		if ctx.Err() == nil {
+			ch.r.fail(fmt.Errorf("restart every master: %w", err))
+		}
+		return
+	}
+	ch.r.faults.Add(1)
+	ch.r.logf("chaos: %s: every master restarted: their records are of another run", ch.r.sc.Name)
+	c := ch.changer()
+	for {
+		next, err := c.Recover(ctx, from)
+		if err == nil {
+			ch.publish(next)
+			ch.finish()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		ch.r.logf("chaos: %s: recover: %v (again in 100ms)", ch.r.sc.Name, err)
+		sleep(ctx, 100*time.Millisecond)
+	}
 }
 
 func (ch *change) publish(cfg reconfig.Config) {
@@ -291,4 +338,13 @@ func (ch *change) close(ctx context.Context, first []*redlock.Client) {
 	if !ch.done {
 		ch.r.fail(fmt.Errorf("the change of the masters did not finish within the run (at epoch %d)", ch.published.Epoch))
 	}
+}
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }

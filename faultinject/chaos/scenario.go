@@ -504,6 +504,16 @@ var builtin = []Scenario{
 		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Swap: true, Cut: reconfigCut},
 	},
 	{
+		// Every master restarts at once (AOF always: keys and records
+		// survive, the records of another run): no checked client gets a
+		// vote until the operator recovers, and then each is refused as
+		// stale and loads the next epoch.
+		Name: "recover-after-every-master-restarts", Expect: Safe, Nodes: 5, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
+		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration, Persistence: faultinject.AOFAlways,
+		About:    "every master restarts at once with its AOF, its record now of another run: checked clients get no vote until quorumlock reconfig recover writes the same set at the next epoch, then they reload it: no two holders",
+		Reconfig: &Reconfig{To: []int{0, 1, 2, 3, 4}, At: time.Second, Restart: true},
+	},
+	{
 		Name: "reentrant-minority-paused", Expect: Safe, Nodes: 5, Clients: 3, TTL: splitTTL, Hold: hold, Shape: Reentrant,
 		NodeTimeout: shapeNodeTimeout, ShortDuration: shapeShortDuration,
 		About: "reentrant mutex, one owner per client re-entering once per hold: a minority is paused for 3/4 of a TTL, again and again; two owners never overlap",
