@@ -40,6 +40,10 @@ var modelCases = []struct {
 	// kept-out of a waiter behind a holder's stale entry is, on the real
 	// code, a call not granted within a second of the lock being free).
 	judged string
+	// onShows: lines the run with the mechanism on must log (its history),
+	// each a substring of one line: how the mechanism stopped the
+	// violation, so that a replay that passes for another reason fails.
+	onShows []string
 }{
 	{trail: "NoQuarantine", knob: "NoQuarantine", property: "mutual-exclusion"},
 	{trail: "NoVoteIdentity", knob: "NoVoteIdentity", property: "mutual-exclusion"},
@@ -89,7 +93,10 @@ var modelCases = []struct {
 	// Changing the masters (reconfig.pml): a client of epoch 1 counts a
 	// quorum of {0,1,2} after the masters moved to epoch 3's {0,1,3}; with
 	// the record check its calls are refused as stale.
-	{trail: "reconfig-nocheck", knob: "NoConfigCheck", property: "mutual-exclusion"},
+	{trail: "reconfig-nocheck", knob: "NoConfigCheck", property: "mutual-exclusion", onShows: []string{
+		"c1: lock failed: redlock: lock not obtained \"lock-0\": 0 of 3 nodes, quorum 2; configuration not current: m0", // epoch 1 refused as stale
+		"m1 (memnode m1: acquire.lua: QLCONFIG behind 2 ", "m3 (memnode m3: acquire.lua: QLCONFIG none)",                // epoch 3 refused by masters not at 3
+	}},
 	// Fencing across the change (reconfig.pml -DFENCING -DPRIOR_FENCE):
 	// counters left on masters 0 and 3 before the records (token 1)
 	// read as present at epoch 3 without the epoch stamp: client 1's
@@ -180,6 +187,11 @@ func TestModelCounterexamples(t *testing.T) {
 			if on.Outcome == Fail || len(broke(on, judged)) > 0 {
 				t.Errorf("with %s on the replay fails: %v, violations %v, unsafe %v\n%s\nhistory:\n%s",
 					mechanism(mc.knob), on.Outcome, on.Violations, on.Unsafe, s, strings.Join(on.History, "\n"))
+			}
+			for _, want := range mc.onShows {
+				if !slices.ContainsFunc(on.History, func(h string) bool { return strings.Contains(h, want) }) {
+					t.Errorf("with %s on the replay's history has no line with %q:\n%s", mechanism(mc.knob), want, strings.Join(on.History, "\n"))
+				}
 			}
 			t.Logf("%s: off: %v (%s); on: %v, %d leases%s", mc.trail, off.Outcome, firstOr(broke(off, judged)), on.Outcome, on.Holds, withBase(mc.base))
 		})

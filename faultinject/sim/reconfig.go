@@ -84,6 +84,7 @@ type changeRun struct {
 	retired   []*redlock.Client
 	held      []string // [master]: the record it last took (repairs write it again)
 	ended     bool     // finish began: no more reloads
+	step      int      // the step the changer is at: a write of an earlier one stops
 	// unchecked: no records (a Script without Records): the clients'
 	// lists alone.
 	unchecked bool
@@ -143,11 +144,19 @@ func (w *world) initRecords() {
 	}
 }
 
-// writeRecord writes rec on master m, again every 20ms until it takes it
-// (a paused master applies it on resume) or end; it reports whether it
-// did.
-func (w *world) writeRecord(m int, rec string, end time.Time) bool {
+// writeRecord writes step s's record rec on master m, again every 20ms
+// until it takes it (a paused master applies it on resume), the workload
+// ends, or a later step began (whose record must not be overwritten: on
+// real masters reconfig.lua refuses a write of an older step); it reports
+// whether it did.
+func (w *world) writeRecord(m int, rec string, s int, end time.Time) bool {
 	for time.Now().Before(end) {
+		w.mu.Lock()
+		later := w.change.step > s
+		w.mu.Unlock()
+		if later {
+			return false
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
 		err := w.masters[m].SetRecord(ctx, rec)
 		cancel()
@@ -172,7 +181,10 @@ func (w *world) changer() {
 	time.Sleep(time.Until(w.t0.Add(spec.At)))
 	for s := 1; s < len(ch.cfgs); s++ {
 		from, to := ch.cfgs[s-1], ch.cfgs[s]
-		if !w.step(&bg, from, to, end) {
+		w.mu.Lock()
+		ch.step = s
+		w.mu.Unlock()
+		if !w.step(&bg, s, from, to, end) {
 			w.log("change: step to epoch %d not done by the end", to.Epoch)
 			return
 		}
@@ -200,13 +212,13 @@ func (w *world) changer() {
 // gets the removed form), the masters to adds once a quorum of from took
 // it; it returns once a quorum of to holds it (the commit point), false if
 // the workload ended first. Writes to the other masters go on in bg.
-func (w *world) step(bg *sync.WaitGroup, from, to wire.Config, end time.Time) bool {
+func (w *world) step(bg *sync.WaitGroup, s int, from, to wire.Config, end time.Time) bool {
 	ch := w.change
 	old, neu := ch.index(from), ch.index(to)
 	took := make(chan int, w.plan.Masters)
 	write := func(m int, rec string) {
 		bg.Go(func() {
-			if w.writeRecord(m, rec, end) {
+			if w.writeRecord(m, rec, s, end) {
 				took <- m
 			}
 		})
@@ -273,6 +285,15 @@ func (w *world) reload(c, s int) {
 	w.clients[c], w.mutexes[c], w.rws[c], w.sems[c] = g.client, g.mutexes, g.rws, g.sems
 	w.mu.Unlock()
 	w.log("c%d loads epoch %d", c, w.change.cfgs[s].Epoch)
+}
+
+// epochNote is ", epoch E" for a hold granted on a Change's configuration
+// (the history's lines say on which), "" without a change.
+func (w *world) epochNote(h *hold) string {
+	if w.change == nil {
+		return ""
+	}
+	return fmt.Sprintf(", epoch %d", w.change.cfgs[h.cfg].Epoch)
 }
 
 // staleRefusal is a worker's reaction to err: a master said its configuration

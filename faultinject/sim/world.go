@@ -640,7 +640,8 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 	backoff := p.TTL/50 + time.Duration(rng.Int64N(int64(p.TTL/5)))
 	ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), timeout)
 	defer cancel()
-	h := &hold{depth: 1}
+	g := w.current(c)
+	h := &hold{depth: 1, cfg: g.cfg}
 	var lease *redlock.Lease
 	err := func() (err error) {
 		defer func() {
@@ -650,7 +651,7 @@ func (w *world) doPanic(c, id, ni int, timeout time.Duration, rng *rand.Rand) {
 				}
 			}
 		}()
-		return w.current(c).mutexes[ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
+		return g.mutexes[ni].Do(ctx, func(fctx context.Context, l *redlock.Lease) error {
 			lease = l
 			w.mu.Lock()
 			w.attempts++
@@ -684,7 +685,7 @@ func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *ran
 	p := w.plan
 	sh := p.shape(ni)
 	w.acquired(c, ni, h, lease)
-	w.log("c%d acquired %s%s until +%v fence %d holds %d", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence, lease.Holds())
+	w.log("c%d acquired %s%s until +%v fence %d holds %d%s", c, h.name, h.kind(sh), lease.Until().Sub(h.start), h.fence, lease.Holds(), w.epochNote(h))
 	if len(p.aliases()) > 0 && lease.Valid() {
 		w.covered(h, sh, lease) // granted by a quorum of servers, not of addresses
 	}
@@ -692,11 +693,12 @@ func (w *world) holdLease(c, id, ni int, h *hold, lease *redlock.Lease, rng *ran
 	if sh.Kind == ReentrantLock && h.depth == 1 && rng.IntN(3) == 0 {
 		// Re-enter while holding: the same owner must get in at once.
 		ctx, cancel := context.WithTimeout(withWorker(context.Background(), id), time.Duration(1e6+rng.Int64N(300e6)))
-		inner, err := w.current(c).mutexes[ni].TryLock(ctx)
+		g := w.current(c)
+		inner, err := g.mutexes[ni].TryLock(ctx)
 		cancel()
 		w.checkErr("re-entry", err, lockErrs)
 		if err == nil {
-			w.holdLease(c, id, ni, &hold{depth: 2}, inner, rng)
+			w.holdLease(c, id, ni, &hold{depth: 2, cfg: g.cfg}, inner, rng)
 		}
 	}
 

@@ -180,7 +180,7 @@ func ParseRecord(rec string) (epoch int64, maxKeyTTL time.Duration, err error) {
 		return 0, 0, fmt.Errorf("configuration record %q: hash: %v", bound(rec), err)
 	}
 	epoch, err = strconv.ParseInt(f[0], 10, 64)
-	if err != nil || epoch < 1 {
+	if err != nil || epoch < 1 || !digits(f[0]) { // digits only, as config_check.lua reads it
 		return 0, 0, fmt.Errorf("configuration record %q: epoch %q: want a positive integer", bound(rec), bound(f[0]))
 	}
 	ms, err := strconv.ParseInt(f[2], 10, 64)

@@ -79,6 +79,17 @@ func (n *Node) callRecord(ctx context.Context, ttl time.Duration) (string, int64
 	return rec, epoch, nil
 }
 
+// leadingEpoch is config_check.lua's string.match(rec, '^(%d+) '): the
+// digits before the record's first space; ok is false when there are none.
+func leadingEpoch(rec string) (int64, bool) {
+	digits, _, found := strings.Cut(rec, " ")
+	if !found || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
 // configLocked is config_check.lua for a call that carries client (""
 // carries none: no check): nil when the master's record of its current
 // run equals it, else the refusal. n.mu must be held.
@@ -99,10 +110,10 @@ func (n *Node) configLocked(client string) error {
 	case master == "":
 		return fmt.Errorf("QLCONFIG none")
 	}
-	me, err1 := strconv.ParseInt(strings.Fields(master)[0], 10, 64)
-	ce, err2 := strconv.ParseInt(strings.Fields(client)[0], 10, 64)
+	me, ok1 := leadingEpoch(master)
+	ce, ok2 := leadingEpoch(client)
 	switch {
-	case err1 != nil || err2 != nil || me > ce:
+	case !ok1 || !ok2 || me > ce:
 		return fmt.Errorf("QLCONFIG stale %s: %w", master, redlock.ErrConfigStale)
 	case me < ce:
 		return fmt.Errorf("QLCONFIG behind %s", master)

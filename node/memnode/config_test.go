@@ -239,3 +239,22 @@ func TestFenceEpochStamp(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedMasterRecord: a master record the check cannot read an
+// epoch from refuses a call as stale, as config_check.lua does, and never
+// takes the node down.
+func TestMalformedMasterRecord(t *testing.T) {
+	e1, _, _ := records(t)
+	n := memnode.New("m1")
+	ctx := memnode.WithRecord(context.Background(), e1)
+	for _, rec := range []string{" ", "+1 single 60000 0123456789abcdef01234567", "-1 x", "junk"} {
+		setRecord(t, n, rec)
+		_, err := n.Acquire(ctx, "k", "v", time.Second)
+		if !errors.Is(err, redlock.ErrConfigStale) {
+			t.Errorf("master record %q: %v, want a stale refusal", rec, err)
+		}
+	}
+	if _, _, err := wire.ParseRecord("+1 single 60000 0123456789abcdef01234567"); err == nil {
+		t.Error("wire.ParseRecord took a signed epoch, which config_check.lua refuses")
+	}
+}
