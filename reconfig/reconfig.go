@@ -441,13 +441,15 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 // epoch are refused as stale and load the new one, and the next step waits
 // a whole Config.Wait from the seal.
 //
-// It changes nothing and errors, wrapping ErrRefused, when a master of cfg
-// cannot be read (it may hold a later record), when a quorum of cfg holds
-// cfg of its current run (Repair is the command), or when a master holds a
-// record of a later epoch for another set (cfg is not the masters' last
-// configuration: publish theirs, or finish the change with set). A record
-// of a later epoch for cfg's own set, an earlier Recover cut short, is
-// taken as the new epoch and written where it is missing. It errors,
+// It reads every master of Changer.Masters, and changes nothing and
+// errors, wrapping ErrRefused, when one cannot be read (it may hold a later
+// record), when a quorum of cfg holds cfg of its current run (Repair is the
+// command), or when a master holds a record of a later epoch for another
+// set (cfg is not the masters' last configuration: a step from it began;
+// recover that configuration, the newest a master holds, which `quorumlock
+// reconfig recover --from-masters` does). A record of a later epoch for
+// cfg's own set, an earlier Recover cut short, is taken as the new epoch
+// and written where it is missing. It errors,
 // wrapping ErrRefused, when fewer than a quorum of cfg took the new record
 // (run it again).
 //
@@ -468,11 +470,14 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	next := cfg
 	next.Epoch++
 	holds := 0
-	for _, m := range cfg.Masters {
+	all := slices.Sorted(maps.Keys(c.Masters))
+	for _, m := range all {
 		r, err := c.Read(ctx, m)
 		switch {
 		case err != nil:
 			return Config{}, fmt.Errorf("%w: recover: %v: a master not read may hold a later record", ErrRefused, err)
+		case !slices.Contains(cfg.Masters, m) && (r.Config.Epoch <= cfg.Epoch || same(r.Config)):
+			// outside cfg's set: only a later configuration of another set matters
 		case r.Config.Epoch < cfg.Epoch: // none, or older
 		case r.Config.Epoch == cfg.Epoch && (r.Removed || r.Config.Record() != cfg.Record()):
 			return Config{}, fmt.Errorf("%w: recover: %s holds another configuration of epoch %d: it is not the masters' configuration", ErrRefused, m, cfg.Epoch)
@@ -481,7 +486,7 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 				holds++
 			}
 		case r.Removed || !same(r.Config):
-			return Config{}, fmt.Errorf("%w: recover: %s holds epoch %d for another set (%d masters): %d is not the masters' last configuration", ErrRefused, m, r.Config.Epoch, len(r.Config.Masters), cfg.Epoch)
+			return Config{}, fmt.Errorf("%w: recover: %s holds epoch %d for another set (%d masters): %d is not the masters' last configuration (recover --from-masters recovers the newest one a master holds)", ErrRefused, m, r.Config.Epoch, len(r.Config.Masters), cfg.Epoch)
 		default: // cfg's set at a later epoch: an earlier Recover's
 			next.Epoch = max(next.Epoch, r.Config.Epoch)
 		}

@@ -31,11 +31,14 @@ const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair|recove
          write F's configuration again on its masters that lost it (a
          restart, a failover) and seal it anew; refused unless a quorum
          of them holds it
-  recover --config-file F
+  recover --config-file F [--from-masters]
          after the masters lost the records a quorum needs (the whole
          fleet restarted) and repair is refused: write F's set at the next
          epoch on every master of F, seal it, and publish it to F; refused
-         when a master of F cannot be read or holds a later configuration
+         when a master cannot be read or holds a later configuration.
+         --from-masters recovers the newest configuration a master holds
+         instead of F's when it is later (a step that began after F), after
+         waiting that configuration's wait when its set is not F's
 
 --nodes (or --nodes-file, $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE) names
 every master the change touches, old and new, with its credentials; F holds
@@ -60,6 +63,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 	file := fs.String("config-file", "", "the file holding the current configuration, which clients load (required)")
 	keyTTL := fs.Duration("max-key-ttl", 0, "init: the longest key life of any lock: its TTL plus its lock-delay (required for init)")
 	drift := fs.Float64("drift-factor", 0.01, "init: the largest drift factor of any client")
+	fromMasters := fs.Bool("from-masters", false, "recover: recover the newest configuration a master holds when it is later than the file's")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -178,6 +182,28 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		if err != nil {
 			return fail(err)
 		}
+		if *fromMasters {
+			newest, err := newestHeld(ctx, ch, addrs, cur)
+			if err != nil {
+				return fail(err)
+			}
+			if newest.Epoch > cur.Epoch {
+				fmt.Fprintf(e.stdout, "the masters hold epoch %d (%d masters), %s has %d: recovering epoch %d\n", newest.Epoch, len(newest.Masters), *file, cur.Epoch, newest.Epoch)
+				if !slices.Equal(slices.Sorted(slices.Values(newest.Masters)), slices.Sorted(slices.Values(cur.Masters))) {
+					// Its step may not have committed: wait as a step does,
+					// so that every lease of the epochs before it has ended.
+					fmt.Fprintf(e.stdout, "  waiting %v (epoch %d's wait: its set is not %s's)\n", newest.Wait(), newest.Epoch, *file)
+					t := time.NewTimer(newest.Wait())
+					select {
+					case <-ctx.Done():
+						t.Stop()
+						return fail(ctx.Err())
+					case <-t.C:
+					}
+				}
+				cur = newest
+			}
+		}
 		next, err := ch.Recover(ctx, cur)
 		if err != nil {
 			return fail(err)
@@ -189,6 +215,22 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		return exitOK
 	}
 	return usageErr("unknown subcommand (want init, set, status, repair or recover)")
+}
+
+// newestHeld returns the configuration of the highest epoch any master
+// holds (lost, removed or not), or cur when none is later.
+func newestHeld(ctx context.Context, ch *reconfig.Changer, addrs []string, cur reconfig.Config) (reconfig.Config, error) {
+	newest := cur
+	for _, a := range addrs {
+		rec, err := ch.Read(ctx, a)
+		if err != nil {
+			return reconfig.Config{}, err
+		}
+		if rec.Config.Epoch > newest.Epoch {
+			newest = rec.Config
+		}
+	}
+	return newest, nil
 }
 
 // describeRecord is one master's record for status.

@@ -386,3 +386,67 @@ func TestRunWithConfigFile(t *testing.T) {
 		t.Fatalf("a master not among the nodes: %d\n%s", code, out)
 	}
 }
+
+// TestReconfigRecoverFromMasters: a quorum restarts (AOF: records of
+// another run); the operator runs set before recovering: the one master
+// that did not restart takes epoch 2 of four masters and the step is
+// refused. recover from the file is then refused (a master holds a later
+// configuration of another set); recover --from-masters recovers that
+// configuration at epoch 3, after its wait, and publishes it.
+func TestReconfigRecoverFromMasters(t *testing.T) {
+	var servers []*redisproc.Server
+	var masters []string
+	for range 4 {
+		s := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
+		servers = append(servers, s)
+		masters = append(masters, s.Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	run := func(line string, want int) string {
+		t.Helper()
+		out, code := shellRun(t, line, masters, vars)
+		if code != want {
+			t.Fatalf("%q exited %d, want %d:\n%s", line, code, want, out)
+		}
+		return out
+	}
+	run("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms", exitOK)
+	e1, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := changerT(t, masters)
+	for _, s := range servers[:2] {
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// set's first step, as the command would run it after the wait.
+	e2, err := reconfig.Next(e1, masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := ch.Read(t.Context(), masters[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Now.Before(rec.Sealed.Add(rec.Wait)) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ch.Step(t.Context(), e1, e2); !errors.Is(err, reconfig.ErrRefused) {
+		t.Fatalf("the step with a quorum restarted: %v, want refused", err)
+	}
+	out := run("quorumlock reconfig recover --config-file masters.conf", exitFail)
+	if !strings.Contains(out, "holds epoch 2 for another set (4 masters)") || !strings.Contains(out, "--from-masters") {
+		t.Fatalf("recover from the file:\n%s", out)
+	}
+	out = run("quorumlock reconfig recover --config-file masters.conf --from-masters", exitOK)
+	if !strings.Contains(out, "the masters hold epoch 2 (4 masters), masters.conf has 1: recovering epoch 2") || !strings.Contains(out, "waiting") || !strings.Contains(out, "recovered: epoch 2's 4 masters as epoch 3") {
+		t.Fatalf("recover --from-masters:\n%s", out)
+	}
+	run("quorumlock reconfig status --config-file masters.conf", exitOK)
+}

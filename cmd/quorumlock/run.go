@@ -70,8 +70,8 @@ Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE
 (host:port, redis://user:password@host:port/db, rediss://...). With
 --config-file F (the file quorumlock reconfig publishes) run locks on F's
 masters, with F's quorum, sending F's record, which the masters check: a
-master at a later configuration refuses it, and run waits up to 30s for F
-to publish that configuration, then tries again on it. --nodes then names
+master at a later configuration refuses it, and run waits for F to publish
+that configuration (up to 30s, and within --wait), then tries again on it. --nodes then names
 at least F's masters (by host:port, with their credentials).
 
 Logging: one line per record on stderr, "quorumlock run: " and a message
@@ -591,23 +591,42 @@ const reloadWait = 30 * time.Second
 
 // reloading is acquire that, when a master refuses the configuration as
 // stale (a step of quorumlock reconfig committed), waits for --config-file
-// to publish the next one (up to reloadWait) and tries again on it.
+// to publish the next one and tries again on it: all within --wait when it
+// is a duration (the reload and the attempts after it take what remains;
+// the reload at most reloadWait), one attempt per configuration for
+// --wait 0, without end for --wait -1 (each reload at most reloadWait).
 func (r *runner) reloading(acquire func(context.Context) (*redlock.Lease, error)) func(context.Context) (*redlock.Lease, error) {
 	return func(ctx context.Context) (*redlock.Lease, error) {
+		start := time.Now()
+		finite := !r.rc.wait.forever && r.rc.wait.d > 0
+		left := func() time.Duration { return r.rc.wait.d - time.Since(start) }
 		lease, err := acquire(ctx)
 		for errors.Is(err, redlock.ErrConfigStale) {
+			bound := reloadWait
+			if finite {
+				if left() <= 0 {
+					return nil, err
+				}
+				bound = min(bound, left())
+			}
 			r.verbose("%v: waiting for %s to publish the masters' configuration", err, r.rc.config)
-			rctx, cancel := context.WithTimeout(ctx, reloadWait)
+			rctx, cancel := context.WithTimeout(ctx, bound)
 			c, rerr := r.clients.Reload(rctx)
 			cancel()
 			if rerr != nil {
 				return nil, fmt.Errorf("%w; %w", err, rerr)
 			}
-			if acquire, rerr = r.rc.acquirer(c); rerr != nil {
+			rc := *r.rc
+			if finite {
+				if rc.wait.d = left(); rc.wait.d <= 0 {
+					return nil, err
+				}
+			}
+			if acquire, rerr = rc.acquirer(c); rerr != nil {
 				return nil, rerr
 			}
 			_, cfg := r.clients.Client()
-			r.verbose("masters of %s: epoch %d, %d masters, quorum %d", r.rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+			r.verbose("masters of %s: epoch %d, %d masters, quorum %d", rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
 			lease, err = acquire(ctx)
 		}
 		return lease, err
