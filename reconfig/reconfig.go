@@ -152,7 +152,7 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	ans := c.install(ctx, cfg.Masters, cfg, "", func(string) string { return "fresh" })
 	for _, m := range cfg.Masters {
 		if !ans[m].took() {
-			return fmt.Errorf("%w: init: %s: %s", ErrRefused, m, ans[m])
+			return fmt.Errorf("%w: init: %s: %s (the masters that took it keep it, which changes nothing for clients without a record: run init again once every master answers)", ErrRefused, m, ans[m])
 		}
 	}
 	return c.Seal(ctx, cfg)
@@ -277,7 +277,12 @@ func count(ans map[string]answer, set []string) int {
 func summary(all []string, ans map[string]answer) string {
 	parts := make([]string, 0, len(all))
 	for _, m := range all {
-		parts = append(parts, m+": "+ans[m].String())
+		a, asked := ans[m]
+		if !asked {
+			parts = append(parts, m+": not asked (a master the step adds is asked once a quorum of the old set took it)")
+			continue
+		}
+		parts = append(parts, m+": "+a.String())
 	}
 	return strings.Join(parts, "; ")
 }

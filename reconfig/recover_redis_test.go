@@ -201,3 +201,24 @@ func TestKeySource(t *testing.T) {
 	_, err = src(ctx)
 	require.ErrorContains(t, err, key)
 }
+
+// TestInitAgain: an init that a master did not answer leaves the record
+// on the others and says to run it again; once that master is back, init
+// again writes it there too and seals it.
+func TestInitAgain(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	e1 := config(t, 1, r.addrs[:3], time.Second)
+	require.NoError(t, r.servers[2].Kill())
+	err := r.ch.Init(ctx, e1)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "run init again")
+	require.NoError(t, r.servers[2].Restart())
+	require.NoError(t, r.ch.Init(ctx, e1))
+	for _, m := range e1.Masters {
+		rec, err := r.ch.Read(ctx, m)
+		require.NoError(t, err)
+		assert.Equal(t, e1.Record(), rec.Config.Record(), m)
+		assert.False(t, rec.Sealed.IsZero(), m)
+	}
+}
