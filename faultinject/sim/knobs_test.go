@@ -48,6 +48,7 @@ var knobVars = map[string]*atomic.Bool{
 	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
 
 	"NoConfigCheck":  &knobs.NoConfigCheck,
+	"NoConfigRun":    &knobs.NoConfigRun,
 	"NoConfigStamp":  &knobs.NoConfigStamp,
 	"NoReconfigWait": &knobs.NoReconfigWait,
 }

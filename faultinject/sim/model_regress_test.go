@@ -97,6 +97,12 @@ var modelCases = []struct {
 		"c1: lock failed: redlock: lock not obtained \"lock-0\": 0 of 3 nodes, quorum 2; configuration not current: m0", // epoch 1 refused as stale
 		"m1 (memnode m1: acquire.lua: QLCONFIG behind 2 ", "m3 (memnode m3: acquire.lua: QLCONFIG none)",                // epoch 3 refused by masters not at 3
 	}},
+	// A master back with an older record (reconfig.pml -DROLLBACKS=1): the
+	// run stamp makes it count as none; trusted, client 1 at epoch 1 gets
+	// a quorum after epoch 2 committed, and client 0 at epoch 3 another.
+	{trail: "reconfig-norun", knob: "NoConfigRun", property: "mutual-exclusion", onShows: []string{
+		"m0 (memnode m0: acquire.lua: QLCONFIG none)", // the rolled-back record counts as none
+	}},
 	// Fencing across the change (reconfig.pml -DFENCING -DPRIOR_FENCE):
 	// counters left on masters 0 and 3 before the records (token 1)
 	// read as present at epoch 3 without the epoch stamp: client 1's

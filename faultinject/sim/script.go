@@ -99,10 +99,13 @@ type ScriptConfig struct {
 }
 
 // ScriptInstall is master Master taking epoch Epoch's record at At (its
-// removed form when that epoch's set leaves the master out).
+// removed form when that epoch's set leaves the master out). Rollback: the
+// master restarts with its keys then, the record now of its previous run
+// (an older snapshot brought it back).
 type ScriptInstall struct {
 	At            time.Duration
 	Master, Epoch int
+	Rollback      bool
 }
 
 // OpKind is one kind of client operation of a Script.
@@ -339,6 +342,10 @@ func RunScript(s Script) Result {
 				time.Sleep(d)
 			}
 			w.install(in.Master, in.Epoch-1)
+			if in.Rollback {
+				w.masters[in.Master].Restart(true)
+				w.log("m%d restarts with its keys: its epoch %d record is now of another run", in.Master, in.Epoch)
+			}
 		}
 	})
 	wg.Go(func() {

@@ -23,17 +23,20 @@ import (
 //	reload c e       client c builds its client on epoch e (OpReload)
 //	install m e      master m takes epoch e's record (its removed form
 //	                 when e's set leaves it out): a ScriptInstall
+//	rollback m e     master m restarts with its keys and epoch e's record,
+//	                 written by its previous run (an older snapshot): a
+//	                 ScriptInstall with Rollback
 //	seal, commit, step, publish, tick: no action of their own (the
 //	                 seal's wait is the changer's, reconfig.lua's; a
 //	                 replay installs at the trail's times)
 //
 // PRIOR_FENCE: masters 0 and 3 hold the lock's counter at 1, unstamped,
 // before the records. Not replayed: joint plans (PLAN_JOINT: joint mode is
-// not built), rollbacks (ROLLBACKS) and Extends (EXTENDS).
+// not built) and Extends (EXTENDS).
 func parseReconfigTrail(t *Trail) (Script, error) {
-	for _, f := range []string{"PLAN_JOINT", "ROLLBACKS", "EXTENDS"} {
+	for _, f := range []string{"PLAN_JOINT", "EXTENDS"} {
 		if t.Has(f) {
-			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode, rollbacks and Extends are not in the replay)", t.Name, f)
+			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode and Extends are not in the replay)", t.Name, f)
 		}
 	}
 	if t.N != 4 || t.C != 2 {
@@ -59,7 +62,7 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 			}
 			bs = append(bs, bound{k, b, -(modelNodeTimeout - modelStep)})
 			delete(open, c)
-		case "extend", "extended", "notextended", "rollback":
+		case "extend", "extended", "notextended":
 			return Script{}, fmt.Errorf("trail %s: %q cannot be replayed", t.Name, e.Line)
 		}
 	}
@@ -105,6 +108,8 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 			s.Ops = append(s.Ops, ScriptOp{At: e.At, Client: a["c"], Kind: OpReload, Epoch: a["e"]})
 		case "install":
 			s.Installs = append(s.Installs, ScriptInstall{At: e.At, Master: a["m"], Epoch: a["e"]})
+		case "rollback":
+			s.Installs = append(s.Installs, ScriptInstall{At: e.At, Master: a["m"], Epoch: a["e"], Rollback: true})
 		}
 	}
 	s.Duration = (last/ModelTick + 1) * ModelTick
