@@ -61,6 +61,11 @@ func WriteKey(ctx context.Context, rdb redis.Cmdable, key string, cfg Config) er
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("reconfig: publish at %q: %w", key, err)
 	}
+	// The same configuration, its masters in another order, is published
+	// already (its record, which sorts them, is the same).
+	if cur, err := KeySource(rdb, key)(ctx); err == nil && cur.Record() == cfg.Record() {
+		return nil
+	}
 	err := publishScript.Run(ctx, rdb, []string{key}, cfg.Text(), cfg.Epoch).Err()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "QLPUBLISH ") {

@@ -136,8 +136,10 @@ func oneStep(from, to Config) error {
 }
 
 // Init writes epoch 1, cfg, on every master of cfg and seals it. Every
-// master must take it: one that has another record refuses. The first Step
-// waits cfg.Wait from this seal. Call it before the clients send records:
+// master must answer first (one that does not: nothing is written) and take
+// it: one that has another record refuses, but for an unsealed epoch-1
+// record, which only a failed Init leaves (never sealed, never published),
+// and which cfg replaces. The first Step waits cfg.Wait from this seal. Call it before the clients send records:
 // a client with a record is refused by a master without one.
 func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	if err := cfg.Check(); err != nil {
@@ -148,6 +150,11 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	}
 	if err := c.distinct(ctx, cfg.Masters); err != nil {
 		return fmt.Errorf("reconfig: init: %w", err)
+	}
+	for _, m := range cfg.Masters { // every master answers, or nothing is written
+		if _, err := c.Read(ctx, m); err != nil {
+			return fmt.Errorf("%w: init: %v: nothing written", ErrRefused, err)
+		}
 	}
 	ans := c.install(ctx, cfg.Masters, cfg, "", func(string) string { return "fresh" })
 	for _, m := range cfg.Masters {
@@ -422,6 +429,7 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 		reply, err := c.call(ctx, m, "repair", cfg.Record(), cfg.Text(), strconv.FormatInt(cfg.Wait().Milliseconds(), 10))
 		if why, ok := refusal(err); ok {
 			c.logf("  %s not repaired: %s", m, why)
+			errs = append(errs, fmt.Errorf("%w: %s holds a newer record (%s): epoch %d is not the masters' last configuration", ErrRefused, m, why, cfg.Epoch))
 			continue
 		}
 		if err != nil {
@@ -448,15 +456,17 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 //
 // It reads every master of Changer.Masters, and changes nothing and
 // errors, wrapping ErrRefused, when one cannot be read (it may hold a later
-// record), when a quorum of cfg holds cfg of its current run (Repair is the
-// command), or when a master holds a record of a later epoch for another
-// set (cfg is not the masters' last configuration: a step from it began;
-// recover that configuration, the newest a master holds, which `quorumlock
-// reconfig recover --from-masters` does). A record of a later epoch for
-// cfg's own set, an earlier Recover cut short, is taken as the new epoch
-// and written where it is missing. It errors,
-// wrapping ErrRefused, when fewer than a quorum of cfg took the new record
-// (run it again).
+// record); when a quorum of some configuration's masters still hold it
+// under their current runs (cfg's: Repair is the command; another's: it is
+// not lost, and only a step may change it); or when cfg is not the newest
+// configuration the masters recorded, lost or not (a step began after it,
+// or cfg was edited: recover the newest one, which `quorumlock reconfig
+// recover --from-masters` does). A later epoch of cfg's own set, an
+// earlier Recover cut short, is taken as the new epoch and written where
+// it is missing (one a quorum holds already is returned as it is). It errors, wrapping ErrRefused, when fewer than a quorum
+// of cfg took the new record (run it again). When no master holds any
+// record (every one restarted without persistence) nothing tells cfg from
+// another set: give it the file's configuration as published.
 //
 // A step that committed after cfg, whose records every master then lost
 // (no persistence), cannot be seen: publish each step as set does before
@@ -474,30 +484,40 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	}
 	next := cfg
 	next.Epoch++
-	holds := 0
-	all := slices.Sorted(maps.Keys(c.Masters))
-	for _, m := range all {
+	var newest Config   // the newest configuration any master recorded, lost or not
+	var newestAt string // a master that holds it
+	live := map[string]int{}
+	configs := map[string]Config{}
+	for _, m := range slices.Sorted(maps.Keys(c.Masters)) {
 		r, err := c.Read(ctx, m)
-		switch {
-		case err != nil:
+		if err != nil {
 			return Config{}, fmt.Errorf("%w: recover: %v: a master not read may hold a later record", ErrRefused, err)
-		case !slices.Contains(cfg.Masters, m) && (r.Config.Epoch <= cfg.Epoch || same(r.Config)):
-			// outside cfg's set: only a later configuration of another set matters
-		case r.Config.Epoch < cfg.Epoch: // none, or older
-		case r.Config.Epoch == cfg.Epoch && (r.Removed || r.Config.Record() != cfg.Record()):
-			return Config{}, fmt.Errorf("%w: recover: %s holds another configuration of epoch %d: it is not the masters' configuration", ErrRefused, m, cfg.Epoch)
-		case r.Config.Epoch == cfg.Epoch:
-			if !r.Lost {
-				holds++
-			}
-		case r.Removed || !same(r.Config):
-			return Config{}, fmt.Errorf("%w: recover: %s holds epoch %d for another set (%d masters): %d is not the masters' last configuration (recover --from-masters recovers the newest one a master holds)", ErrRefused, m, r.Config.Epoch, len(r.Config.Masters), cfg.Epoch)
-		default: // cfg's set at a later epoch: an earlier Recover's
-			next.Epoch = max(next.Epoch, r.Config.Epoch)
+		}
+		if r.Config.Epoch > newest.Epoch {
+			newest, newestAt = r.Config, m
+		}
+		if r.Config.Epoch > cfg.Epoch && same(r.Config) && !r.Removed {
+			next.Epoch = max(next.Epoch, r.Config.Epoch) // an earlier Recover's
+		}
+		if !r.Lost && !r.Removed && slices.Contains(r.Config.Masters, m) {
+			live[r.Config.Record()]++ // a vote its clients still get
+			configs[r.Config.Record()] = r.Config
 		}
 	}
-	if holds >= cfg.Quorum {
-		return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (quorum %d): run repair", ErrRefused, holds, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+	for rec, n := range live {
+		if l := configs[rec]; n >= l.Quorum {
+			switch {
+			case rec == cfg.Record():
+				return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (quorum %d): run repair", ErrRefused, n, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+			case l.Epoch > cfg.Epoch && same(l):
+				c.logf("recover: a quorum holds epoch %d of this set already (recovered)", l.Epoch)
+				return l, nil
+			}
+			return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (%d masters) under their current runs, a quorum: that configuration is not lost (status shows it; change it with set)", ErrRefused, n, len(l.Masters), l.Epoch, len(l.Masters))
+		}
+	}
+	if newest.Epoch > 0 && newest.Record() != cfg.Record() && !(newest.Epoch > cfg.Epoch && same(newest)) {
+		return Config{}, fmt.Errorf("%w: recover: the newest configuration the masters recorded is epoch %d (%d masters, on %s), not epoch %d of these %d masters (recover --from-masters recovers the newest one)", ErrRefused, newest.Epoch, len(newest.Masters), newestAt, cfg.Epoch, len(cfg.Masters))
 	}
 	c.logf("recover: epoch %d's set written as epoch %d on %d masters", cfg.Epoch, next.Epoch, len(next.Masters))
 	took := 0

@@ -95,7 +95,19 @@ local f = epoch(new)
 -- later one, lost or not: a master that came back with a newer record under
 -- another run keeps it until a repair of that epoch.
 local function newer()
-  return raw and raw ~= new and epoch(raw) >= f
+  if not raw or raw == new then
+    return false
+  end
+  local e = epoch(raw)
+  if e == nil then
+    return true -- unreadable: never written over (a repair of it by hand)
+  end
+  -- A failed init (never sealed, never published) leaves an epoch-1
+  -- record that a new first record may replace.
+  if op == 'install' and f == 1 and e == 1 and ARGV[7] == '' and not rec[4] then
+    return false
+  end
+  return e >= f
 end
 if op == 'repair' then
   if cur == new then

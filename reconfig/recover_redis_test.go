@@ -106,12 +106,12 @@ func TestRecoverRefuses(t *testing.T) {
 	}
 	_, err = r.ch.Recover(ctx, e1)
 	require.ErrorIs(t, err, reconfig.ErrRefused, "a stale file")
-	assert.ErrorContains(t, err, "for another set")
+	assert.ErrorContains(t, err, "the newest configuration the masters recorded is epoch 2 (4 masters")
 
 	other := config(t, 2, []string{m[0], m[1], m[4]}, 200*time.Millisecond)
 	_, err = r.ch.Recover(ctx, other)
 	require.ErrorIs(t, err, reconfig.ErrRefused, "another configuration of epoch 2")
-	assert.ErrorContains(t, err, "another configuration of epoch 2")
+	assert.ErrorContains(t, err, "not epoch 2 of these 3 masters")
 
 	require.NoError(t, r.servers[3].Stop())
 	_, err = r.ch.Recover(ctx, e2)
@@ -197,14 +197,22 @@ func TestKeySource(t *testing.T) {
 	require.NoError(t, err, "the client of the published epoch locks")
 	require.NoError(t, lease.Unlock(ctx))
 
+	reordered := e2
+	reordered.Masters = []string{e2.Masters[3], e2.Masters[0], e2.Masters[2], e2.Masters[1]}
+	require.NoError(t, reconfig.WriteKey(ctx, store, key, reordered), "the same configuration, its masters in another order")
+
 	require.NoError(t, store.Set(ctx, key, "epoch x", 0).Err())
 	_, err = src(ctx)
 	require.ErrorContains(t, err, key)
+	require.NoError(t, store.Set(ctx, key, "epoch 99999999999999999999\n", 0).Err())
+	require.NoError(t, reconfig.WriteKey(ctx, store, key, e2), "junk no client can read is written over")
+	got, err = src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e2.Record(), got.Record())
 }
 
-// TestInitAgain: an init that a master did not answer leaves the record
-// on the others and says to run it again; once that master is back, init
-// again writes it there too and seals it.
+// TestInitAgain: an init that a master does not answer writes nothing;
+// once that master is back, init again writes it everywhere and seals it.
 func TestInitAgain(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -212,7 +220,10 @@ func TestInitAgain(t *testing.T) {
 	require.NoError(t, r.servers[2].Kill())
 	err := r.ch.Init(ctx, e1)
 	require.ErrorIs(t, err, reconfig.ErrRefused)
-	assert.ErrorContains(t, err, "run init again")
+	assert.ErrorContains(t, err, "nothing written")
+	rec, err := r.ch.Read(ctx, r.addrs[0])
+	require.NoError(t, err)
+	assert.Zero(t, rec.Config.Epoch)
 	require.NoError(t, r.servers[2].Restart())
 	require.NoError(t, r.ch.Init(ctx, e1))
 	for _, m := range e1.Masters {
@@ -221,4 +232,77 @@ func TestInitAgain(t *testing.T) {
 		assert.Equal(t, e1.Record(), rec.Config.Record(), m)
 		assert.False(t, rec.Sealed.IsZero(), m)
 	}
+}
+
+// TestRecoverRefusesAnEditedFile: a configuration that is not the one the
+// masters recorded is refused, whether the masters are healthy (their
+// configuration is live: a quorum holds it under their current runs) or
+// all restarted (their records, lost, still say which set they were).
+func TestRecoverRefusesAnEditedFile(t *testing.T) {
+	r := newRig(t, redisproc.Config{AppendOnly: true})
+	ctx := context.Background()
+	m := r.addrs
+	e1 := config(t, 1, m[:3], time.Second)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	edited := config(t, 2, []string{m[0], m[3], m[4]}, time.Second) // two masters swapped at once
+	_, err := r.ch.Recover(ctx, edited)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "healthy masters")
+	assert.ErrorContains(t, err, "that configuration is not lost")
+	for _, s := range r.servers[:3] {
+		require.NoError(t, s.Restart())
+	}
+	_, err = r.ch.Recover(ctx, edited)
+	require.ErrorIs(t, err, reconfig.ErrRefused, "restarted masters")
+	assert.ErrorContains(t, err, "the newest configuration the masters recorded is epoch 1 (3 masters")
+	for _, a := range m[3:5] {
+		rec, err := r.ch.Read(ctx, a)
+		require.NoError(t, err)
+		assert.Zero(t, rec.Config.Epoch, "nothing written on %s", a)
+	}
+	got, err := r.ch.Recover(ctx, e1)
+	require.NoError(t, err, "the configuration the masters recorded")
+	assert.Equal(t, int64(2), got.Epoch)
+}
+
+// TestInitAfterAMistake: an init naming a master that does not answer
+// writes nothing; one that a master refused part way (the others took it,
+// unsealed) can be replaced by a corrected init.
+func TestInitAfterAMistake(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	m := r.addrs
+	typo := "127.0.0.1:1" // nobody listens
+	tc := redis.NewClient(&redis.Options{Addr: typo, ContextTimeoutEnabled: true, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { _ = tc.Close() })
+	r.ch.Masters[typo] = tc
+	err := r.ch.Init(ctx, config(t, 1, []string{m[0], m[1], m[2], typo}, time.Second))
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, "nothing written")
+	for _, a := range m[:3] {
+		rec, err := r.ch.Read(ctx, a)
+		require.NoError(t, err)
+		assert.Zero(t, rec.Config.Epoch, "nothing written on %s", a)
+	}
+
+	// A master that refuses (it holds another record of its own) after
+	// the others took the first one: they keep it, unsealed.
+	other := config(t, 1, []string{m[3], m[4], m[5]}, time.Second)
+	require.NoError(t, r.ch.Init(ctx, other))
+	wrong := config(t, 1, []string{m[0], m[1], m[3]}, time.Second)
+	require.ErrorIs(t, r.ch.Init(ctx, wrong), reconfig.ErrRefused)
+	rec, err := r.ch.Read(ctx, m[0])
+	require.NoError(t, err)
+	require.Equal(t, wrong.Record(), rec.Config.Record(), "the failed init's record, unsealed")
+	require.True(t, rec.Sealed.IsZero())
+	right := config(t, 1, m[:3], time.Second)
+	require.NoError(t, r.ch.Init(ctx, right), "the corrected init replaces it")
+	for _, a := range m[:3] {
+		rec, err := r.ch.Read(ctx, a)
+		require.NoError(t, err)
+		assert.Equal(t, right.Record(), rec.Config.Record(), a)
+		assert.False(t, rec.Sealed.IsZero(), a)
+	}
+	rec, err = r.ch.Read(ctx, m[3])
+	require.NoError(t, err)
+	assert.Equal(t, other.Record(), rec.Config.Record(), "a sealed first record stays")
 }

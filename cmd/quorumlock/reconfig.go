@@ -45,6 +45,10 @@ every master the change touches, old and new, with its credentials; F holds
 the current configuration (host:port only) for the clients to load.
 `
 
+// maxReconfigKeyTTL bounds init's --max-key-ttl: a step waits the key life
+// plus its drift and a third, so a larger one would hold a change for days.
+const maxReconfigKeyTTL = 24 * time.Hour
+
 // reconfigCmd runs quorumlock reconfig (docs/reconfig.md): exit 0 when done,
 // 1 when a step was refused or a master could not be read, 64 for a usage
 // error.
@@ -102,8 +106,11 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		if fs.NArg() != 0 {
 			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
 		}
-		if *keyTTL <= 0 {
+		switch {
+		case *keyTTL == 0:
 			return usageErr("--max-key-ttl is required (the longest TTL plus lock-delay of any lock)")
+		case *keyTTL < 0 || *keyTTL%time.Millisecond != 0 || *keyTTL > maxReconfigKeyTTL:
+			return usageErr("--max-key-ttl %v: want whole milliseconds, positive, at most %v (each step of a change waits about 1.35 times it)", *keyTTL, maxReconfigKeyTTL)
 		}
 		cfg := reconfig.Config{Epoch: 1, Masters: addrs, Quorum: len(addrs)/2 + 1, MaxKeyTTL: keyTTL.Truncate(time.Millisecond), DriftFactor: *drift}
 		if err := cfg.Check(); err != nil {
@@ -238,7 +245,8 @@ func describeRecord(addr string, r reconfig.Record) string {
 	if r.Config.Epoch == 0 {
 		return "no record"
 	}
-	s := fmt.Sprintf("epoch %d (%d masters)", r.Config.Epoch, len(r.Config.Masters))
+	rec := r.Config.Record()
+	s := fmt.Sprintf("epoch %d (%d masters, %s)", r.Config.Epoch, len(r.Config.Masters), rec[len(rec)-8:]) // the hash tells two configurations of one epoch apart
 	if r.Lost {
 		return s + ", written by another run of the server (it restarted or failed over): counts as none; run repair (recover if a quorum lost it)"
 	}

@@ -125,8 +125,13 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 			t.Fatalf("%q exited %d:\n%s", line, code, out)
 		}
 		if strings.Contains(line, "reconfig status") {
+			cfg, err := reconfig.ReadFile("masters.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := cfg.Record()
 			for _, m := range []string{masters[0], masters[5]} {
-				if !strings.Contains(out, m+"  epoch 3 (5 masters), sealed") {
+				if !strings.Contains(out, m+"  epoch 3 (5 masters, "+rec[len(rec)-8:]+"), sealed") {
 					t.Errorf("status does not show %s at epoch 3:\n%s", m, out)
 				}
 			}
@@ -441,7 +446,7 @@ func TestReconfigRecoverFromMasters(t *testing.T) {
 		t.Fatalf("the step with a quorum restarted: %v, want refused", err)
 	}
 	out := run("quorumlock reconfig recover --config-file masters.conf", exitFail)
-	if !strings.Contains(out, "holds epoch 2 for another set (4 masters)") || !strings.Contains(out, "--from-masters") {
+	if !strings.Contains(out, "the newest configuration the masters recorded is epoch 2 (4 masters") || !strings.Contains(out, "--from-masters") {
 		t.Fatalf("recover from the file:\n%s", out)
 	}
 	out = run("quorumlock reconfig recover --config-file masters.conf --from-masters", exitOK)
@@ -449,4 +454,17 @@ func TestReconfigRecoverFromMasters(t *testing.T) {
 		t.Fatalf("recover --from-masters:\n%s", out)
 	}
 	run("quorumlock reconfig status --config-file masters.conf", exitOK)
+}
+
+// TestReconfigInitRefusesAKeyLife: a longest key life init cannot use is
+// a usage error naming it.
+func TestReconfigInitRefusesAKeyLife(t *testing.T) {
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"}
+	for _, v := range []string{"1.5ms", "-1s", "25h"} {
+		out, code := shellRun(t, "quorumlock reconfig init --config-file masters.conf --max-key-ttl "+v, nil, vars)
+		if code != exitUsage || !strings.Contains(out, "--max-key-ttl ") || !strings.Contains(out, "want whole milliseconds, positive, at most 24h0m0s") {
+			t.Errorf("--max-key-ttl %s: exit %d, want %d:\n%s", v, code, exitUsage, out)
+		}
+	}
 }

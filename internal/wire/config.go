@@ -28,6 +28,10 @@ const ConfigKey = "quorumlock:config"
 // drift to it) or Redis's milliseconds.
 const MaxKeyTTL = 100 * 365 * 24 * time.Hour
 
+// MaxEpoch bounds a configuration's epoch: the scripts read epochs as Lua
+// numbers (doubles), exact up to 2^53, and a step adds one.
+const MaxEpoch = 1<<53 - 2
+
 // Config is one configuration of the masters: the set that an epoch names,
 // as the masters' records and the clients hold it.
 type Config struct {
@@ -49,8 +53,8 @@ type Config struct {
 // Check reports the first thing wrong with c, naming the bad value.
 func (c Config) Check() error {
 	switch {
-	case c.Epoch < 1:
-		return fmt.Errorf("epoch %d: want 1 or more", c.Epoch)
+	case c.Epoch < 1 || c.Epoch > MaxEpoch:
+		return fmt.Errorf("epoch %d: want 1 to %d", c.Epoch, MaxEpoch)
 	case len(c.Masters) == 0:
 		return errors.New("no masters")
 	case c.Quorum <= len(c.Masters)/2 || c.Quorum > len(c.Masters):
@@ -92,7 +96,7 @@ func bound(s string) string {
 // with the masters sorted, so that the order does not change it.
 func (c Config) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "epoch %d\nmode single\nquorum %d\nmaxkeyttl %d\ndrift %s\n", c.Epoch, c.Quorum, c.MaxKeyTTL.Milliseconds(), strconv.FormatFloat(c.DriftFactor, 'g', -1, 64))
+	fmt.Fprintf(&b, "epoch %d\nmode single\nquorum %d\nmaxkeyttl %d\ndrift %s\n", c.Epoch, c.Quorum, c.MaxKeyTTL.Milliseconds(), strconv.FormatFloat(c.DriftFactor+0, 'g', -1, 64)) // +0: -0 is written 0
 	for _, m := range c.Masters {
 		b.WriteString("master " + m + "\n")
 	}
@@ -180,7 +184,7 @@ func ParseRecord(rec string) (epoch int64, maxKeyTTL time.Duration, err error) {
 		return 0, 0, fmt.Errorf("configuration record %q: hash: %v", bound(rec), err)
 	}
 	epoch, err = strconv.ParseInt(f[0], 10, 64)
-	if err != nil || epoch < 1 || !digits(f[0]) { // digits only, as config_check.lua reads it
+	if err != nil || epoch < 1 || epoch > MaxEpoch || !digits(f[0]) { // digits only, as config_check.lua reads it
 		return 0, 0, fmt.Errorf("configuration record %q: epoch %q: want a positive integer", bound(rec), bound(f[0]))
 	}
 	ms, err := strconv.ParseInt(f[2], 10, 64)

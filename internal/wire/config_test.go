@@ -21,6 +21,7 @@ func TestConfigCheckRefuses(t *testing.T) {
 		{"a key life past the bound", func(c *Config) { c.MaxKeyTTL = 2000000 * time.Hour }, "longest key life 2000000h0m0s"},
 		{"a URL with a password", func(c *Config) { c.Masters[0] = "redis://admin:hunter2@10.0.0.9:6379" }, `master 1 "(not shown`},
 		{"a master twice", func(c *Config) { c.Masters[1] = c.Masters[0] }, `master "10.0.0.1:6379" listed twice`},
+		{"an epoch past what the scripts count", func(c *Config) { c.Epoch = MaxEpoch + 1 }, "epoch 9007199254740991: want 1 to 9007199254740990"},
 	} {
 		cfg := good
 		cfg.Masters = append([]string(nil), good.Masters...)
