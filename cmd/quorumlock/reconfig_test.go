@@ -245,22 +245,23 @@ func TestReconfigResumes(t *testing.T) {
 	}
 }
 
-// TestReconfigRecover: after every master restarted (AOF on: the records
-// survive, of another run), status exits 1 and says what to run, repair is
-// refused, and recover writes the file's set at the next epoch, publishes
-// it and makes status whole again; a file with a password in a master's
-// line is refused without showing it.
-func TestReconfigRecover(t *testing.T) {
+// aofRig starts n redis-server processes with AOF (appendfsync always),
+// moves the test into a temporary directory, and returns the servers, their
+// addresses ($M1...) and run, which runs a command line with
+// $QUORUMLOCK_NODES naming every master and fails the test unless it exits
+// want.
+func aofRig(t *testing.T, n int) ([]*redisproc.Server, []string, func(line string, want int) string) {
+	t.Helper()
 	var servers []*redisproc.Server
 	var masters []string
-	for range 3 {
+	for range n {
 		s := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
 		servers = append(servers, s)
 		masters = append(masters, s.Addr())
 	}
 	t.Chdir(t.TempDir())
 	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
-	run := func(line string, want int) string {
+	return servers, masters, func(line string, want int) string {
 		t.Helper()
 		out, code := shellRun(t, line, masters, vars)
 		if code != want {
@@ -268,6 +269,15 @@ func TestReconfigRecover(t *testing.T) {
 		}
 		return out
 	}
+}
+
+// TestReconfigRecover: after every master restarted (AOF on: the records
+// survive, of another run), status exits 1 and says what to run, repair is
+// refused, and recover writes the file's set at the next epoch, publishes
+// it and makes status whole again; a file with a password in a master's
+// line is refused without showing it.
+func TestReconfigRecover(t *testing.T) {
+	servers, masters, run := aofRig(t, 3)
 	run("quorumlock reconfig init --config-file masters.conf --max-key-ttl 200ms", exitOK)
 	run("quorumlock reconfig status --config-file masters.conf", exitOK)
 	for _, s := range servers {
@@ -399,23 +409,7 @@ func TestRunWithConfigFile(t *testing.T) {
 // configuration of another set); recover --from-masters recovers that
 // configuration at epoch 3, after its wait, and publishes it.
 func TestReconfigRecoverFromMasters(t *testing.T) {
-	var servers []*redisproc.Server
-	var masters []string
-	for range 4 {
-		s := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
-		servers = append(servers, s)
-		masters = append(masters, s.Addr())
-	}
-	t.Chdir(t.TempDir())
-	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
-	run := func(line string, want int) string {
-		t.Helper()
-		out, code := shellRun(t, line, masters, vars)
-		if code != want {
-			t.Fatalf("%q exited %d, want %d:\n%s", line, code, want, out)
-		}
-		return out
-	}
+	servers, masters, run := aofRig(t, 4)
 	run("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms", exitOK)
 	e1, err := reconfig.ReadFile("masters.conf")
 	if err != nil {
