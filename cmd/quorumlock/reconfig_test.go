@@ -204,20 +204,9 @@ func TestReconfigResumes(t *testing.T) {
 		return out
 	}
 	runLine("quorumlock reconfig init --nodes $M1,$M2,$M3,$M4,$M5 --config-file masters.conf --max-key-ttl 200ms")
-	e1, err := reconfig.ReadFile("masters.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// An interrupted set: the step to epoch 2 committed and sealed on the
 	// masters, never published.
-	ch := changerT(t, masters)
-	e2, err := reconfig.Next(e1, masters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Step(t.Context(), e1, e2); err != nil {
-		t.Fatal(err)
-	}
+	ch, _, _ := stepUnpublished(t, masters)
 	out := runLine("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M3,$M4,$M6")
 	if !strings.Contains(out, "resuming: epoch 2 is on the masters, masters.conf has 1") || !strings.Contains(out, "done: epoch 3") {
 		t.Fatalf("set did not resume epoch 2 and finish at 3:\n%s", out)
@@ -317,6 +306,26 @@ func TestReconfigRecover(t *testing.T) {
 	}
 }
 
+// stepUnpublished runs the step from masters.conf's configuration to one
+// that adds every other master of masters, to its commit and seals, without
+// publishing it; it returns the changer and both configurations.
+func stepUnpublished(t *testing.T, masters []string) (*reconfig.Changer, reconfig.Config, reconfig.Config) {
+	t.Helper()
+	e1, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := changerT(t, masters)
+	e2, err := reconfig.Next(e1, masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Step(t.Context(), e1, e2); err != nil {
+		t.Fatal(err)
+	}
+	return ch, e1, e2
+}
+
 // changerT is a reconfig.Changer on masters, its connections closed with
 // the test.
 func changerT(t *testing.T, masters []string) *reconfig.Changer {
@@ -355,18 +364,7 @@ func TestRunWithConfigFile(t *testing.T) {
 		t.Fatalf("a TTL above the key life: %d\n%s", code, out)
 	}
 
-	e1, err := reconfig.ReadFile("masters.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := changerT(t, masters)
-	e2, err := reconfig.Next(e1, masters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Step(t.Context(), e1, e2); err != nil {
-		t.Fatal(err)
-	}
+	_, _, e2 := stepUnpublished(t, masters)
 	// Committed, not published: the run is refused and waits for the file.
 	var stdoutBuf, stderrBuf bytes.Buffer
 	stderr := &syncWriter{w: &stderrBuf}
