@@ -519,6 +519,9 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	if newest.Epoch > 0 && newest.Record() != cfg.Record() && !(newest.Epoch > cfg.Epoch && same(newest)) {
 		return Config{}, fmt.Errorf("%w: recover: the newest configuration the masters recorded is epoch %d (%d masters, on %s), not epoch %d of these %d masters (recover --from-masters recovers the newest one)", ErrRefused, newest.Epoch, len(newest.Masters), newestAt, cfg.Epoch, len(cfg.Masters))
 	}
+	if err := next.Check(); err != nil { // an epoch past wire.MaxEpoch
+		return Config{}, fmt.Errorf("%w: recover: epoch %d: %v", ErrRefused, next.Epoch, err)
+	}
 	c.logf("recover: epoch %d's set written as epoch %d on %d masters", cfg.Epoch, next.Epoch, len(next.Masters))
 	took := 0
 	var errs []error
