@@ -29,6 +29,18 @@ const (
 	Fail Verdict = "fail"
 )
 
+// Vacuous says whether a run of sc proved nothing, so that it may be run
+// again (the short suite and cmd/chaos do, at most twice): an unsafe
+// scenario that showed no violation (its fault forces one by timing, and a
+// loaded machine can miss every window), or a safe one that locked nothing
+// (and so showed none). A violation in a safe run is never vacuous.
+func Vacuous(sc Scenario, rep Report) bool {
+	if sc.Expect == Unsafe {
+		return rep.Violations == 0
+	}
+	return rep.Acquisitions == 0 && rep.Violations == 0
+}
+
 // Report is the result of one scenario run. Its JSON form has exactly the
 // fields name, expect, acquisitions, faults, violations,
 // stale_writes_accepted, leaked_keys and verdict; the rest is for humans and

@@ -66,7 +66,7 @@ func TestShortSuite(t *testing.T) {
 				// either again (at most twice): the checker is the same, a
 				// violation it never shows still fails, and a violation in
 				// a safe run fails at once.
-				for retry := 0; err == nil && vacuous(sc, rep) && retry < 2; retry++ {
+				for retry := 0; err == nil && Vacuous(sc, rep) && retry < 2; retry++ {
 					t.Logf("%s on %s: %d acquisitions, %d violations: running it again", sc.Name, kind, rep.Acquisitions, rep.Violations)
 					log.Reset()
 					rep, err = Run(context.Background(), sc, opt)
@@ -152,16 +152,6 @@ func TestSlowNodeOnALoadedMachine(t *testing.T) {
 		t.Errorf("slow-node with every reply 250 ms late: verdict %s, %d acquisitions, %d faults, err %v; log:\n%s",
 			rep.Verdict, rep.Acquisitions, rep.Faults, rep.Err, log.String())
 	}
-}
-
-// vacuous says whether a run proved nothing, so that the short suite may
-// run it again: an unsafe scenario that showed no violation, or a safe one
-// that locked nothing (and so showed none).
-func vacuous(sc Scenario, rep Report) bool {
-	if sc.Expect == Unsafe {
-		return rep.Violations == 0
-	}
-	return rep.Acquisitions == 0 && rep.Violations == 0
 }
 
 // TestCheckerCatchesForcedViolation looks at one unsafe run's history in
@@ -278,7 +268,7 @@ func TestVacuous(t *testing.T) {
 		{unsafe, Report{Acquisitions: 9}, true},               // missed its window
 		{unsafe, Report{Acquisitions: 9, Violations: 2}, false},
 	} {
-		if got := vacuous(c.sc, c.r); got != c.want {
+		if got := Vacuous(c.sc, c.r); got != c.want {
 			t.Errorf("case %d: vacuous = %v, want %v", i, got, c.want)
 		}
 	}
