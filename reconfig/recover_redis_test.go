@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/internal/redisinfo"
 	"github.com/quorumlock/quorumlock/internal/redisproc"
 	"github.com/quorumlock/quorumlock/reconfig"
 	"github.com/quorumlock/quorumlock/redlock"
@@ -305,4 +306,28 @@ func TestInitAfterAMistake(t *testing.T) {
 	rec, err = r.ch.Read(ctx, m[3])
 	require.NoError(t, err)
 	assert.Equal(t, other.Record(), rec.Config.Record(), "a sealed first record stays")
+}
+
+// TestRepairRefusesANewerRecord: a master of the configuration that holds
+// a later record of its current run (another operator's change) is left
+// alone, and Repair fails, naming it, instead of reporting the masters
+// repaired.
+func TestRepairRefusesANewerRecord(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	m := r.addrs
+	e1 := config(t, 1, m[:4], time.Second)
+	require.NoError(t, r.ch.Init(ctx, e1))
+	info, err := r.admin[m[3]].Info(ctx, "server").Result()
+	require.NoError(t, err)
+	si, err := redisinfo.Parse(m[3], info)
+	require.NoError(t, err)
+	later := config(t, 3, m[:5], time.Second)
+	require.NoError(t, r.admin[m[3]].HSet(ctx, "quorumlock:config", "cur", later.Record(), "members", later.Text(), "run", si.RunID).Err())
+	err = r.ch.Repair(ctx, e1)
+	require.ErrorIs(t, err, reconfig.ErrRefused)
+	assert.ErrorContains(t, err, m[3]+" holds a newer record")
+	rec, err := r.ch.Read(ctx, m[3])
+	require.NoError(t, err)
+	assert.Equal(t, later.Record(), rec.Config.Record(), "left alone")
 }
