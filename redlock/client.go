@@ -19,6 +19,7 @@ import (
 // or when Close is called.
 type Client struct {
 	cfg     clientConfig
+	q       quorum // the votes a decision needs (quorum.go)
 	members []*member
 	owner   string // URL-encoded host, pid and label stored after the token
 	work    tracker
@@ -117,7 +118,11 @@ func New(nodes []Node, opts ...ClientOption) (*Client, error) {
 	if err := validate(len(nodes), cfg, nil); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg),
+	q, err := cfg.buildQuorum(len(nodes), cfg.knobs.JointOneSet)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, q: q, closing: make(chan struct{}), giveUp: make(chan struct{}), identities: newIdentities(), obs: observerFor(cfg),
 		tasks: make(chan task), group: newGroup()}
 	seen := map[string]int{}
 	for i, n := range nodes {
@@ -211,7 +216,7 @@ func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mu
 	if hold != nil {
 		info.Shape = shapeOf(ctor, *hold)
 	}
-	return &Mutex{c: c, name: name, cfg: l, quorum: c.cfg.quorumFor(len(c.members)), drift: c.cfg.drift(l.ttl), kind: k, info: info,
+	return &Mutex{c: c, name: name, cfg: l, quorum: c.q, drift: c.cfg.drift(l.ttl), kind: k, info: info,
 		releasedErr: fmt.Errorf("%w: %q", ErrReleased, name)}, nil
 }
 

@@ -151,7 +151,7 @@ func (t termRecord) put(ctx context.Context, refresh bool) bool {
 			return mb.node.Acquire(ctx, t.key, t.value, ttl)
 		},
 	})
-	return r.wait(ctx, t.m.quorum, 0).yes >= t.m.quorum
+	return r.wait(ctx, &t.m.quorum, 0).held
 }
 
 // remove deletes the record from every node and waits for each call (each
@@ -392,6 +392,10 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	// was found.
 	d := decision{answered: make([]bool, n)}
 	counts := map[string]int{}
+	// of reports whether node j answered yes with value v.
+	of := func(v string) func(j int) bool {
+		return func(j int) bool { return d.answered[j] && r.calls[j].err == nil && values[j] == v }
+	}
 	termOf := map[string]int64{}
 	grace := time.NewTimer(c.cfg.nodeTimeout + 20*time.Millisecond)
 	defer grace.Stop()
@@ -405,7 +409,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 				v := values[i]
 				counts[v]++
 				termOf[v] = max(termOf[v], terms[i])
-				if counts[v] >= m.quorum && termOf[v] > 0 {
+				if termOf[v] > 0 && m.quorum.holds(n, of(v)) {
 					leading = v
 				}
 			}
@@ -421,17 +425,19 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	// No elected candidate's value has a quorum: no leader, unless the
 	// nodes that did not answer could still make one (their answers could
 	// also bring the record a quorum's value lacks).
-	failed, best := 0, 0
-	for i, cl := range r.calls {
-		if !d.answered[i] || (cl.err != nil && !errors.Is(cl.err, ErrNodeNotHeld)) {
-			failed++
-		}
+	failed := func(i int) bool {
+		return !d.answered[i] || (r.calls[i].err != nil && !errors.Is(r.calls[i].err, ErrNodeNotHeld))
 	}
-	for _, k := range counts {
-		best = max(best, k)
+	someFailed := false
+	for i := range n {
+		someFailed = someFailed || failed(i)
 	}
-	if failed > 0 && best+failed >= m.quorum {
-		qe := &QuorumError{Op: "leader", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d)}
+	possible := m.quorum.holds(n, failed) // with no value: the failed alone
+	for v := range counts {
+		possible = possible || m.quorum.holds(n, func(i int) bool { return failed(i) || of(v)(i) })
+	}
+	if someFailed && possible {
+		qe := &QuorumError{Op: "leader", Key: m.name, Quorum: m.quorum.first(), quorum: &m.quorum, Nodes: c.results(r, d)}
 		return Leader{}, fmt.Errorf("redlock: leader of %q unknown: %w", m.name, qe)
 	}
 	return Leader{}, fmt.Errorf("%w of %q on a quorum of nodes", ErrNoLeader, m.name)

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -105,6 +106,8 @@ type QuorumError struct {
 	// reached: a quorum said yes, yet no lease was handed out (too little
 	// validity left, or the fencing write-back failed).
 	reached bool
+	// quorum, when set, is the quorum in full (joint mode names its sets).
+	quorum *quorum
 }
 
 // succeeded counts the nodes that said yes.
@@ -125,7 +128,11 @@ func (e *QuorumError) Error() string {
 	} else {
 		b.WriteString(e.errs[0].Error())
 	}
-	fmt.Fprintf(&b, " %q: %d of %d nodes, quorum %d", e.Key, e.succeeded(), len(e.Nodes), e.Quorum)
+	q := strconv.Itoa(e.Quorum)
+	if e.quorum != nil {
+		q = e.quorum.String()
+	}
+	fmt.Fprintf(&b, " %q: %d of %d nodes, quorum %s", e.Key, e.succeeded(), len(e.Nodes), q)
 	for _, extra := range e.errs[min(1, len(e.errs)):] {
 		b.WriteString("; ")
 		b.WriteString(extra.Error())

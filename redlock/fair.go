@@ -306,7 +306,7 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 		}
 	}
 	held := &round{start: r.start, calls: make([]*call, len(r.calls))}
-	d := decision{at: time.Now(), answered: make([]bool, len(r.calls))}
+	d := decision{held: true, at: time.Now(), answered: make([]bool, len(r.calls))}
 	for i, cl := range r.calls {
 		held.calls[i] = cl
 		if counted[i] {

@@ -288,12 +288,12 @@ func (l *Lease) unlock(ctx context.Context) error {
 			return !l.counted[i] || !errors.Is(r.calls[i].err, ErrNodeNotHeld)
 		})
 	}
-	d := r.wait(ctx, m.quorum, m.c.cfg.nodeTimeout)
-	if d.yes >= m.quorum {
+	d := r.wait(ctx, &m.quorum, m.c.cfg.nodeTimeout)
+	if d.held {
 		return nil
 	}
-	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum, Nodes: m.c.results(r, d), errs: []error{ErrNotReleased}}
-	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
+	qe := &QuorumError{Op: "unlock", Key: m.name, Quorum: m.quorum.first(), quorum: &m.quorum, Nodes: m.c.results(r, d), errs: []error{ErrNotReleased}}
+	if m.quorum.notHeld(qe.Nodes) {
 		qe.errs = []error{ErrLockLost}
 	}
 	return withCtxErr(ctx, qe)
@@ -402,8 +402,8 @@ func (l *Lease) doExtend(ctx context.Context) (bool, error) {
 		},
 	})
 	l.mu.Unlock()
-	d := r.wait(ctx, m.quorum, 0)
-	if d.yes >= m.quorum && ctx.Err() == nil && m.deadline(r.start).After(d.at) {
+	d := r.wait(ctx, &m.quorum, 0)
+	if d.held && ctx.Err() == nil && m.deadline(r.start).After(d.at) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.err != nil {
@@ -417,8 +417,8 @@ func (l *Lease) doExtend(ctx context.Context) (bool, error) {
 		}
 		return false, nil
 	}
-	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: []error{ErrNotExtended}}
-	if notHeld(qe.Nodes) > len(qe.Nodes)-m.quorum {
+	qe := &QuorumError{Op: "extend", Key: m.name, Quorum: m.quorum.first(), quorum: &m.quorum, Nodes: c.results(r, d), errs: []error{ErrNotExtended}}
+	if m.quorum.notHeld(qe.Nodes) {
 		qe.errs = []error{ErrLockLost}
 		// Another owner may take those nodes now: end the lease at once.
 		l.mu.Lock()
@@ -446,13 +446,8 @@ func (l *Lease) checkLocked() (expired, err error) {
 	return nil, nil
 }
 
-// notHeld counts the nodes that answered that they do not hold the token.
-func notHeld(rs []NodeResult) int {
-	n := 0
-	for _, r := range rs {
-		if errors.Is(r.Err, ErrNodeNotHeld) {
-			n++
-		}
-	}
-	return n
+// notHeld reports whether the nodes that answered that they do not hold
+// the token leave q out of reach: the lease is lost.
+func (q *quorum) notHeld(rs []NodeResult) bool {
+	return q.lost(len(rs), func(i int) bool { return errors.Is(rs[i].Err, ErrNodeNotHeld) })
 }

@@ -16,7 +16,7 @@ type Mutex struct {
 	c      *Client
 	name   string
 	cfg    lockConfig
-	quorum int
+	quorum quorum
 	drift  time.Duration
 	kind   kind // mutex, fenced mutex or shared lock's hold (kind.go)
 	info   LockInfo
@@ -212,11 +212,11 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 		before:  before,
 		inline:  true,
 	})
-	d := r.wait(ctx, m.quorum, 0)
+	d := r.wait(ctx, &m.quorum, 0)
 	var causes []error // why it failed, besides ErrNotObtained
 	// A duplicate server found while the attempt ran fails it (its own
 	// vote never counted; see identity.go).
-	if d.yes >= m.quorum && ctx.Err() == nil && c.dupErr.Load() == nil {
+	if d.held && ctx.Err() == nil && c.dupErr.Load() == nil {
 		validity := m.deadline(r.start).Sub(d.at)
 		var fence int64
 		var epoch bool
@@ -241,7 +241,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 			causes = append(causes, fmt.Errorf("%w: %v left", ErrValidityTooShort, validity))
 		}
 	}
-	reached := d.yes >= m.quorum
+	reached := d.held
 	m.rollback(ctx, value, r, d)
 	q.tried(r)
 	if p := c.dupErr.Load(); p != nil {
@@ -254,7 +254,7 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 			d.answered[i] = true
 		}
 	}
-	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
+	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum.first(), quorum: &m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
 }
 
 // raiseFence computes the fencing token of an acquisition that reached a
@@ -274,18 +274,17 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 // It also reports whether the token started a new epoch.
 func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d decision, grants []grant) (int64, bool, error) {
 	var highest int64
-	present := 0
 	for i, cl := range acq.calls {
 		if d.answered[i] && cl.replied {
 			highest = max(highest, grants[i].fence)
-			if grants[i].fence > 0 {
-				present++
-			}
 		}
 	}
+	present := m.quorum.holds(len(acq.calls), func(i int) bool {
+		return d.answered[i] && acq.calls[i].replied && grants[i].fence > 0
+	})
 	token := highest + 1
 	epoch := false
-	if present < m.quorum && !m.c.cfg.knobs.NoFenceEpoch {
+	if !present && !m.c.cfg.knobs.NoFenceEpoch {
 		if now := time.Now().UnixMicro(); now > token {
 			token, epoch = now, true
 		}
@@ -304,8 +303,8 @@ func (m *Mutex) raiseFence(ctx context.Context, value string, acq *round, d deci
 				return mb.fencing.RaiseFence(ctx, m.name, value, token) // fencedKind: every node has it
 			},
 		})
-		if rd := r.wait(ctx, m.quorum, 0); rd.yes < m.quorum {
-			return 0, false, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %d", token, rd.yes, m.quorum)
+		if rd := r.wait(ctx, &m.quorum, 0); !rd.held {
+			return 0, false, fmt.Errorf("redlock: fencing token %d written back to %d nodes, quorum %s", token, rd.yes, &m.quorum)
 		}
 	}
 	return token, epoch, nil

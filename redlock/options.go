@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,9 @@ const driftConstant = 2 * time.Millisecond
 
 // clientConfig holds the settings shared by every lock of a Client.
 type clientConfig struct {
-	knobs          knobs.Set // test-only switches, read once by New
-	quorum         int       // 0 means N/2+1
+	knobs          knobs.Set   // test-only switches, read once by New
+	quorum         int         // 0 means N/2+1
+	sets           []quorumSet // WithQuorumOf, in order
 	nodeTimeout    time.Duration
 	releaseTimeout time.Duration
 	driftFactor    float64
@@ -88,6 +90,23 @@ type LockOption func(*lockConfig)
 // better than one node and fails twice as often. WithQuorum(2) says that
 // this is intended.
 func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = q } }
+
+// WithQuorumOf makes every decision need need yes votes among the nodes at
+// these indexes (into New's nodes), besides those of every other
+// WithQuorumOf: a client in joint mode, changing its masters from one set
+// to another, needs a quorum of the old set and a quorum of the new
+// (package reconfig gives both; docs/reconfig.md, "Joint mode"). A node in
+// both sets counts for both. Default: not given, one quorum (WithQuorum)
+// of all nodes. Given, it replaces that quorum: WithQuorum may not be given
+// too, it may be given at most twice, each need must be in (size/2, size]
+// for its set, and every node must be in a set. Errors (from New) wrap
+// ErrInvalidConfig and name the set and the bad value. NewElection's
+// campaigns, leaders and terms and NewSemaphore's bound (for each set) use
+// the same sets.
+func WithQuorumOf(need int, nodes ...int) ClientOption {
+	nodes = slices.Clone(nodes)
+	return func(c *clientConfig) { c.sets = append(c.sets, quorumSet{need: need, nodes: nodes}) }
+}
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
 // node. Default: 50ms (the Redis docs suggest 5-50ms for a 10s TTL). Must be
@@ -330,7 +349,7 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 		return configError("quorum %d must not be negative", c.quorum)
 	case c.quorum != 0 && (c.quorum <= n/2 || c.quorum > n):
 		return configError("quorum %d must be in (%d/2, %d] for %d nodes", c.quorum, n, n, n)
-	case n == 2 && c.quorum == 0:
+	case n == 2 && c.quorum == 0 && len(c.sets) == 0:
 		return configError("2 nodes tolerate no failure (the quorum is both): use 3 or more, or WithQuorum(2) to accept that")
 	case c.nodeTimeout <= 0:
 		return configError("node timeout %v must be positive", c.nodeTimeout)

@@ -511,28 +511,27 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 // decision is what a round had when it was decided.
 type decision struct {
 	yes, no int
-	// at is the time the quorum-th yes arrived (zero if it never did).
-	at time.Time
+	t       tally // the votes per set of the quorum
+	// held: the quorum said yes; at is the time its last yes arrived (zero
+	// if it never did).
+	held bool
+	at   time.Time
 	// answered[i] says node i's call had finished by then.
 	answered []bool
 }
 
-// wait collects replies until need nodes said yes, or until so many said no
-// or failed that need can no longer be reached, or every call's deadline
-// (plus extra and a grace period for scheduling) has passed. ctx only ends
-// the wait early; the calls carry their own deadlines.
-func (r *round) wait(ctx context.Context, need int, extra time.Duration) decision {
-	n := len(r.calls)
-	d := decision{answered: make([]bool, n)}
-	if d.yes >= need || d.no > n-need {
-		return d
-	}
+// wait collects replies until q said yes, or until so many said no or
+// failed that q can no longer be reached, or every call's deadline (plus
+// extra and a grace period for scheduling) has passed. ctx only ends the
+// wait early; the calls carry their own deadlines.
+func (r *round) wait(ctx context.Context, q *quorum, extra time.Duration) decision {
+	d := decision{answered: make([]bool, len(r.calls))}
 	grace := r.timers.get(r.timeout + extra + 20*time.Millisecond)
 	defer r.timers.put(grace)
-	for d.yes < need && d.no <= n-need {
+	for !d.held && !q.out(&d.t) {
 		select {
 		case i := <-r.replies:
-			d.count(i, r.calls[i], need)
+			d.count(i, r.calls[i], q)
 		case <-grace.C:
 			return d
 		case <-ctx.Done():
@@ -542,15 +541,16 @@ func (r *round) wait(ctx context.Context, need int, extra time.Duration) decisio
 	return d
 }
 
-func (d *decision) count(i int, cl *call, need int) {
+func (d *decision) count(i int, cl *call, q *quorum) {
 	d.answered[i] = true
+	q.add(&d.t, i, cl.err == nil)
 	if cl.err != nil {
 		d.no++
 		return
 	}
 	d.yes++
-	if d.yes == need {
-		d.at = time.Now()
+	if !d.held && q.reached(&d.t) {
+		d.held, d.at = true, time.Now()
 	}
 }
 

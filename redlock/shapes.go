@@ -120,7 +120,7 @@ func (c *Client) NewSemaphore(name string, k int, opts ...LockOption) (*Mutex, e
 		return nil, err
 	}
 	if !c.cfg.knobs.NoShapeQuorum { // test-only switch (internal/knobs)
-		m.quorum = max(m.quorum, semaphoreQuorum(len(c.members), k))
+		m.quorum = m.quorum.atLeast(func(n int) int { return semaphoreQuorum(n, k) })
 	}
 	return m, nil
 }

@@ -186,8 +186,8 @@ type watches struct {
 // watch is one lock name watched on every node that can report releases.
 type watch struct {
 	name  string
-	group string // the client's group for a lock with a line, else ""
-	need  int    // reports from distinct nodes that wake a waiter: the quorum
+	group string  // the client's group for a lock with a line, else ""
+	q     *quorum // the lock's: reports from nodes that make it may wake a waiter
 
 	refs   int         // waiting calls using it (under watches.mu)
 	linger *time.Timer // ends it after watchLinger unused (under watches.mu)
@@ -206,7 +206,7 @@ type waiter struct {
 	seen []bool // nodes that reported a release since its attempt began (under watch.mu)
 	// After its attempt failed (settled): taken, the nodes that refused it
 	// because the lock was held, or had not replied when it was decided
-	// (their reports are news); free, how many said yes (free once rolled
+	// (their reports are news); free, the nodes that said yes (free once rolled
 	// back). The reports of every other node are ignored: those of a node
 	// that said yes come from the attempt's own rollback, and a node that
 	// timed out, was busy or is in quarantine is not made worth trying by a
@@ -219,7 +219,7 @@ type waiter struct {
 	// yes, on time or late.
 	settled bool
 	taken   []bool
-	free    int
+	free    []bool
 	// resynced: a node said that its notifications may have been lost
 	// (watch.resync) while the attempt ran: the call tries again at once
 	// when it fails.
@@ -242,8 +242,8 @@ type waiter struct {
 	noReply  bool // knobs.GrantHoldUnanswered
 	// Up to smallRound nodes, seen, taken and handed live in the waiter
 	// (one allocation).
-	seenBuf, takenBuf [smallRound]bool
-	handedBuf         [smallRound]string
+	seenBuf, takenBuf, freeBuf [smallRound]bool
+	handedBuf                  [smallRound]string
 }
 
 // holds reports whether wt's call holds node i with a hand-over (see
@@ -263,15 +263,7 @@ func (wt *waiter) holds(i int) bool {
 }
 
 // held is how many nodes wt's call holds with hand-overs. Under watch.mu.
-func (wt *waiter) held() int {
-	n := 0
-	for i := range wt.handed {
-		if wt.holds(i) {
-			n++
-		}
-	}
-	return n
-}
+func (wt *waiter) held(q *quorum) bool { return q.holds(len(wt.handed), wt.holds) }
 
 // waitFor registers a waiting Lock call of m (its waiter ID id in the
 // nodes' line, "" without a place) on the watch of m's name, starting the watch when there is
@@ -298,7 +290,7 @@ func (m *Mutex) waitFor(ctx context.Context, id string, joinOnly bool) (w *watch
 		if ws.m == nil {
 			ws.m = map[string]*watch{}
 		}
-		w = &watch{name: m.name, need: m.quorum, ready: make(chan struct{})}
+		w = &watch{name: m.name, q: &m.quorum, ready: make(chan struct{})}
 		if line, _ := m.kind.inLine(); line {
 			w.group = c.group
 		}
@@ -326,9 +318,9 @@ func (m *Mutex) waitFor(ctx context.Context, id string, joinOnly bool) (w *watch
 	k := c.cfg.knobs
 	wt = &waiter{id: id, wake: make(chan struct{}, 1), hold: m.holdsOnGrants(), anyValue: k.NoGrantCurrentValue, noReply: k.GrantHoldUnanswered}
 	if n := len(c.members); n <= smallRound {
-		wt.seen, wt.taken, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.handedBuf[:n]
+		wt.seen, wt.taken, wt.free, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.freeBuf[:n], wt.handedBuf[:n]
 	} else {
-		wt.seen, wt.taken, wt.handed = make([]bool, n), make([]bool, n), make([]string, n)
+		wt.seen, wt.taken, wt.free, wt.handed = make([]bool, n), make([]bool, n), make([]bool, n), make([]string, n)
 	}
 	w.mu.Lock()
 	w.waiters = append(w.waiters, wt)
@@ -366,7 +358,7 @@ func (m *Mutex) startWatch(ctx context.Context, w *watch) {
 			w.stops = append(w.stops, s)
 		}
 	}
-	w.live = len(w.stops) >= w.need
+	w.live = w.q.holds(len(stops), func(i int) bool { return stops[i] != nil })
 	close(w.ready)
 }
 
@@ -404,13 +396,7 @@ func (w *watch) awaitsGrants(wt *waiter) bool {
 	if !wt.hold || !wt.settled {
 		return false
 	}
-	n := 0
-	for _, t := range wt.taken {
-		if t {
-			n++
-		}
-	}
-	return n >= w.need
+	return w.q.holds(len(wt.taken), func(i int) bool { return wt.taken[i] })
 }
 
 // resync is node i's word that its notifications may have been lost (its
@@ -449,20 +435,18 @@ func (w *watch) check(wt *waiter) {
 		}
 		return
 	}
-	if wt.hold && wt.held() >= w.need {
+	if wt.hold && wt.held(w.q) {
 		select {
 		case wt.wake <- struct{}{}:
 		default:
 		}
 		return
 	}
-	news := 0
+	news := false
 	for i, s := range wt.seen {
-		if s && wt.taken[i] {
-			news++
-		}
+		news = news || s && wt.taken[i]
 	}
-	if news > 0 && news+wt.free >= w.need {
+	if news && w.q.holds(len(wt.seen), func(i int) bool { return wt.seen[i] && wt.taken[i] || wt.free[i] }) {
 		select {
 		case wt.wake <- struct{}{}:
 		default:
@@ -481,12 +465,12 @@ func (w *watch) settle(wt *waiter, err error, value string, calls []*call) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	wt.free = 0
+	clear(wt.free)
 	wt.value, wt.calls = value, calls
 	for i, r := range qe.Nodes {
 		wt.taken[i] = errors.Is(r.Err, ErrNodeTaken) || errors.Is(r.Err, ErrNoReply)
 		if r.Err == nil {
-			wt.free++
+			wt.free[i] = true
 		}
 	}
 	wt.settled = true
@@ -499,7 +483,7 @@ func (w *watch) settle(wt *waiter, err error, value string, calls []*call) {
 func (w *watch) held(wt *waiter) []bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !wt.hold || !wt.settled || wt.held() < w.need {
+	if !wt.hold || !wt.settled || !wt.held(w.q) {
 		return nil
 	}
 	out := make([]bool, len(wt.handed))

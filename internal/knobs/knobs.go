@@ -49,6 +49,10 @@ var (
 	// majority) instead of max(quorum, N*K/(K+1)+1), so K+1 holders can
 	// each find a majority with room (the bug TestSemaphoreBound found).
 	NoShapeQuorum atomic.Bool
+	// JointOneSet: a client with two sets (redlock.WithQuorumOf, joint
+	// mode) counts the first one alone, so a quorum of the new set that
+	// misses the old set's quorum decides (the model's JOINT_ONE_SET).
+	JointOneSet atomic.Bool
 	// DialTimeoutNotSent: a node call whose dial timed out counts as not
 	// sent (ErrNotSent), like a refused one, so its release is dropped
 	// although the server may have queued the call (a paused server whose
@@ -194,6 +198,7 @@ type Set struct {
 	NoFenceWriteBack   bool
 	NoFenceEpoch       bool
 	NoShapeQuorum      bool
+	JointOneSet        bool
 	NoLockDelay        bool
 	NoPanicRelease     bool
 	NoLockDelayStretch bool
@@ -224,6 +229,7 @@ func Load() Set {
 		NoFenceWriteBack:   NoFenceWriteBack.Load(),
 		NoFenceEpoch:       NoFenceEpoch.Load(),
 		NoShapeQuorum:      NoShapeQuorum.Load(),
+		JointOneSet:        JointOneSet.Load(),
 		NoLockDelay:        NoLockDelay.Load(),
 		NoPanicRelease:     NoPanicRelease.Load(),
 		NoLockDelayStretch: NoLockDelayStretch.Load(),
