@@ -78,7 +78,8 @@ func WriteKey(ctx context.Context, rdb redis.Cmdable, key string, cfg Config) er
 }
 
 // MastersSource reads the configuration from the masters' own records: the
-// newest configuration that a quorum of its own masters hold (written by
+// newest configuration that a quorum of its own masters (of each set, in
+// joint mode) hold (written by
 // their current server runs), so a step counts once it has committed,
 // whether or not it was published. masters reaches every master a
 // configuration may name, by address, as Changer.Masters does (clients
@@ -88,7 +89,7 @@ func WriteKey(ctx context.Context, rdb redis.Cmdable, key string, cfg Config) er
 func MastersSource(masters map[string]redis.Cmdable) Source {
 	ch := &Changer{Masters: masters}
 	return func(ctx context.Context) (Config, error) {
-		held := map[string]int{}
+		held := map[string]map[string]bool{} // record: the masters that hold it
 		configs := map[string]Config{}
 		var errs []error
 		for addr := range masters {
@@ -97,16 +98,19 @@ func MastersSource(masters map[string]redis.Cmdable) Source {
 				errs = append(errs, err)
 				continue
 			}
-			if r.Config.Epoch == 0 || r.Lost || r.Removed || !slices.Contains(r.Config.Masters, addr) {
+			if r.Config.Epoch == 0 || r.Lost || r.Removed || !r.Config.Has(addr) {
 				continue
 			}
 			rec := r.Config.Record()
-			held[rec]++
+			if held[rec] == nil {
+				held[rec] = map[string]bool{}
+			}
+			held[rec][addr] = true
 			configs[rec] = r.Config
 		}
 		var best Config
-		for rec, n := range held {
-			if c := configs[rec]; n >= c.Quorum && c.Epoch > best.Epoch {
+		for rec, on := range held {
+			if c := configs[rec]; c.Epoch > best.Epoch && c.Reached(func(m string) bool { return on[m] }) {
 				best = c
 			}
 		}
@@ -123,7 +127,9 @@ func MastersSource(masters map[string]redis.Cmdable) Source {
 
 // Clients keeps a redlock.Client on the newest configuration its Source
 // gives, each of its nodes sending that configuration's record
-// (redisnode.Node.SetConfig), with the configuration's quorum. When a
+// (redisnode.Node.SetConfig), with the configuration's quorum: in joint
+// mode its nodes are both sets' masters (Config.All) and a lock needs a
+// quorum of each (QuorumOptions). When a
 // lock's call fails with redlock.ErrConfigStale, Reload gives the client of
 // the configuration that replaced it. A client it replaced stays open, so
 // that its leases can still be extended and released, until Close. It is
@@ -147,9 +153,10 @@ type built struct {
 }
 
 // NewClients loads the configuration from src and builds its client.
-// dial makes a master's node from its address in Config.Masters (nil:
+// dial makes a master's node from its address in Config.All (nil:
 // redisnode.Dial; give one that adds credentials or TLS); opts are the
-// client's options (WithQuorum is the configuration's, set after them).
+// client's options (the configuration's quorum, QuorumOptions, is set
+// after them: give neither WithQuorum nor WithQuorumOf).
 // It fails when src fails or the client cannot be built.
 func NewClients(ctx context.Context, src Source, dial func(addr string) (*redisnode.Node, error), opts ...redlock.ClientOption) (*Clients, error) {
 	if src == nil {
@@ -238,7 +245,7 @@ func (c *Clients) use(cfg Config) error {
 		_ = nodes.Close()
 		return err
 	}
-	for _, a := range cfg.Masters {
+	for _, a := range cfg.All() {
 		n, err := c.dial(a)
 		if err != nil {
 			return fail(fmt.Errorf("reconfig: dial %s: %w", a, err))
@@ -248,7 +255,7 @@ func (c *Clients) use(cfg Config) error {
 			return fail(err)
 		}
 	}
-	rc, err := redlock.New(nodes.Redlock(), append(c.opts[:len(c.opts):len(c.opts)], redlock.WithQuorum(cfg.Quorum))...)
+	rc, err := redlock.New(nodes.Redlock(), append(c.opts[:len(c.opts):len(c.opts)], QuorumOptions(cfg)...)...)
 	if err != nil {
 		return fail(err)
 	}
@@ -273,4 +280,24 @@ func (c *Clients) Close(ctx context.Context) error {
 		errs = append(errs, b.c.Close(ctx), b.nodes.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// QuorumOptions are the redlock options of cfg's quorum for a client whose
+// nodes are cfg.All(), in that order: WithQuorum(cfg.Quorum) in single
+// mode; in joint mode WithQuorumOf for each set (a quorum of the new set
+// and one of the old).
+func QuorumOptions(cfg Config) []redlock.ClientOption {
+	if !cfg.Joint() {
+		return []redlock.ClientOption{redlock.WithQuorum(cfg.Quorum)}
+	}
+	all := cfg.All()
+	var opts []redlock.ClientOption
+	for _, s := range cfg.Sets() {
+		idx := make([]int, len(s.Masters))
+		for i, m := range s.Masters {
+			idx[i] = slices.Index(all, m)
+		}
+		opts = append(opts, redlock.WithQuorumOf(s.Quorum, idx...))
+	}
+	return opts
 }

@@ -119,20 +119,42 @@ func Plan(from Config, masters []string) ([]Config, error) {
 	return steps, nil
 }
 
-// oneStep checks the single-step rule: a quorum of from and a quorum of to
-// share a master.
+// Joint returns the two steps that take from to the set masters (in the
+// clients' order) through joint mode, whatever the number of masters added
+// and removed: the joint configuration (masters with a majority quorum,
+// and from's set as the old one, a lock needing a quorum of each), then
+// masters alone. Each is one step (its quorums meet the previous
+// configuration's), so Step takes each, with a wait after each: two waits
+// for any change, where Plan's single steps take one per master added or
+// removed. from must be in single mode.
+func Joint(from Config, masters []string) ([]Config, error) {
+	if from.Joint() {
+		return nil, fmt.Errorf("reconfig: joint: epoch %d is in joint mode already: finish its change first (its new set alone)", from.Epoch)
+	}
+	j := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(masters), Quorum: len(masters)/2 + 1, Old: slices.Clone(from.Masters), OldQuorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
+	to := Config{Epoch: from.Epoch + 2, Masters: slices.Clone(masters), Quorum: j.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
+	for _, c := range []Config{j, to} {
+		if err := c.Check(); err != nil {
+			return nil, fmt.Errorf("reconfig: joint configuration: %w", err)
+		}
+	}
+	return []Config{j, to}, nil
+}
+
+// oneStep checks the single-step rule: every quorum of from and every
+// quorum of to share a master. A configuration's quorum is a quorum of each
+// of its sets (Config.Sets), so it holds when some set of from and some
+// set of to have quorums that must meet: Q + Q' > |C u C'|.
 func oneStep(from, to Config) error {
-	union := map[string]bool{}
-	for _, m := range from.Masters {
-		union[m] = true
+	for _, a := range from.Sets() {
+		for _, b := range to.Sets() {
+			union := len(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a.Masters), b.Masters...)))))
+			if a.Quorum+b.Quorum > union {
+				return nil
+			}
+		}
 	}
-	for _, m := range to.Masters {
-		union[m] = true
-	}
-	if from.Quorum+to.Quorum <= len(union) {
-		return fmt.Errorf("reconfig: epoch %d -> %d is more than one step: quorums %d and %d of %d masters in all need not share one (add or remove one master per step)", from.Epoch, to.Epoch, from.Quorum, to.Quorum, len(union))
-	}
-	return nil
+	return fmt.Errorf("reconfig: epoch %d -> %d is more than one step: a quorum of %s and one of %s need not share a master (add or remove one master per step, or go through joint mode)", from.Epoch, to.Epoch, from.Summary(), to.Summary())
 }
 
 // Init writes epoch 1, cfg, on every master of cfg and seals it. Every
@@ -145,8 +167,8 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("reconfig: init: %w", err)
 	}
-	if cfg.Epoch != 1 {
-		return fmt.Errorf("reconfig: init: epoch %d: the first configuration is epoch 1", cfg.Epoch)
+	if cfg.Epoch != 1 || cfg.Joint() {
+		return fmt.Errorf("reconfig: init: epoch %d (%s): the first configuration is epoch 1, single mode", cfg.Epoch, cfg.Mode())
 	}
 	if err := c.distinct(ctx, cfg.Masters); err != nil {
 		return fmt.Errorf("reconfig: init: %w", err)
@@ -166,16 +188,18 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 }
 
 // Step moves the masters from configuration from to to (to.Epoch =
-// from.Epoch + 1, one master added or removed, the longest key life and
-// drift factor not lowered). It installs to on every master of both sets: a
+// from.Epoch + 1, one master added or removed, or into or out of joint
+// mode (Joint), the longest key life and drift factor not lowered). It
+// installs to on every master of both configurations: a
 // master of from takes it only over from's own record, sealed, once from's
 // wait has passed by its clock (so a step from a configuration the masters
 // do not hold is refused); a master the step adds takes it over none or an
 // older record; a master the step removes keeps it in a removed form that
 // refuses every client's vote. While the masters refuse it only for the
 // wait, Step sleeps the time they report left and installs again (until
-// ctx ends). Once a quorum of from and a quorum of to hold to (the commit
-// point: no client at from's epoch can count a quorum from then on), it
+// ctx ends). Once a quorum of from and a quorum of to (of each set in
+// joint mode) hold to (the commit point: no client at from's epoch can
+// count a quorum from then on), it
 // seals to (Seal) and returns. A step interrupted anywhere can be run
 // again: install and seal are idempotent. Errors wrap ErrRefused (with
 // every master's answer) or ctx.Err().
@@ -197,22 +221,22 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		// also cover the keys written under from.
 		return fmt.Errorf("reconfig: step: epoch %d -> %d lowers the longest key life (%v -> %v) or the drift factor (%v -> %v)", from.Epoch, to.Epoch, from.MaxKeyTTL, to.MaxKeyTTL, from.DriftFactor, to.DriftFactor)
 	}
-	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(from.Masters), to.Masters...))))
+	all := slices.Compact(slices.Sorted(slices.Values(append(from.All(), to.All()...))))
 	if err := c.distinct(ctx, all); err != nil {
 		return fmt.Errorf("reconfig: step: %w", err)
 	}
 	part := func(m string) string {
 		switch {
-		case !slices.Contains(from.Masters, m):
+		case !from.Has(m):
 			return "fresh"
-		case !slices.Contains(to.Masters, m):
+		case !to.Has(m):
 			return "removed"
 		}
 		return "member"
 	}
-	c.logf("step: epoch %d -> %d, %d -> %d masters (quorum %d -> %d)", from.Epoch, to.Epoch, len(from.Masters), len(to.Masters), from.Quorum, to.Quorum)
+	c.logf("step: epoch %d -> %d, %s -> %s", from.Epoch, to.Epoch, from.Summary(), to.Summary())
 	var added []string
-	for _, m := range to.Masters {
+	for _, m := range to.All() {
 		if part(m) == "fresh" {
 			added = append(added, m)
 		}
@@ -221,19 +245,20 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		// The masters of from first: a master the step adds takes the
 		// record only once a quorum of from did, so a step from a
 		// configuration the masters do not hold writes nowhere.
-		ans := c.install(ctx, from.Masters, to, from.Record(), part)
-		oldOK := count(ans, from.Masters)
-		if oldOK >= from.Quorum {
+		ans := c.install(ctx, from.All(), to, from.Record(), part)
+		took := func(m string) bool { return ans[m].took() }
+		oldOK := from.Reached(took)
+		if oldOK {
 			maps.Copy(ans, c.install(ctx, added, to, from.Record(), part))
 		}
-		newOK := count(ans, to.Masters)
+		newOK := to.Reached(took)
 		for _, m := range all {
 			if a, ok := ans[m]; ok {
 				c.logf("  %s %s", m, a)
 			}
 		}
-		if oldOK >= from.Quorum && newOK >= to.Quorum {
-			c.logf("  commit point: %d of %d old, %d of %d new", oldOK, len(from.Masters), newOK, len(to.Masters))
+		if oldOK && newOK {
+			c.logf("  commit point: %s old, %s new", count(ans, from), count(ans, to))
 			break
 		}
 		left := time.Duration(0)
@@ -241,7 +266,7 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 			left = max(left, a.wait)
 		}
 		if left == 0 {
-			return fmt.Errorf("%w: epoch %d -> %d: %d of %d old and %d of %d new took it (%s)", ErrRefused, from.Epoch, to.Epoch, oldOK, from.Quorum, newOK, to.Quorum, summary(all, ans))
+			return fmt.Errorf("%w: epoch %d -> %d: %s old and %s new took it (%s)", ErrRefused, from.Epoch, to.Epoch, count(ans, from), count(ans, to), summary(all, ans))
 		}
 		c.logf("  waiting %v (the masters' wait since epoch %d was sealed)", left, from.Epoch)
 		t := time.NewTimer(left + time.Millisecond)
@@ -271,14 +296,20 @@ func (a answer) String() string {
 	return a.reply
 }
 
-func count(ans map[string]answer, set []string) int {
-	n := 0
-	for _, m := range set {
-		if ans[m].took() {
-			n++
+// count says how many of each of cfg's sets took it: "3 of 5", in joint
+// mode "3 of 5 and 2 of 3", each of a quorum.
+func count(ans map[string]answer, cfg Config) string {
+	var parts []string
+	for _, s := range cfg.Sets() {
+		n := 0
+		for _, m := range s.Masters {
+			if ans[m].took() {
+				n++
+			}
 		}
+		parts = append(parts, fmt.Sprintf("%d of %d (quorum %d)", n, len(s.Masters), s.Quorum))
 	}
-	return n
+	return strings.Join(parts, " and ")
 }
 
 func summary(all []string, ans map[string]answer) string {
@@ -336,9 +367,10 @@ func (c *Changer) install(ctx context.Context, set []string, cfg Config, from st
 func (c *Changer) Seal(ctx context.Context, cfg Config) error {
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
-	lines := make([]string, len(cfg.Masters))
-	sealed := make([]bool, len(cfg.Masters))
-	for i, m := range cfg.Masters {
+	all := cfg.All()
+	lines := make([]string, len(all))
+	sealed := make([]bool, len(all))
+	for i, m := range all {
 		wg.Go(func() {
 			reply, err := c.call(ctx, m, "seal", cfg.Record())
 			switch why, refused := refusal(err); {
@@ -352,15 +384,11 @@ func (c *Changer) Seal(ctx context.Context, cfg Config) error {
 		})
 	}
 	wg.Wait()
-	n := 0
-	for i, l := range lines {
+	for _, l := range lines {
 		c.logf("%s", l)
-		if sealed[i] {
-			n++
-		}
 	}
-	if n < cfg.Quorum {
-		return fmt.Errorf("%w: epoch %d sealed on %d of %d masters, quorum %d (%s)", ErrRefused, cfg.Epoch, n, len(cfg.Masters), cfg.Quorum, strings.Join(lines, ";"))
+	if !cfg.Reached(func(m string) bool { return sealed[slices.Index(all, m)] }) {
+		return fmt.Errorf("%w: epoch %d (%s) sealed on fewer than a quorum (%s)", ErrRefused, cfg.Epoch, cfg.Summary(), strings.Join(lines, ";"))
 	}
 	return nil
 }
@@ -409,20 +437,20 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("reconfig: repair: %w", err)
 	}
 	var todo []string
-	holds := 0
-	for _, m := range cfg.Masters {
+	holds := map[string]bool{}
+	for _, m := range cfg.All() {
 		r, err := c.Read(ctx, m)
 		switch {
 		case err != nil:
 			c.logf("  %s unreadable: %v", m, err)
 		case !r.Lost && !r.Removed && r.Config.Record() == cfg.Record():
-			holds++
+			holds[m] = true
 		default:
 			todo = append(todo, m)
 		}
 	}
-	if holds < cfg.Quorum {
-		return fmt.Errorf("%w: repair: %d of %d masters hold epoch %d, quorum %d: its step has not committed, or the masters moved on", ErrRefused, holds, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+	if !cfg.Reached(func(m string) bool { return holds[m] }) {
+		return fmt.Errorf("%w: repair: %d of the %s hold epoch %d, fewer than a quorum: its step has not committed, or the masters moved on", ErrRefused, len(holds), cfg.Summary(), cfg.Epoch)
 	}
 	var errs []error
 	for _, m := range todo {
@@ -475,7 +503,7 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	if err := cfg.Check(); err != nil {
 		return Config{}, fmt.Errorf("reconfig: recover: %w", err)
 	}
-	if err := c.distinct(ctx, cfg.Masters); err != nil {
+	if err := c.distinct(ctx, cfg.All()); err != nil {
 		return Config{}, fmt.Errorf("reconfig: recover: %w", err)
 	}
 	same := func(a Config) bool {
@@ -486,7 +514,7 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	next.Epoch++
 	var newest Config   // the newest configuration any master recorded, lost or not
 	var newestAt string // a master that holds it
-	live := map[string]int{}
+	live := map[string]map[string]bool{} // record: the masters that hold it live
 	configs := map[string]Config{}
 	for _, m := range slices.Sorted(maps.Keys(c.Masters)) {
 		r, err := c.Read(ctx, m)
@@ -499,33 +527,36 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 		if r.Config.Epoch > cfg.Epoch && same(r.Config) && !r.Removed {
 			next.Epoch = max(next.Epoch, r.Config.Epoch) // an earlier Recover's
 		}
-		if !r.Lost && !r.Removed && slices.Contains(r.Config.Masters, m) {
-			live[r.Config.Record()]++ // a vote its clients still get
-			configs[r.Config.Record()] = r.Config
+		if rec := r.Config.Record(); !r.Lost && !r.Removed && r.Config.Has(m) {
+			if live[rec] == nil {
+				live[rec] = map[string]bool{}
+			}
+			live[rec][m] = true // a vote its clients still get
+			configs[rec] = r.Config
 		}
 	}
-	for rec, n := range live {
-		if l := configs[rec]; n >= l.Quorum {
+	for rec, on := range live {
+		if l := configs[rec]; l.Reached(func(m string) bool { return on[m] }) {
 			switch {
 			case rec == cfg.Record():
-				return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (quorum %d): run repair", ErrRefused, n, len(cfg.Masters), cfg.Epoch, cfg.Quorum)
+				return Config{}, fmt.Errorf("%w: recover: %d masters hold epoch %d (%s), a quorum: run repair", ErrRefused, len(on), cfg.Epoch, cfg.Summary())
 			case l.Epoch > cfg.Epoch && same(l):
 				c.logf("recover: a quorum holds epoch %d of this set already (recovered)", l.Epoch)
 				return l, nil
 			}
-			return Config{}, fmt.Errorf("%w: recover: %d of %d masters hold epoch %d (%d masters) under their current runs, a quorum: that configuration is not lost (status shows it; change it with set)", ErrRefused, n, len(l.Masters), l.Epoch, len(l.Masters))
+			return Config{}, fmt.Errorf("%w: recover: %d masters hold epoch %d (%s) under their current runs, a quorum: that configuration is not lost (status shows it; change it with set)", ErrRefused, len(on), l.Epoch, l.Summary())
 		}
 	}
 	if newest.Epoch > 0 && newest.Record() != cfg.Record() && !(newest.Epoch > cfg.Epoch && same(newest)) {
-		return Config{}, fmt.Errorf("%w: recover: the newest configuration the masters recorded is epoch %d (%d masters, on %s), not epoch %d of these %d masters (recover --from-masters recovers the newest one)", ErrRefused, newest.Epoch, len(newest.Masters), newestAt, cfg.Epoch, len(cfg.Masters))
+		return Config{}, fmt.Errorf("%w: recover: the newest configuration the masters recorded is epoch %d (%s, on %s), not epoch %d of these (%s) (recover --from-masters recovers the newest one)", ErrRefused, newest.Epoch, newest.Summary(), newestAt, cfg.Epoch, cfg.Summary())
 	}
 	if err := next.Check(); err != nil { // an epoch past wire.MaxEpoch
 		return Config{}, fmt.Errorf("%w: recover: epoch %d: %v", ErrRefused, next.Epoch, err)
 	}
-	c.logf("recover: epoch %d's set written as epoch %d on %d masters", cfg.Epoch, next.Epoch, len(next.Masters))
-	took := 0
+	c.logf("recover: epoch %d's set written as epoch %d (%s)", cfg.Epoch, next.Epoch, next.Summary())
+	took := map[string]bool{}
 	var errs []error
-	for _, m := range next.Masters {
+	for _, m := range next.All() {
 		reply, err := c.call(ctx, m, "repair", next.Record(), next.Text(), strconv.FormatInt(next.Wait().Milliseconds(), 10))
 		if why, ok := refusal(err); ok {
 			c.logf("  %s refused: %s", m, why)
@@ -535,11 +566,11 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", m, err))
 			continue
 		}
-		took++
+		took[m] = true
 		c.logf("  %s %v", m, reply)
 	}
-	if took < next.Quorum {
-		return Config{}, fmt.Errorf("%w: recover: epoch %d taken by %d of %d masters, quorum %d; run it again%w", ErrRefused, next.Epoch, took, len(next.Masters), next.Quorum, joinCause(errs))
+	if !next.Reached(func(m string) bool { return took[m] }) {
+		return Config{}, fmt.Errorf("%w: recover: epoch %d taken by %d masters, fewer than a quorum of %s; run it again%w", ErrRefused, next.Epoch, len(took), next.Summary(), joinCause(errs))
 	}
 	return next, nil
 }
@@ -619,17 +650,13 @@ func (c *Changer) Read(ctx context.Context, addr string) (Record, error) {
 		if r.Config, err = wire.ParseConfig(str(1)); err != nil {
 			return Record{}, fmt.Errorf("reconfig: read %s: members: %w", addr, err)
 		}
-		r.Removed = removedForm(r.Config.Record()) == str(0)
+		r.Removed = r.Config.Removed() == str(0)
 		if r.Config.Record() != str(0) && !r.Removed {
 			return Record{}, fmt.Errorf("reconfig: read %s: the record's cur %q does not match its members", addr, str(0))
 		}
 	}
 	return r, nil
 }
-
-// removedForm is the "cur" a removed master keeps for record rec
-// (reconfig.lua).
-func removedForm(rec string) string { return strings.Replace(rec, " single ", " removed ", 1) }
 
 // WriteFile writes cfg to path (Config.Text), replacing it in one rename,
 // for clients that load their configuration from a file.

@@ -7,8 +7,8 @@
 --          "run" (the run_id of the server run that wrote it; a record of
 --          another run counts as none, here and in config_check.lua)
 -- ARGV[1]  the operation: "install", "seal", "repair" or "read"
--- ARGV[2]  install, seal, repair: the new record's "cur" ("<epoch> single
---          <ms> <hash>")
+-- ARGV[2]  install, seal, repair: the new record's "cur" ("<epoch> <mode>
+--          <ms> <hash>", the mode single or joint)
 -- ARGV[3]  install, repair: its "members" text
 -- ARGV[4]  install, repair: its "wait" in milliseconds
 -- ARGV[5]  install: this master's part in the step: "fresh" (the step adds
@@ -20,7 +20,8 @@
 -- Commands used: HMGET, HSET, HDEL, TIME, INFO (server).
 --
 -- A removed master keeps the new epoch with the mode "removed" in "cur"
--- ("<epoch> removed <ms> <hash>"): no client's record equals it, so the
+-- ("<epoch> removed <ms> <hash>", whatever the mode): no client's record
+-- equals it, so the
 -- check (config_check.lua) refuses every client's vote there, a current
 -- one's as "differs", an older one's as "stale".
 --
@@ -39,7 +40,9 @@
 --              rule <why>      the step from the master's configuration to
 --                              the new one is not one step: not the next
 --                              epoch, a quorum that is no majority, quorums
---                              that need not meet (Q + Q' <= |C u C'|), a
+--                              that need not meet (no set of the old
+--                              configuration and set of the new, joint
+--                              mode's two each, with Q + Q' > |C u C'|), a
 --                              key life or drift factor lowered, a record
 --                              that is not the members', or a wait below
 --                              the key life, its drift and a third
@@ -136,20 +139,40 @@ if op ~= 'install' then
 end
 
 -- parse reads a "members" text (wire.Config.Text): its epoch, quorum,
--- longest key life, drift factor, and its masters as a set.
+-- longest key life, drift factor, and its sets: {masters (a set), n,
+-- quorum}, the masters with quorum, then in joint mode the old masters
+-- with oldquorum.
 local function parse(text)
-  local c = {masters = {}, n = 0}
+  local c = {}
+  local sets = {master = {masters = {}, n = 0}, old = {masters = {}, n = 0}}
   for name, value in string.gmatch(text or '', '(%a+) ([^\n]+)') do
-    if name == 'master' then
-      if not c.masters[value] then
-        c.masters[value] = true
-        c.n = c.n + 1
+    local s = sets[name]
+    if s then
+      if not s.masters[value] then
+        s.masters[value] = true
+        s.n = s.n + 1
       end
     elseif name ~= 'mode' then
       c[name] = tonumber(value)
     end
   end
+  sets.master.quorum, sets.old.quorum = c.quorum, c.oldquorum
+  c.sets = {sets.master}
+  if sets.old.n > 0 or c.oldquorum then
+    c.sets[2] = sets.old
+  end
   return c
+end
+
+-- meet reports whether every quorum of set a meets every quorum of set b.
+local function meet(a, b)
+  local union = a.n
+  for m in pairs(b.masters) do
+    if not a.masters[m] then
+      union = union + 1
+    end
+  end
+  return a.quorum + b.quorum > union
 end
 
 -- step_rule is the reason the step from the master's configuration (old
@@ -159,23 +182,32 @@ end
 -- step is reckoned from the new ones and must cover keys of the old).
 local function step_rule(old, new)
   local a, b = parse(old), parse(new)
-  if not (a.epoch and b.epoch and a.quorum and b.quorum and a.maxkeyttl and b.maxkeyttl and a.drift and b.drift) then
+  if not (a.epoch and b.epoch and a.maxkeyttl and b.maxkeyttl and a.drift and b.drift) then
     return 'unreadable members'
+  end
+  for _, c in ipairs({a, b}) do
+    for _, s in ipairs(c.sets) do
+      if not s.quorum or s.n == 0 then
+        return 'unreadable members'
+      end
+    end
   end
   if b.epoch ~= a.epoch + 1 then
     return 'epoch ' .. a.epoch .. ' -> ' .. b.epoch
   end
-  local union = a.n
-  for m in pairs(b.masters) do
-    if not a.masters[m] then
-      union = union + 1
+  for _, s in ipairs(b.sets) do
+    if 2 * s.quorum <= s.n or s.quorum > s.n then
+      return 'quorum ' .. s.quorum .. ' of ' .. s.n .. ' masters is not a majority'
     end
   end
-  if 2 * b.quorum <= b.n or b.quorum > b.n then
-    return 'quorum ' .. b.quorum .. ' of ' .. b.n .. ' masters is not a majority'
+  local met = false
+  for _, sa in ipairs(a.sets) do
+    for _, sb in ipairs(b.sets) do
+      met = met or meet(sa, sb)
+    end
   end
-  if a.quorum + b.quorum <= union then
-    return 'quorums ' .. a.quorum .. ' and ' .. b.quorum .. ' of ' .. union .. ' masters need not meet'
+  if not met then
+    return 'quorums of the old and the new configuration need not meet'
   end
   if b.maxkeyttl < a.maxkeyttl or b.drift < a.drift then
     return 'longest key life or drift factor lowered'
@@ -191,7 +223,7 @@ local function step_rule(old, new)
 end
 local part = ARGV[5]
 if part == 'removed' then
-  new = string.gsub(new, ' single ', ' removed ', 1)
+  new = string.gsub(new, '^(%d+) %a+ ', '%1 removed ', 1)
 end
 if cur == new then
   return 'already'

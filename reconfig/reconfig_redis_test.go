@@ -60,7 +60,7 @@ func newRig(t *testing.T, cfg ...redisproc.Config) *rig {
 // a record (and so unchecked) when record is false.
 func (r *rig) client(t *testing.T, cfg reconfig.Config, record bool) *redlock.Client {
 	t.Helper()
-	ns, err := redisnode.DialAll(cfg.Masters...)
+	ns, err := redisnode.DialAll(cfg.All()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ns.Close() })
 	if record {
@@ -68,7 +68,7 @@ func (r *rig) client(t *testing.T, cfg reconfig.Config, record bool) *redlock.Cl
 			require.NoError(t, n.SetConfig(cfg.Record()))
 		}
 	}
-	c, err := redlock.New(ns.Redlock(), redlock.WithQuorum(cfg.Quorum))
+	c, err := redlock.New(ns.Redlock(), reconfig.QuorumOptions(cfg)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
@@ -82,7 +82,7 @@ func (r *rig) waitUnsealed(t *testing.T, cfg reconfig.Config) {
 	if knobs.NoReconfigWait.Load() { // the masters do not wait
 		return
 	}
-	for _, m := range cfg.Masters {
+	for _, m := range cfg.All() {
 		for {
 			rec, err := r.ch.Read(context.Background(), m)
 			require.NoError(t, err)

@@ -112,7 +112,7 @@ func TestRecoverRefuses(t *testing.T) {
 	other := config(t, 2, []string{m[0], m[1], m[4]}, 200*time.Millisecond)
 	_, err = r.ch.Recover(ctx, other)
 	require.ErrorIs(t, err, reconfig.ErrRefused, "another configuration of epoch 2")
-	assert.ErrorContains(t, err, "not epoch 2 of these 3 masters")
+	assert.ErrorContains(t, err, "not epoch 2 of these (3 masters, quorum 2)")
 
 	require.NoError(t, r.servers[3].Stop())
 	_, err = r.ch.Recover(ctx, e2)

@@ -14,7 +14,8 @@ import (
 
 // TestMastersCheckTheStepRule: the masters refuse a step that is not one
 // step, whatever the changer checked: install is called here directly,
-// past Step's own checks. A swap (quorums that need not meet), a skipped
+// past Step's own checks. A swap (quorums that need not meet), a joint
+// configuration that does not keep the old set, a skipped
 // epoch, a lowered drift factor, a quorum that is no majority, a wait
 // below the key life and a master of the old set told it is added are
 // refused with the reason; the one step is taken.
@@ -45,11 +46,15 @@ func TestMastersCheckTheStepRule(t *testing.T) {
 	swap := Config{Epoch: 2, Masters: []string{addrs[0], addrs[1], addrs[3]}, Quorum: 2, MaxKeyTTL: time.Millisecond, DriftFactor: 0.01}
 	skip := Config{Epoch: 3, Masters: addrs, Quorum: 3, MaxKeyTTL: time.Millisecond, DriftFactor: 0.01}
 	shorter := Config{Epoch: 2, Masters: addrs, Quorum: 3, MaxKeyTTL: time.Millisecond, DriftFactor: 0.001}
+	// A joint configuration whose old set is not the masters' set: neither
+	// of its sets' quorums need meet a quorum of epoch 1's.
+	strayJoint := Config{Epoch: 2, Masters: swap.Masters, Quorum: 2, Old: []string{addrs[1], addrs[2], addrs[3]}, OldQuorum: 2, MaxKeyTTL: time.Millisecond, DriftFactor: 0.01}
 	for _, tc := range []struct {
 		to   Config
 		want string
 	}{
-		{swap, "refused: rule quorums 2 and 2 of 4 masters need not meet"},
+		{swap, "refused: rule quorums of the old and the new configuration need not meet"},
+		{strayJoint, "refused: rule quorums of the old and the new configuration need not meet"},
 		{skip, "refused: rule epoch 1 -> 3"},
 		{shorter, "refused: rule longest key life or drift factor lowered"},
 	} {

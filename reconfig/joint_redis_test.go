@@ -1,0 +1,109 @@
+package reconfig_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
+	"github.com/quorumlock/quorumlock/reconfig"
+	"github.com/quorumlock/quorumlock/redlock"
+)
+
+// TestJointChange replaces two of three masters ({0,1,2} to {0,4,5}) in
+// the two steps of joint mode, on real servers. A holds the lock at epoch
+// 1 on {1,2} when the step into joint mode commits (no wait needed before
+// it: a joint quorum holds a quorum of the old set). B, a client that
+// loaded the joint configuration (reconfig.Clients, refused as stale
+// first), is refused while A's lease lasts, though the new set {0,4,5} is
+// free: it needs a quorum of the old set too. Its twin, with
+// knobs.JointOneSet (a joint client counting the new set alone, the
+// model's JOINT_ONE_SET), gives two holders. The step out of joint mode
+// waits for the masters, after which a client of epoch 3 locks on {0,4,5},
+// the joint client is refused as stale, and the removed masters refuse
+// every vote.
+func TestJointChange(t *testing.T) {
+	const keyTTL = 5 * time.Second
+	run := func(t *testing.T) (r *rig, la, lb *redlock.Lease, errB error, steps []reconfig.Config, clients *reconfig.Clients) {
+		r = newRig(t)
+		ctx := context.Background()
+		e1 := config(t, 1, r.addrs[:3], keyTTL)
+		require.NoError(t, r.ch.Init(ctx, e1))
+		target := []string{r.addrs[0], r.addrs[4], r.addrs[5]}
+		steps, err := reconfig.Joint(e1, target)
+		require.NoError(t, err)
+		j := steps[0]
+		require.True(t, j.Joint())
+		assert.Equal(t, []string{r.addrs[0], r.addrs[4], r.addrs[5], r.addrs[1], r.addrs[2]}, j.All())
+		_, err = reconfig.Next(e1, target)
+		require.Error(t, err, "two masters replaced at once is not one single step")
+
+		published := e1
+		clients, err = reconfig.NewClients(ctx, func(context.Context) (reconfig.Config, error) { return published, nil }, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = clients.Close(context.Background()) })
+
+		a := r.client(t, e1, true)
+		r.waitUnsealed(t, e1) // so that the joint step commits while A holds
+		r.occupy(t, "job", r.addrs[0])
+		la, err = lock(t, a, "job", keyTTL)
+		require.NoError(t, err, "A takes {1,2} at epoch 1")
+		r.free(t, "job", r.addrs[0])
+
+		require.NoError(t, r.ch.Step(ctx, e1, j))
+		published = j
+		b, _ := clients.Client()
+		_, err = tryLock(t, b, "job")
+		require.ErrorIs(t, err, redlock.ErrConfigStale, "B at epoch 1 after the commit point")
+		b, err = clients.Reload(ctx)
+		require.NoError(t, err)
+		_, cur := clients.Client()
+		require.Equal(t, j.Record(), cur.Record())
+		m, err := b.NewMutex("job", redlock.WithTTL(keyTTL))
+		require.NoError(t, err)
+		lb, errB = m.TryLock(ctx)
+		return r, la, lb, errB, steps, clients
+	}
+
+	t.Run("rule", func(t *testing.T) {
+		r, la, lb, errB, steps, clients := run(t)
+		if errB == nil {
+			require.False(t, la.Valid(), "two holders")
+			t.Log("A's lease ended before B's attempt (a stalled machine): the refusal was not tested")
+			require.NoError(t, lb.Unlock(context.Background()))
+		} else {
+			require.ErrorIs(t, errB, redlock.ErrNotObtained)
+			assert.ErrorContains(t, errB, "quorum 2 of nodes 0,1,2 and 2 of nodes 0,3,4", "B needs a quorum of each set")
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, r.ch.Step(ctx, steps[0], steps[1]))
+		assert.Contains(t, r.log.all(), "refused: wait ", "the masters refused the step out of joint mode until their wait had passed")
+		assert.False(t, la.Valid(), "A's lease of epoch 1 ended before epoch 3")
+		c3 := r.client(t, steps[1], true)
+		lc, err := tryLock(t, c3, "job")
+		require.NoError(t, err, "a client of epoch 3 locks on {0,4,5}")
+		require.NoError(t, lc.Unlock(ctx))
+
+		b, _ := clients.Client()
+		_, err = tryLock(t, b, "other")
+		require.ErrorIs(t, err, redlock.ErrConfigStale, "the joint client after the step out")
+		for _, m := range []string{r.addrs[1], r.addrs[2]} {
+			rec, err := r.ch.Read(ctx, m)
+			require.NoError(t, err)
+			assert.True(t, rec.Removed, "%s was removed", m)
+		}
+	})
+
+	t.Run("JointOneSet", func(t *testing.T) {
+		knobs.JointOneSet.Store(true)
+		defer knobs.JointOneSet.Store(false)
+		_, la, lb, errB, _, _ := run(t)
+		require.NoError(t, errB, "B counts the new set {0,4,5} alone")
+		assert.True(t, la.Valid() && lb.Valid(), "two holders: the old set's quorum is what excludes A")
+	})
+}
