@@ -48,6 +48,7 @@ var knobVars = map[string]*atomic.Bool{
 	"GrantHoldQuarantined": &knobs.GrantHoldQuarantined,
 
 	"NoConfigCheck":  &knobs.NoConfigCheck,
+	"JointOneSet":    &knobs.JointOneSet,
 	"NoConfigRun":    &knobs.NoConfigRun,
 	"NoConfigStamp":  &knobs.NoConfigStamp,
 	"NoReconfigWait": &knobs.NoReconfigWait,
@@ -177,6 +178,10 @@ var knobCases = []struct {
 	// is still valid when, two steps on, a quorum of the masters that
 	// holds none of its keys grants the lock again.
 	{"NoReconfigWait", Reconfig, "mutual-exclusion", nil},
+	// A joint client (a change through joint mode) counting the new set
+	// alone: its quorum of the new set misses a lease that a client still
+	// at the old configuration holds on a quorum of the old set.
+	{"JointOneSet", Reconfig, "mutual-exclusion", nil},
 }
 
 // knobBudgets overrides knobBudget for a violation that needs more

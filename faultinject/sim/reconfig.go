@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +19,8 @@ import (
 // Change is a change of the masters during a schedule (family Reconfig;
 // docs/simulation.md, "Changing the masters"). The first configuration,
 // epoch 1, is masters [0, Masters-Spares); the change goes to To one
-// master per step (reconfig.Plan: adds, then removes), as package reconfig
+// master per step (reconfig.Plan: adds, then removes), or, Joint, in the
+// two steps of joint mode (reconfig.Joint), as package reconfig
 // drives it on real masters: each step's record goes to the masters of the
 // old set first (a removed master gets its removed form, which refuses
 // every vote), to the masters it adds once a quorum of the old set took
@@ -45,15 +45,27 @@ type Change struct {
 	// refuses it as stale (a host the published file does not reach), -1
 	// for none.
 	Never int
+	// Joint: the change goes through joint mode (two steps) instead of
+	// one master per step.
+	Joint bool
 }
 
 func (ch *Change) String() string {
-	return fmt.Sprintf("change: %d spares, to masters %v from %v, never-told client %d, lags %v", ch.Spares, ch.To, ch.At, ch.Never, ch.Lags)
+	return fmt.Sprintf("change: %d spares, to masters %v from %v%s, never-told client %d, lags %v", ch.Spares, ch.To, ch.At, map[bool]string{true: " through joint mode"}[ch.Joint], ch.Never, ch.Lags)
 }
 
 // masterAddr is master m's address in a configuration (a record names
 // host:port; the links name m%d).
 func masterAddr(m int) string { return fmt.Sprintf("m%d:6379", m) }
+
+// masterIndex is masterAddr's inverse (-1 for another form).
+func masterIndex(a string) int {
+	var m int
+	if _, err := fmt.Sscanf(a, "m%d:6379", &m); err != nil {
+		return -1
+	}
+	return m
+}
 
 // configs returns the configurations of plan p's change, epoch 1 first:
 // the longest key life is the plan's TTL (no lock-delay in family
@@ -67,7 +79,11 @@ func (p Plan) configs() ([]wire.Config, error) {
 	for _, m := range p.Change.To {
 		to = append(to, masterAddr(m))
 	}
-	steps, err := reconfig.Plan(first, to)
+	plan := reconfig.Plan
+	if p.Change.Joint {
+		plan = reconfig.Joint
+	}
+	steps, err := plan(first, to)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +114,12 @@ func (w *world) newChange() *changeRun {
 	return &changeRun{cfgs: cfgs, loaded: make([]int, w.plan.Clients), held: make([]string, w.plan.Masters)}
 }
 
-// index returns the masters of cfg by index.
+// index returns the masters of cfg by index, in its clients' order
+// (Config.All: both sets in joint mode).
 func (ch *changeRun) index(cfg wire.Config) []int {
-	out := make([]int, len(cfg.Masters))
-	for i, a := range cfg.Masters {
+	all := cfg.All()
+	out := make([]int, len(all))
+	for i, a := range all {
 		for m := range ch.held {
 			if masterAddr(m) == a {
 				out[i] = m
@@ -110,10 +128,6 @@ func (ch *changeRun) index(cfg wire.Config) []int {
 	}
 	return out
 }
-
-// removedForm is a removed master's record: no client's record equals it
-// (package reconfig writes the same form).
-func removedForm(rec string) string { return strings.Replace(rec, " single ", " removed ", 1) }
 
 // initRecords writes the first configuration's record on its masters
 // (reconfig.Changer.Init), before the clients start; none without
@@ -227,21 +241,15 @@ func (w *world) step(bg *sync.WaitGroup, s int, from, to wire.Config, end time.T
 		if slices.Contains(neu, m) {
 			write(m, to.Record())
 		} else {
-			write(m, removedForm(to.Record()))
+			write(m, to.Removed())
 		}
 	}
 	have := map[int]bool{}
 	timeout := time.NewTimer(time.Until(end))
 	defer timeout.Stop()
-	until := func(set []int, quorum int) bool {
+	until := func(cfg wire.Config) bool { // a quorum of each of cfg's sets took it
 		for {
-			n := 0
-			for _, m := range set {
-				if have[m] {
-					n++
-				}
-			}
-			if n >= quorum {
+			if cfg.Reached(func(a string) bool { return have[masterIndex(a)] }) {
 				return true
 			}
 			select {
@@ -252,7 +260,7 @@ func (w *world) step(bg *sync.WaitGroup, s int, from, to wire.Config, end time.T
 			}
 		}
 	}
-	if !until(old, from.Quorum) {
+	if !until(from) {
 		return false
 	}
 	for _, m := range neu {
@@ -260,7 +268,7 @@ func (w *world) step(bg *sync.WaitGroup, s int, from, to wire.Config, end time.T
 			write(m, to.Record())
 		}
 	}
-	return until(neu, to.Quorum)
+	return until(to)
 }
 
 // reload moves client c to configuration s unless it is there or later,
@@ -273,7 +281,8 @@ func (w *world) reload(c, s int) {
 	if skip {
 		return
 	}
-	g := w.build(c, w.nodes(c, s))
+	ns, q := w.nodes(c, s)
+	g := w.build(c, ns, q)
 	w.mu.Lock()
 	if w.change.ended || w.change.loaded[c] >= s {
 		w.mu.Unlock()
@@ -396,8 +405,9 @@ const changeStream = 0xc4a9
 
 // drawChange draws a Reconfig plan's change: two of the five first masters
 // (of seven) replaced by the two spares, starting in the workload's first
-// half second; each client loads each step up to three TTLs late, and in
-// half the plans one client is never told.
+// half second, one master per step in half the plans and through joint
+// mode in the other half; each client loads each step up to three TTLs
+// late, and in half the plans one client is never told.
 func (p *Plan) drawChange(seed uint64) {
 	if p.Family != Reconfig {
 		return
@@ -421,6 +431,7 @@ func (p *Plan) drawChange(seed uint64) {
 	if r.IntN(2) == 0 {
 		ch.Never = r.IntN(p.Clients)
 	}
+	ch.Joint = r.IntN(2) == 0 // drawn last: the draws above are as before joint mode
 	p.Change = ch
 }
 
@@ -448,7 +459,7 @@ func (w *world) install(m, s int) {
 	cfg := w.change.cfgs[s]
 	rec := cfg.Record()
 	if !slices.Contains(w.change.index(cfg), m) {
-		rec = removedForm(rec)
+		rec = cfg.Removed()
 	}
 	if err := w.masters[m].SetRecord(context.Background(), rec); err != nil {
 		w.violate("install epoch %d on m%d: %v", cfg.Epoch, m, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/internal/wire"
+	"github.com/quorumlock/quorumlock/node/memnode"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -108,20 +109,12 @@ func holdsToken(value, token string) bool {
 // covered records how many masters hold lease now (its key, or a shape's
 // hold), against the quorum that must while it is valid (validity never
 // exceeds the real remaining time on a quorum); a semaphore's quorum is
-// its larger one. Servers, not addresses, are counted: a server listed
+// its larger one; with a Change, the quorum of each set of the lease's
+// configuration, as its least covered set. Servers, not addresses, are counted: a server listed
 // twice holds one key, and a lease granted by its two addresses is on one
 // server.
 func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
-	n := 0
-	masters, quorum := w.masters, sh.quorum(w.plan.addrs())
-	if w.change != nil { // the masters and quorum of the lease's configuration
-		cfg := w.change.cfgs[h.cfg]
-		masters, quorum = nil, cfg.Quorum
-		for _, m := range w.change.index(cfg) {
-			masters = append(masters, w.masters[m])
-		}
-	}
-	for _, m := range masters {
+	on := func(m *memnode.Node) bool {
 		v, ok := m.Keys()[h.name]
 		if ok && sh.Kind != MutexLock {
 			ok = slices.ContainsFunc(strings.Split(v, " "), func(mem string) bool {
@@ -131,8 +124,28 @@ func (w *world) covered(h *hold, sh Shape, lease *redlock.Lease) {
 		} else if ok {
 			ok = holdsToken(v, lease.Token())
 		}
-		if ok {
+		return ok
+	}
+	n, quorum := 0, sh.quorum(w.plan.addrs())
+	for _, m := range w.masters {
+		if on(m) {
 			n++
+		}
+	}
+	if w.change != nil {
+		// The lease's configuration: the set with the least margin (a
+		// lease must be on a quorum of each set, joint mode's two).
+		n, quorum = len(w.masters), 0
+		for _, set := range w.change.cfgs[h.cfg].Sets() {
+			k := 0
+			for _, a := range set.Masters {
+				if on(w.masters[masterIndex(a)]) {
+					k++
+				}
+			}
+			if k-set.Quorum < n-quorum {
+				n, quorum = k, set.Quorum
+			}
 		}
 	}
 	w.record(history.Event{Client: h.client, Kind: history.Covered, At: w.at(time.Now()), Lock: h.name, Token: lease.Token(),

@@ -286,8 +286,8 @@ func RunScript(s Script) Result {
 	if s.Fair {
 		lopts = append(lopts, redlock.WithFairQueue())
 	}
-	w.build = func(c int, ns []redlock.Node) generation {
-		cl, err := redlock.New(ns, copts...)
+	w.build = func(c int, ns []redlock.Node, q []redlock.ClientOption) generation {
+		cl, err := redlock.New(ns, append(slices.Clip(copts), q...)...)
 		if err != nil {
 			panic(err)
 		}
@@ -325,7 +325,8 @@ func RunScript(s Script) Result {
 		w.initRecords()
 	}
 	for c := range p.Clients {
-		w.add(w.build(c, w.nodes(c, 0)))
+		ns, q := w.nodes(c, 0)
+		w.add(w.build(c, ns, q))
 	}
 	time.Sleep(p.TTL) // the masters have been up a while
 	for c := range w.clients {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/faultinject/history"
 	"github.com/quorumlock/quorumlock/node/memnode"
+	"github.com/quorumlock/quorumlock/reconfig"
 	"github.com/quorumlock/quorumlock/redlock"
 )
 
@@ -88,7 +89,7 @@ type world struct {
 	// simNodes: each client's node for each master ([client][master]: a
 	// link, or a script's link); build makes a client over nodes.
 	simNodes [][]simNode
-	build    func(c int, ns []redlock.Node) generation
+	build    func(c int, ns []redlock.Node, q []redlock.ClientOption) generation
 	// wait is a script's bound on its waiting Lock calls (Script.Wait).
 	wait time.Duration
 
@@ -190,7 +191,8 @@ func Run(plan Plan) Result {
 		w.change = w.newChange() // the clients' nodes are its first configuration's
 	}
 	for c := range plan.Clients {
-		w.add(w.build(c, w.nodes(c, 0)))
+		ns, q := w.nodes(c, 0)
+		w.add(w.build(c, ns, q))
 	}
 	// Masters have been up for a while before the clients start.
 	time.Sleep(plan.TTL + plan.Delay)
@@ -260,14 +262,15 @@ type generation struct {
 
 // nodes is what client c lists: every master's node (and an alias's), or
 // with a Change the nodes of the masters of its configuration cfg, each
-// carrying cfg's record (configured) unless the change has no records.
-func (w *world) nodes(c, cfg int) []redlock.Node {
+// carrying cfg's record (configured) unless the change has no records;
+// and cfg's quorum (reconfig.QuorumOptions), none without a Change.
+func (w *world) nodes(c, cfg int) ([]redlock.Node, []redlock.ClientOption) {
 	var ns []redlock.Node
 	if w.change == nil {
 		for _, n := range w.simNodes[c] {
 			ns = append(ns, n)
 		}
-		return ns
+		return ns, nil
 	}
 	conf := w.change.cfgs[cfg]
 	for _, m := range w.change.index(conf) {
@@ -277,12 +280,12 @@ func (w *world) nodes(c, cfg int) []redlock.Node {
 		}
 		ns = append(ns, configured{simNode: w.simNodes[c][m], rec: conf.Record()})
 	}
-	return ns
+	return ns, reconfig.QuorumOptions(conf)
 }
 
 // newClient builds client c's redlock.Client over ns and its locks, with
 // the plan's options.
-func (w *world) newClient(c int, ns []redlock.Node) generation {
+func (w *world) newClient(c int, ns []redlock.Node, q []redlock.ClientOption) generation {
 	plan := w.plan
 	copts := []redlock.ClientOption{
 		redlock.WithNodeTimeout(nodeTimeout), redlock.WithReleaseTimeout(releaseTimeout),
@@ -299,7 +302,7 @@ func (w *world) newClient(c int, ns []redlock.Node) generation {
 	if plan.Renew {
 		lopts = append(lopts, redlock.WithAutoRenew(0))
 	}
-	cl, err := redlock.New(ns, copts...)
+	cl, err := redlock.New(ns, append(copts, q...)...)
 	if err != nil {
 		panic(err)
 	}
