@@ -441,9 +441,12 @@ func (p *Plan) drawChange(seed uint64) {
 func (s Script) change(p Plan) *changeRun {
 	ch := &changeRun{loaded: make([]int, p.Clients), held: make([]string, p.Masters), unchecked: !s.Records}
 	for e, sc := range s.Configs {
-		cfg := wire.Config{Epoch: int64(e + 1), Quorum: sc.Quorum, MaxKeyTTL: (p.TTL + p.Delay + time.Millisecond - 1).Truncate(time.Millisecond), DriftFactor: p.Drift}
+		cfg := wire.Config{Epoch: int64(e + 1), Quorum: sc.Quorum, OldQuorum: sc.OldQuorum, MaxKeyTTL: (p.TTL + p.Delay + time.Millisecond - 1).Truncate(time.Millisecond), DriftFactor: p.Drift}
 		for _, m := range sc.Masters {
 			cfg.Masters = append(cfg.Masters, masterAddr(m))
+		}
+		for _, m := range sc.Old {
+			cfg.Old = append(cfg.Old, masterAddr(m))
 		}
 		if err := cfg.Check(); err != nil {
 			panic(fmt.Sprintf("sim: script %s: epoch %d: %v", s.Name, e+1, err))

@@ -96,6 +96,21 @@ type Script struct {
 type ScriptConfig struct {
 	Masters []int
 	Quorum  int
+	// Old and OldQuorum: joint mode's other set (wire.Config.Old), none
+	// in single mode.
+	Old       []int
+	OldQuorum int
+}
+
+// all is every master of c, each once (wire.Config.All's order).
+func (c ScriptConfig) all() []int {
+	out := slices.Clone(c.Masters)
+	for _, m := range c.Old {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // ScriptInstall is master Master taking epoch Epoch's record at At (its

@@ -31,13 +31,14 @@ import (
 //	                 replay installs at the trail's times)
 //
 // PRIOR_FENCE: masters 0 and 3 hold the lock's counter at 1, unstamped,
-// before the records. Not replayed: joint plans (PLAN_JOINT: joint mode is
-// not built) and Extends (EXTENDS).
+// before the records. PLAN_JOINT: epoch 2 is joint({0,1,3} q2, old
+// {0,1,2} q2), as reconfig.Joint makes it; with JOINT_OLD_SET its sets are
+// named the other way round (the same configuration for every rule), so
+// that knobs.JointOneSet, which counts the first set alone, counts the old
+// one as that trail's round does. Not replayed: Extends (EXTENDS).
 func parseReconfigTrail(t *Trail) (Script, error) {
-	for _, f := range []string{"PLAN_JOINT", "EXTENDS"} {
-		if t.Has(f) {
-			return Script{}, fmt.Errorf("trail %s: %s cannot be replayed (joint mode and Extends are not in the replay)", t.Name, f)
-		}
+	if t.Has("EXTENDS") {
+		return Script{}, fmt.Errorf("trail %s: EXTENDS cannot be replayed (Extends are not in the replay)", t.Name)
 	}
 	if t.N != 4 || t.C != 2 {
 		return Script{}, fmt.Errorf("trail %s: %d masters and %d clients, want reconfig.pml's 4 and 2", t.Name, t.N, t.C)
@@ -79,10 +80,15 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 	}
 	// The plan's epochs (reconfig.pml's SETA): {0,1,2} q2, then the swap
 	// to {0,1,3} q2 in one step, or the two single steps through
-	// {0,1,2,3} q3.
+	// {0,1,2,3} q3, or through joint mode.
 	s.Configs = []ScriptConfig{{Masters: []int{0, 1, 2}, Quorum: 2}, {Masters: []int{0, 1, 2, 3}, Quorum: 3}, {Masters: []int{0, 1, 3}, Quorum: 2}}
-	if t.Has("SWAP") || t.Has("PLAN_SWAP") {
+	switch {
+	case t.Has("SWAP") || t.Has("PLAN_SWAP"):
 		s.Configs = []ScriptConfig{s.Configs[0], s.Configs[2]}
+	case t.Has("PLAN_JOINT") && t.Has("JOINT_OLD_SET"):
+		s.Configs[1] = ScriptConfig{Masters: []int{0, 1, 2}, Quorum: 2, Old: []int{0, 1, 3}, OldQuorum: 2}
+	case t.Has("PLAN_JOINT"):
+		s.Configs[1] = ScriptConfig{Masters: []int{0, 1, 3}, Quorum: 2, Old: []int{0, 1, 2}, OldQuorum: 2}
 	}
 	attempts := make([]int, t.C)
 	epochOf := make([]int, t.C) // each client's open round's epoch
@@ -99,7 +105,7 @@ func parseReconfigTrail(t *Trail) (Script, error) {
 			if !s.Fencing || a["e"] < 1 || a["e"] > len(s.Configs) {
 				break
 			}
-			for _, m := range s.Configs[epochOf[a["c"]]-1].Masters {
+			for _, m := range s.Configs[epochOf[a["c"]]-1].all() {
 				s.Calls = append(s.Calls, ScriptCall{Client: a["c"], Master: m, Kind: CallRaise, Attempt: attempts[a["c"]] - 1, ApplyAt: e.At})
 			}
 		case "vote":
