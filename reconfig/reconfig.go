@@ -90,10 +90,18 @@ func Next(from Config, masters []string) (Config, error) {
 // Plan returns the steps that take from to the set masters one master at a
 // time: each master to add is added (at the end), then each master to
 // remove is removed, so a replacement is two steps and the set never
-// shrinks below either end's size.
+// shrinks below either end's size. From a joint configuration the first
+// step leaves joint mode (its new set alone).
 func Plan(from Config, masters []string) ([]Config, error) {
 	target := masters
 	var steps []Config
+	if from.Joint() {
+		out := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(from.Masters), Quorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
+		if err := out.Check(); err != nil {
+			return nil, fmt.Errorf("reconfig: out of joint mode: %w", err)
+		}
+		steps, from = append(steps, out), out
+	}
 	cur := from
 	set := slices.Clone(from.Masters)
 	for _, m := range target {
@@ -129,7 +137,10 @@ func Plan(from Config, masters []string) ([]Config, error) {
 // removed. from must be in single mode.
 func Joint(from Config, masters []string) ([]Config, error) {
 	if from.Joint() {
-		return nil, fmt.Errorf("reconfig: joint: epoch %d is in joint mode already: finish its change first (its new set alone)", from.Epoch)
+		return nil, fmt.Errorf("reconfig: joint: epoch %d is in joint mode already: finish its change first (Plan leaves joint mode)", from.Epoch)
+	}
+	if slices.Equal(slices.Sorted(slices.Values(masters)), slices.Sorted(slices.Values(from.Masters))) {
+		return nil, nil // nothing to change
 	}
 	j := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(masters), Quorum: len(masters)/2 + 1, Old: slices.Clone(from.Masters), OldQuorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
 	to := Config{Epoch: from.Epoch + 2, Masters: slices.Clone(masters), Quorum: j.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
@@ -450,7 +461,7 @@ func (c *Changer) Repair(ctx context.Context, cfg Config) error {
 		}
 	}
 	if !cfg.Reached(func(m string) bool { return holds[m] }) {
-		return fmt.Errorf("%w: repair: %d of the %s hold epoch %d, fewer than a quorum: its step has not committed, or the masters moved on", ErrRefused, len(holds), cfg.Summary(), cfg.Epoch)
+		return fmt.Errorf("%w: repair: epoch %d is held by %d masters, fewer than a quorum of its %s: its step has not committed, or the masters moved on", ErrRefused, cfg.Epoch, len(holds), cfg.Summary())
 	}
 	var errs []error
 	for _, m := range todo {
@@ -512,8 +523,8 @@ func (c *Changer) Recover(ctx context.Context, cfg Config) (Config, error) {
 	}
 	next := cfg
 	next.Epoch++
-	var newest Config   // the newest configuration any master recorded, lost or not
-	var newestAt string // a master that holds it
+	var newest Config                    // the newest configuration any master recorded, lost or not
+	var newestAt string                  // a master that holds it
 	live := map[string]map[string]bool{} // record: the masters that hold it live
 	configs := map[string]Config{}
 	for _, m := range slices.Sorted(maps.Keys(c.Masters)) {

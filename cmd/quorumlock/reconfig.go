@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,9 +18,11 @@ const reconfigUsage = `usage: quorumlock reconfig <init|set|status|repair|recove
 
   init   --config-file F --max-key-ttl D [--drift-factor 0.01]
          write epoch 1 (the masters of --nodes) on every master and to F
-  set    --config-file F HOST:PORT,...
+  set    --config-file F [--joint] HOST:PORT,...
          change the masters to this set, one master added or removed per
-         step, each step waiting what the masters require; run it again
+         step, each step waiting what the masters require; --joint: in
+         two steps through joint mode whatever the change (a lock needs a
+         quorum of the old set and of the new while joint); run it again
          after an interruption: it resumes from the masters' records
   status --config-file F
          show every master's record, its seal and the wait left; exits 1
@@ -68,6 +69,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 	keyTTL := fs.Duration("max-key-ttl", 0, "init: the longest key life of any lock: its TTL plus its lock-delay (required for init)")
 	drift := fs.Float64("drift-factor", 0.01, "init: the largest drift factor of any client")
 	fromMasters := fs.Bool("from-masters", false, "recover: recover the newest configuration a master holds when it is later than the file's")
+	joint := fs.Bool("joint", false, "set: change the masters in two steps through joint mode instead of one master per step")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -139,7 +141,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 				return usageErr("master %d%s of the new set is not among --nodes (%s); name it host:port as --nodes' masters are", i+1, strings.TrimSuffix(" "+shown, " "), strings.Join(addrs, ", "))
 			}
 		}
-		return reconfigSet(ctx, ch, *file, addrs, target, e.stdout, fail)
+		return reconfigSet(ctx, ch, *file, addrs, target, *joint, e.stdout, fail)
 	case "status":
 		if fs.NArg() != 0 {
 			return usageErr("takes no arguments, %d given (not shown: one may hold a password)", fs.NArg())
@@ -148,9 +150,9 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		if err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(e.stdout, "%s: epoch %d, %d masters, quorum %d, longest key life %v, wait between steps %v\n", *file, cur.Epoch, len(cur.Masters), cur.Quorum, cur.MaxKeyTTL, cur.Wait())
+		fmt.Fprintf(e.stdout, "%s: epoch %d, %s, longest key life %v, wait between steps %v\n", *file, cur.Epoch, cur.Summary(), cur.MaxKeyTTL, cur.Wait())
 		code := exitOK
-		holds := 0
+		holds := map[string]bool{}
 		for _, a := range addrs {
 			rec, err := ch.Read(ctx, a)
 			if err != nil {
@@ -158,13 +160,13 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 				code = exitFail
 				continue
 			}
-			if slices.Contains(cur.Masters, a) && !rec.Lost && !rec.Removed && rec.Config.Record() == cur.Record() {
-				holds++
+			if cur.Has(a) && !rec.Lost && !rec.Removed && rec.Config.Record() == cur.Record() {
+				holds[a] = true
 			}
 			fmt.Fprintf(e.stdout, "  %s  %s\n", a, describeRecord(a, rec))
 		}
-		if holds < cur.Quorum {
-			fmt.Fprintf(e.stdout, "only %d of %d masters hold epoch %d of their current run (quorum %d): clients of that epoch get no quorum. A change in progress: run set again; masters restarted: run repair, or recover if repair is refused\n", holds, len(cur.Masters), cur.Epoch, cur.Quorum)
+		if !cur.Reached(func(a string) bool { return holds[a] }) {
+			fmt.Fprintf(e.stdout, "only %d of %d masters hold epoch %d of their current run (%s): clients of that epoch get no quorum. A change in progress: run set again; masters restarted: run repair, or recover if repair is refused\n", len(holds), len(cur.All()), cur.Epoch, cur.Summary())
 			code = exitFail
 		}
 		return code
@@ -195,8 +197,10 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 				return fail(err)
 			}
 			if newest.Epoch > cur.Epoch {
-				fmt.Fprintf(e.stdout, "the masters hold epoch %d (%d masters), %s has %d: recovering epoch %d\n", newest.Epoch, len(newest.Masters), *file, cur.Epoch, newest.Epoch)
-				if !slices.Equal(slices.Sorted(slices.Values(newest.Masters)), slices.Sorted(slices.Values(cur.Masters))) {
+				fmt.Fprintf(e.stdout, "the masters hold epoch %d (%s), %s has %d: recovering epoch %d\n", newest.Epoch, newest.Summary(), *file, cur.Epoch, newest.Epoch)
+				same := newest
+				same.Epoch = cur.Epoch
+				if same.Record() != cur.Record() {
 					// Its step may not have committed: wait as a step does,
 					// so that every lease of the epochs before it has ended.
 					fmt.Fprintf(e.stdout, "  waiting %v (epoch %d's wait: its set is not %s's)\n", newest.Wait(), newest.Epoch, *file)
@@ -218,7 +222,7 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		if err := publish(*file, next, e.stdout); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(e.stdout, "recovered: epoch %d's %d masters as epoch %d; clients of an older epoch are refused as stale and load it\n", cur.Epoch, len(next.Masters), next.Epoch)
+		fmt.Fprintf(e.stdout, "recovered: epoch %d's %s as epoch %d; clients of an older epoch are refused as stale and load it\n", cur.Epoch, next.Summary(), next.Epoch)
 		return exitOK
 	}
 	return usageErr("unknown subcommand (want init, set, status, repair or recover)")
@@ -246,11 +250,11 @@ func describeRecord(addr string, r reconfig.Record) string {
 		return "no record"
 	}
 	rec := r.Config.Record()
-	s := fmt.Sprintf("epoch %d (%d masters, %s)", r.Config.Epoch, len(r.Config.Masters), rec[len(rec)-8:]) // the hash tells two configurations of one epoch apart
+	s := fmt.Sprintf("epoch %d (%s, %s)", r.Config.Epoch, r.Config.Summary(), rec[len(rec)-8:]) // the hash tells two configurations of one epoch apart
 	if r.Lost {
 		return s + ", written by another run of the server (it restarted or failed over): counts as none; run repair (recover if a quorum lost it)"
 	}
-	if r.Removed || !slices.Contains(r.Config.Masters, addr) {
+	if r.Removed || !r.Config.Has(addr) {
 		return s + ", removed: it refuses every vote and runs releases only; shut it down once the masters are ready for the next step"
 	}
 	if r.Sealed.IsZero() {
@@ -265,7 +269,7 @@ func describeRecord(addr string, r reconfig.Record) string {
 
 // reconfigSet moves the masters from the file's configuration, or from a
 // later one the masters already hold (an interrupted run), to target.
-func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, target []string, out io.Writer, fail func(error) int) int {
+func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, target []string, joint bool, out io.Writer, fail func(error) int) int {
 	cur, err := reconfig.ReadFile(file)
 	if err != nil {
 		return fail(err)
@@ -305,12 +309,16 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		}
 		cur = *ahead
 	}
-	steps, err := reconfig.Plan(cur, target)
+	plan := reconfig.Plan // from a joint configuration: out of joint mode first
+	if joint && !cur.Joint() {
+		plan = reconfig.Joint
+	}
+	steps, err := plan(cur, target)
 	if err != nil {
 		return fail(err)
 	}
 	if len(steps) == 0 {
-		fmt.Fprintf(out, "done: epoch %d, %d masters (nothing to change)\n", cur.Epoch, len(cur.Masters))
+		fmt.Fprintf(out, "done: epoch %d, %s (nothing to change)\n", cur.Epoch, cur.Summary())
 		return exitOK
 	}
 	for i, to := range steps {
@@ -323,7 +331,7 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		}
 		cur = to
 	}
-	fmt.Fprintf(out, "done: epoch %d, %d masters, quorum %d; the next change waits %v from now\n", cur.Epoch, len(cur.Masters), cur.Quorum, cur.Wait())
+	fmt.Fprintf(out, "done: epoch %d, %s; the next change waits %v from now\n", cur.Epoch, cur.Summary(), cur.Wait())
 	return exitOK
 }
 

@@ -131,7 +131,7 @@ func TestReconfigRecipeIsTheDocs(t *testing.T) {
 			}
 			rec := cfg.Record()
 			for _, m := range []string{masters[0], masters[5]} {
-				if !strings.Contains(out, m+"  epoch 3 (5 masters, "+rec[len(rec)-8:]+"), sealed") {
+				if !strings.Contains(out, m+"  epoch 3 (5 masters, quorum 3, "+rec[len(rec)-8:]+"), sealed") {
 					t.Errorf("status does not show %s at epoch 3:\n%s", m, out)
 				}
 			}
@@ -279,11 +279,11 @@ func TestReconfigRecover(t *testing.T) {
 		t.Fatalf("status after the restarts:\n%s", out)
 	}
 	out = run("quorumlock reconfig repair --config-file masters.conf", exitFail)
-	if !strings.Contains(out, "0 of 3 masters hold epoch 1") {
+	if !strings.Contains(out, "epoch 1 is held by 0 masters, fewer than a quorum of its 3 masters, quorum 2") {
 		t.Fatalf("repair after the restarts:\n%s", out)
 	}
 	out = run("quorumlock reconfig recover --config-file masters.conf", exitOK)
-	if !strings.Contains(out, "recovered: epoch 1's 3 masters as epoch 2") || !strings.Contains(out, "published: masters.conf (epoch 2)") {
+	if !strings.Contains(out, "recovered: epoch 1's 3 masters, quorum 2 as epoch 2") || !strings.Contains(out, "published: masters.conf (epoch 2)") {
 		t.Fatalf("recover:\n%s", out)
 	}
 	cfg, err := reconfig.ReadFile("masters.conf")
@@ -442,7 +442,7 @@ func TestReconfigRecoverFromMasters(t *testing.T) {
 		t.Fatalf("recover from the file:\n%s", out)
 	}
 	out = run("quorumlock reconfig recover --config-file masters.conf --from-masters", exitOK)
-	if !strings.Contains(out, "the masters hold epoch 2 (4 masters), masters.conf has 1: recovering epoch 2") || !strings.Contains(out, "waiting") || !strings.Contains(out, "recovered: epoch 2's 4 masters as epoch 3") {
+	if !strings.Contains(out, "the masters hold epoch 2 (4 masters, quorum 3), masters.conf has 1: recovering epoch 2") || !strings.Contains(out, "waiting") || !strings.Contains(out, "recovered: epoch 2's 4 masters, quorum 3 as epoch 3") {
 		t.Fatalf("recover --from-masters:\n%s", out)
 	}
 	run("quorumlock reconfig status --config-file masters.conf", exitOK)
@@ -457,6 +457,67 @@ func TestReconfigInitRefusesAKeyLife(t *testing.T) {
 		out, code := shellRun(t, "quorumlock reconfig init --config-file masters.conf --max-key-ttl "+v, nil, vars)
 		if code != exitUsage || !strings.Contains(out, "--max-key-ttl ") || !strings.Contains(out, "want whole milliseconds, positive, at most 24h0m0s") {
 			t.Errorf("--max-key-ttl %s: exit %d, want %d:\n%s", v, code, exitUsage, out)
+		}
+	}
+}
+
+// TestReconfigSetJoint: set --joint replaces two of three masters in two
+// steps through joint mode, printing the joint configuration and the
+// commit point of each set; interrupted after the step into joint mode
+// (committed, not published), set resumes it, leaves joint mode, and goes
+// on to its target one master per step.
+func TestReconfigSetJoint(t *testing.T) {
+	var masters []string
+	for range 6 {
+		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	runLine := func(line string) string {
+		t.Helper()
+		out, code := shellRun(t, line, masters, vars)
+		if code != 0 {
+			t.Fatalf("%q exited %d:\n%s", line, code, out)
+		}
+		return out
+	}
+	runLine("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms")
+	out := runLine("quorumlock reconfig set --joint --config-file masters.conf $M1,$M4,$M5")
+	for _, want := range []string{
+		"step 1 of 2:", "-> joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)",
+		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) and 3 of 3 (quorum 2) new", // into joint mode: each set of the joint one
+		"commit point: 3 of 3 (quorum 2) and 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) new", // out of it
+		"step 2 of 2:", "done: epoch 3, 3 masters, quorum 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("set --joint: no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "step 3") {
+		t.Fatalf("set --joint took more than two steps:\n%s", out)
+	}
+	cur, err := reconfig.ReadFile("masters.conf")
+	if err != nil || cur.Epoch != 3 || cur.Joint() || strings.Join(cur.Masters, ",") != strings.Join([]string{masters[0], masters[3], masters[4]}, ",") {
+		t.Fatalf("published: %+v, %v", cur, err)
+	}
+
+	// Into joint mode again, committed, not published: set resumes.
+	ch := changerT(t, masters)
+	steps, err := reconfig.Joint(cur, []string{masters[0], masters[1], masters[5]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Step(t.Context(), cur, steps[0]); err != nil {
+		t.Fatal(err)
+	}
+	out, code := shellRun(t, "quorumlock reconfig status --config-file masters.conf", masters, vars)
+	if code != exitFail || !strings.Contains(out, "epoch 4 (joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)") || !strings.Contains(out, "run set again") {
+		t.Fatalf("status during the joint step, not published: exit %d, want %d:\n%s", code, exitFail, out)
+	}
+	out = runLine("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M6,$M3")
+	for _, want := range []string{"resuming: epoch 4 is on the masters, masters.conf has 3", "step 1 of 2:", "done: epoch 6, 4 masters, quorum 3"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("set after an interrupted joint step: no %q in:\n%s", want, out)
 		}
 	}
 }
