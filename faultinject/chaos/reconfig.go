@@ -36,6 +36,10 @@ type Reconfig struct {
 	// per step (reconfig.Plan) with the waits the masters enforce,
 	// publishing each step.
 	Swap bool
+	// Joint: the change goes through joint mode (reconfig.Joint: two
+	// steps, a quorum of the old set and of the new while joint) instead
+	// of one master per step.
+	Joint bool
 	// Cut names, per client, the masters its links cannot reach for the
 	// whole run (a partition).
 	Cut map[int][]int
@@ -54,8 +58,10 @@ type Reconfig struct {
 func (rc *Reconfig) validate(n, k int) error {
 	first := n - rc.Spares
 	switch {
-	case rc.Restart && (rc.Swap || rc.Spares < 0 || first < 1 || !slices.Equal(rc.To, seq(first))):
-		return fmt.Errorf("reconfig: a restart of every master with %d spares of %d masters, to %v: want no swap, and To the first configuration's masters %v", rc.Spares, n, rc.To, seq(first))
+	case rc.Restart && (rc.Swap || rc.Joint || rc.Spares < 0 || first < 1 || !slices.Equal(rc.To, seq(first))):
+		return fmt.Errorf("reconfig: a restart of every master with %d spares of %d masters, to %v: want no swap or joint change, and To the first configuration's masters %v", rc.Spares, n, rc.To, seq(first))
+	case rc.Swap && rc.Joint:
+		return errors.New("reconfig: Swap and Joint: the swap has no records, joint mode needs them")
 	case rc.Restart:
 	case rc.Spares < 1 || first < 1:
 		return fmt.Errorf("reconfig: %d spares of %d masters: want at least one spare and one master", rc.Spares, n)
@@ -89,7 +95,7 @@ type change struct {
 	spec    *Reconfig
 	records bool
 	addrs   []string // the masters' addresses, by index
-	build   func(k int, nodes []redlock.Node, quorum int) (*redlock.Client, locker, error)
+	build   func(k int, nodes []redlock.Node, quorum []redlock.ClientOption) (*redlock.Client, locker, error)
 
 	mu        sync.Mutex
 	published reconfig.Config
@@ -106,7 +112,7 @@ type changeClient struct {
 	epoch int64
 }
 
-func newChange(r *run, build func(k int, nodes []redlock.Node, quorum int) (*redlock.Client, locker, error)) *change {
+func newChange(r *run, build func(k int, nodes []redlock.Node, quorum []redlock.ClientOption) (*redlock.Client, locker, error)) *change {
 	sc := r.sc
 	ch := &change{r: r, spec: sc.Reconfig, records: !sc.Reconfig.Swap, build: build, clients: map[int]*changeClient{}}
 	for i := range r.cluster.N() {
@@ -183,8 +189,8 @@ func (ch *change) load(k int) (*redlock.Client, locker, error) {
 	ch.mu.Lock()
 	cfg, cc := ch.published, ch.clients[k]
 	ch.mu.Unlock()
-	nodes := make([]redlock.Node, 0, len(cfg.Masters))
-	for _, a := range cfg.Masters {
+	nodes := make([]redlock.Node, 0, len(cfg.All()))
+	for _, a := range cfg.All() {
 		n := cc.link.Node(slices.Index(ch.addrs, a))
 		if ch.records {
 			if err := n.SetConfig(cfg.Record()); err != nil {
@@ -193,7 +199,7 @@ func (ch *change) load(k int) (*redlock.Client, locker, error) {
 		}
 		nodes = append(nodes, n)
 	}
-	rc, l, err := ch.build(k, nodes, cfg.Quorum)
+	rc, l, err := ch.build(k, nodes, reconfig.QuorumOptions(cfg))
 	if err != nil {
 		return nil, locker{}, err
 	}
@@ -234,7 +240,8 @@ func (ch *change) refresh(ctx context.Context, k int, l locker, err error) locke
 }
 
 // run makes the change At after the workload starts: one swap, or the
-// steps of reconfig.Plan, each published once it is committed and sealed.
+// steps of reconfig.Plan (reconfig.Joint), each published once it is
+// committed and sealed.
 func (ch *change) run(ctx context.Context) {
 	sleep(ctx, ch.spec.At)
 	if ctx.Err() != nil {
@@ -258,7 +265,11 @@ func (ch *change) run(ctx context.Context) {
 		ch.finish()
 		return
 	}
-	steps, err := reconfig.Plan(from, to)
+	plan := reconfig.Plan
+	if ch.spec.Joint {
+		plan = reconfig.Joint
+	}
+	steps, err := plan(from, to)
 	if err != nil {
 		ch.r.fail(err)
 		return
@@ -314,7 +325,7 @@ func (ch *change) publish(cfg reconfig.Config) {
 	ch.mu.Lock()
 	ch.published = cfg
 	ch.mu.Unlock()
-	ch.r.logf("chaos: %s: published epoch %d: %d masters, quorum %d", ch.r.sc.Name, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+	ch.r.logf("chaos: %s: published epoch %d: %s", ch.r.sc.Name, cfg.Epoch, cfg.Summary())
 }
 
 func (ch *change) finish() {

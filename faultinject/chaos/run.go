@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,8 +321,8 @@ func (r *run) execute(ctx context.Context, dur time.Duration, rep *Report, pg *p
 	}
 	clients := make([]client, sc.Clients)
 	if sc.Reconfig != nil {
-		build := func(k int, nodes []redlock.Node, quorum int) (*redlock.Client, locker, error) {
-			rc, err := redlock.New(nodes, append(clientOpts, redlock.WithQuorum(quorum), redlock.WithOwnerLabel(fmt.Sprintf("client%d", k)))...)
+		build := func(k int, nodes []redlock.Node, quorum []redlock.ClientOption) (*redlock.Client, locker, error) {
+			rc, err := redlock.New(nodes, append(append(slices.Clip(clientOpts), quorum...), redlock.WithOwnerLabel(fmt.Sprintf("client%d", k)))...)
 			if err != nil {
 				return nil, locker{}, err
 			}

@@ -494,6 +494,17 @@ var builtin = []Scenario{
 			Fault: faultinject.Pause{}, Target: Pivot}},
 	},
 	{
+		// The same change in the two steps of joint mode: while joint a
+		// client lists all seven masters and needs a quorum of {0,...,4}
+		// and one of {2,...,6}; the same cuts and pauses.
+		Name: "replace-two-of-five-joint", Expect: Safe, Nodes: 7, Clients: 8, TTL: reconfigTTL, Hold: reconfigHold,
+		NodeTimeout: reconfigNodeTimeout, ShortDuration: reconfigShortDuration,
+		About:    "masters 0 and 1 of 5 replaced by two spares in two steps through joint mode (a quorum of the old set and of the new while joint) under 8 clients that reload; two clients partitioned, one master paused again and again: no two holders",
+		Reconfig: &Reconfig{Spares: 2, To: []int{2, 3, 4, 5, 6}, Cut: reconfigCut, Joint: true},
+		Schedule: []Step{{At: 300 * time.Millisecond, For: 300 * time.Millisecond, Every: time.Second,
+			Fault: faultinject.Pause{}, Target: Pivot}},
+	},
+	{
 		// The same change as one swap of the clients' lists, without
 		// records: client 0 keeps the old list and reaches only {0,1,2},
 		// client 1 loads the new one and reaches {3,4,5,6}, a quorum of it

@@ -17,7 +17,7 @@ func TestBuiltinScenarios(t *testing.T) {
 		"replies-delayed": Safe, "work-overrun": Safe, "split-quorums": Safe, "rolling-restart-aof": Safe,
 		"rw-minority-killed": Safe, "semaphore-node-paused": Safe, "reentrant-minority-paused": Safe, "election-restart-quarantined": Safe,
 		"fair-paused-killed":  Safe,
-		"replace-two-of-five": Safe, "replace-two-of-five-swap": Unsafe, "recover-after-every-master-restarts": Safe,
+		"replace-two-of-five": Safe, "replace-two-of-five-joint": Safe, "replace-two-of-five-swap": Unsafe, "recover-after-every-master-restarts": Safe,
 		"restart-no-persistence": Unsafe, "restart-no-persistence-quarantined": Safe, "restart-no-persistence-fenced": Safe,
 		"failover-no-key": Unsafe, "failover-no-key-quarantined": Safe,
 		"clock-jump": Unsafe, "clock-jump-fenced": Safe,
