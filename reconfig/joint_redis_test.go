@@ -27,7 +27,7 @@ import (
 // every vote.
 func TestJointChange(t *testing.T) {
 	const keyTTL = 5 * time.Second
-	run := func(t *testing.T) (r *rig, la, lb *redlock.Lease, errB error, steps []reconfig.Config, clients *reconfig.Clients) {
+	run := func(t *testing.T) (r *rig, la, lb *redlock.Lease, steps []reconfig.Config, clients *reconfig.Clients, errB error) {
 		r = newRig(t)
 		ctx := context.Background()
 		e1 := config(t, 1, r.addrs[:3], keyTTL)
@@ -65,11 +65,11 @@ func TestJointChange(t *testing.T) {
 		m, err := b.NewMutex("job", redlock.WithTTL(keyTTL))
 		require.NoError(t, err)
 		lb, errB = m.TryLock(ctx)
-		return r, la, lb, errB, steps, clients
+		return r, la, lb, steps, clients, errB
 	}
 
 	t.Run("rule", func(t *testing.T) {
-		r, la, lb, errB, steps, clients := run(t)
+		r, la, lb, steps, clients, errB := run(t)
 		if errB == nil {
 			require.False(t, la.Valid(), "two holders")
 			t.Log("A's lease ended before B's attempt (a stalled machine): the refusal was not tested")
@@ -102,7 +102,7 @@ func TestJointChange(t *testing.T) {
 	t.Run("JointOneSet", func(t *testing.T) {
 		knobs.JointOneSet.Store(true)
 		defer knobs.JointOneSet.Store(false)
-		_, la, lb, errB, _, _ := run(t)
+		_, la, lb, _, _, errB := run(t)
 		require.NoError(t, errB, "B counts the new set {0,4,5} alone")
 		assert.True(t, la.Valid() && lb.Valid(), "two holders: the old set's quorum is what excludes A")
 	})

@@ -92,16 +92,6 @@ func (q *quorum) lost(n int, no func(i int) bool) bool {
 // first is the need of the first set (QuorumError.Quorum).
 func (q *quorum) first() int { return q.sets[0].need }
 
-// least is the smallest need of any set: how many reports from distinct
-// nodes may be worth a waiter's new attempt.
-func (q *quorum) least() int {
-	l := q.sets[0].need
-	for _, s := range q.sets[1:] {
-		l = min(l, s.need)
-	}
-	return l
-}
-
 // atLeast returns q with each set's need raised to at least f(its size)
 // (a semaphore's bound).
 func (q quorum) atLeast(f func(size int) int) quorum {

@@ -506,7 +506,7 @@ func (r *runner) connect() (client *redlock.Client, disconnect func(), code int)
 			}
 		})
 		client, cfg := clients.Client()
-		r.verbose("masters of %s: epoch %d, %d masters, quorum %d", rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+		r.verbose("masters of %s: epoch %d, %s", rc.config, cfg.Epoch, cfg.Summary())
 		return client, disconnect, exitOK
 	}
 	client, err = redlock.New(nodes.Redlock(), copts...)
@@ -626,7 +626,7 @@ func (r *runner) reloading(acquire func(context.Context) (*redlock.Lease, error)
 				return nil, rerr
 			}
 			_, cfg := r.clients.Client()
-			r.verbose("masters of %s: epoch %d, %d masters, quorum %d", rc.config, cfg.Epoch, len(cfg.Masters), cfg.Quorum)
+			r.verbose("masters of %s: epoch %d, %s", rc.config, cfg.Epoch, cfg.Summary())
 			lease, err = acquire(ctx)
 		}
 		return lease, err
