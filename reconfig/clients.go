@@ -156,7 +156,7 @@ type built struct {
 // dial makes a master's node from its address in Config.All (nil:
 // redisnode.Dial; give one that adds credentials or TLS); opts are the
 // client's options (the configuration's quorum, QuorumOptions, is set
-// after them: give neither WithQuorum nor WithQuorumOf).
+// after them and replaces any WithQuorum or WithQuorumOf among them).
 // It fails when src fails or the client cannot be built.
 func NewClients(ctx context.Context, src Source, dial func(addr string) (*redisnode.Node, error), opts ...redlock.ClientOption) (*Clients, error) {
 	if src == nil {

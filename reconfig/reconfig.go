@@ -91,12 +91,17 @@ func Next(from Config, masters []string) (Config, error) {
 // time: each master to add is added (at the end), then each master to
 // remove is removed, so a replacement is two steps and the set never
 // shrinks below either end's size. From a joint configuration the first
-// step leaves joint mode (its new set alone).
+// step leaves joint mode: to its old set when masters is that set (an
+// abort: the change is undone, which needs a quorum of the old set only,
+// so it works when the new set is lost), else to its new set.
 func Plan(from Config, masters []string) ([]Config, error) {
 	target := masters
 	var steps []Config
 	if from.Joint() {
 		out := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(from.Masters), Quorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
+		if sameSet(masters, from.Old) {
+			out.Masters, out.Quorum = slices.Clone(masters), from.OldQuorum
+		}
 		if err := out.Check(); err != nil {
 			return nil, fmt.Errorf("reconfig: out of joint mode: %w", err)
 		}
@@ -139,7 +144,7 @@ func Joint(from Config, masters []string) ([]Config, error) {
 	if from.Joint() {
 		return nil, fmt.Errorf("reconfig: joint: epoch %d is in joint mode already: finish its change first (Plan leaves joint mode)", from.Epoch)
 	}
-	if slices.Equal(slices.Sorted(slices.Values(masters)), slices.Sorted(slices.Values(from.Masters))) {
+	if sameSet(masters, from.Masters) {
 		return nil, nil // nothing to change
 	}
 	j := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(masters), Quorum: len(masters)/2 + 1, Old: slices.Clone(from.Masters), OldQuorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
@@ -150,6 +155,11 @@ func Joint(from Config, masters []string) ([]Config, error) {
 		}
 	}
 	return []Config{j, to}, nil
+}
+
+// sameSet reports whether a and b name the same masters, in any order.
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // oneStep checks the single-step rule: every quorum of from and every
@@ -208,9 +218,11 @@ func (c *Changer) Init(ctx context.Context, cfg Config) error {
 // older record; a master the step removes keeps it in a removed form that
 // refuses every client's vote. While the masters refuse it only for the
 // wait, Step sleeps the time they report left and installs again (until
-// ctx ends). Once a quorum of from and a quorum of to (of each set in
-// joint mode) hold to (the commit point: no client at from's epoch can
-// count a quorum from then on), it
+// ctx ends). It first reads every master of both configurations and
+// writes nothing unless the masters it reads can commit the step. Once a
+// quorum of from (of its old set, from a joint configuration) and a quorum
+// of each set of to hold to (the commit point: no client at from's epoch
+// can count a quorum from then on), it
 // seals to (Seal) and returns. A step interrupted anywhere can be run
 // again: install and seal are idempotent. Errors wrap ErrRefused (with
 // every master's answer) or ctx.Err().
@@ -236,6 +248,22 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 	if err := c.distinct(ctx, all); err != nil {
 		return fmt.Errorf("reconfig: step: %w", err)
 	}
+	// Nothing is written unless the step can commit: a quorum of the sets
+	// it needs answers a read now (reachable, the credentials right). A
+	// step whose new masters are all down would otherwise leave the old
+	// set holding an uncommitted record that refuses its own clients.
+	readable := map[string]bool{}
+	var unreadable []string
+	for _, m := range all {
+		if _, err := c.Read(ctx, m); err != nil {
+			unreadable = append(unreadable, err.Error())
+			continue
+		}
+		readable[m] = true
+	}
+	if !commitSet(from).Reached(func(m string) bool { return readable[m] }) || !to.Reached(func(m string) bool { return readable[m] }) {
+		return fmt.Errorf("%w: epoch %d -> %d: fewer than a quorum of %s or of %s can be read, nothing written: %s", ErrRefused, from.Epoch, to.Epoch, commitSet(from).Summary(), to.Summary(), strings.Join(unreadable, "; "))
+	}
 	part := func(m string) string {
 		switch {
 		case !from.Has(m):
@@ -258,7 +286,7 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 		// configuration the masters do not hold writes nowhere.
 		ans := c.install(ctx, from.All(), to, from.Record(), part)
 		took := func(m string) bool { return ans[m].took() }
-		oldOK := from.Reached(took)
+		oldOK := commitSet(from).Reached(took)
 		if oldOK {
 			maps.Copy(ans, c.install(ctx, added, to, from.Record(), part))
 		}
@@ -269,7 +297,7 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 			}
 		}
 		if oldOK && newOK {
-			c.logf("  commit point: %s old, %s new", count(ans, from), count(ans, to))
+			c.logf("  commit point: %s old, %s new", count(ans, commitSet(from)), count(ans, to))
 			break
 		}
 		left := time.Duration(0)
@@ -277,7 +305,7 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 			left = max(left, a.wait)
 		}
 		if left == 0 {
-			return fmt.Errorf("%w: epoch %d -> %d: %s old and %s new took it (%s)", ErrRefused, from.Epoch, to.Epoch, count(ans, from), count(ans, to), summary(all, ans))
+			return fmt.Errorf("%w: epoch %d -> %d: %s old and %s new took it (%s)", ErrRefused, from.Epoch, to.Epoch, count(ans, commitSet(from)), count(ans, to), summary(all, ans))
 		}
 		c.logf("  waiting %v (the masters' wait since epoch %d was sealed)", left, from.Epoch)
 		t := time.NewTimer(left + time.Millisecond)
@@ -305,6 +333,21 @@ func (a answer) String() string {
 		return "unreachable: " + a.err.Error()
 	}
 	return a.reply
+}
+
+// commitSet is the part of from that a step's commit point needs a quorum
+// of (with a quorum of each set of the new configuration): from's set, or
+// in joint mode its old set. That quorum shuts out from's clients (a joint
+// client needs a quorum of the old set too), and any two steps from one
+// configuration meet in it, so two changers cannot both commit: a step
+// out of joint mode to the new set and one back to the old set (an abort,
+// when the new set is lost) exclude each other. docs/reconfig.md, "Joint
+// mode"; model/reconfig.pml's commit point.
+func commitSet(from Config) Config {
+	if from.Joint() {
+		return Config{Epoch: from.Epoch, Masters: from.Old, Quorum: from.OldQuorum}
+	}
+	return from
 }
 
 // count says how many of each of cfg's sets took it: "3 of 5", in joint

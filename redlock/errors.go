@@ -97,7 +97,9 @@ type QuorumError struct {
 	Op string
 	// Key is the lock name.
 	Key string
-	// Quorum is the number of nodes the operation needed.
+	// Quorum is the number of nodes the operation needed; with
+	// WithQuorumOf (joint mode), the first set's need (the message names
+	// every set's).
 	Quorum int
 	// Nodes holds every node's result, in the order the nodes were given.
 	Nodes []NodeResult

@@ -89,7 +89,12 @@ type LockOption func(*lockConfig)
 // 2 nodes is both of them, so one node down stops every lock, which is no
 // better than one node and fails twice as often. WithQuorum(2) says that
 // this is intended.
-func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = q } }
+//
+// It replaces any WithQuorumOf given before it (and WithQuorumOf replaces
+// it): the last of them decides.
+func WithQuorum(q int) ClientOption {
+	return func(c *clientConfig) { c.quorum, c.sets = q, nil }
+}
 
 // WithQuorumOf makes every decision need need yes votes among the nodes at
 // these indexes (into New's nodes), besides those of every other
@@ -97,15 +102,16 @@ func WithQuorum(q int) ClientOption { return func(c *clientConfig) { c.quorum = 
 // to another, needs a quorum of the old set and a quorum of the new
 // (package reconfig gives both; docs/reconfig.md, "Joint mode"). A node in
 // both sets counts for both. Default: not given, one quorum (WithQuorum)
-// of all nodes. Given, it replaces that quorum: WithQuorum may not be given
-// too, it may be given at most twice, each need must be in (size/2, size]
-// for its set, and every node must be in a set. Errors (from New) wrap
+// of all nodes. Given, it replaces that quorum (a WithQuorum given before
+// it is dropped; one given after it drops the sets): it may be given at
+// most twice, each need must be in (size/2, size] for its set, and every
+// node must be in a set. Errors (from New) wrap
 // ErrInvalidConfig and name the set and the bad value. NewElection's
 // campaigns, leaders and terms and NewSemaphore's bound (for each set) use
 // the same sets.
 func WithQuorumOf(need int, nodes ...int) ClientOption {
 	nodes = slices.Clone(nodes)
-	return func(c *clientConfig) { c.sets = append(c.sets, quorumSet{need: need, nodes: nodes}) }
+	return func(c *clientConfig) { c.quorum, c.sets = 0, append(c.sets, quorumSet{need: need, nodes: nodes}) }
 }
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each

@@ -135,9 +135,6 @@ func (c clientConfig) buildQuorum(n int, oneSet bool) (quorum, error) {
 	if len(c.sets) == 0 {
 		return quorum{sets: []voteSet{{need: c.quorumFor(n), size: n}}}, nil
 	}
-	if c.quorum != 0 {
-		return quorum{}, configError("WithQuorum(%d) and WithQuorumOf: give one (WithQuorumOf's sets replace the quorum of all nodes)", c.quorum)
-	}
 	if len(c.sets) > maxSets {
 		return quorum{}, configError("WithQuorumOf given %d times: at most %d sets (joint mode's old and new)", len(c.sets), maxSets)
 	}

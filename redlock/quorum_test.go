@@ -106,7 +106,6 @@ func TestWithQuorumOfRefusesBadSets(t *testing.T) {
 		{[]redlock.ClientOption{redlock.WithQuorumOf(2, 0, 1, 1, 3), redlock.WithQuorumOf(2, 2)}, "set 1: node 1 given twice"},
 		{[]redlock.ClientOption{redlock.WithQuorumOf(1, 0, 1, 2), redlock.WithQuorumOf(2, 3, 0, 1)}, "set 1: need 1 must be in (3/2, 3]"},
 		{[]redlock.ClientOption{redlock.WithQuorumOf(2, 0, 1, 2), redlock.WithQuorumOf(0, 3)}, "set 2: need 0"},
-		{[]redlock.ClientOption{redlock.WithQuorumOf(4, 0, 1, 2, 3), redlock.WithQuorum(3)}, "WithQuorum(3) and WithQuorumOf"},
 		{[]redlock.ClientOption{redlock.WithQuorumOf(3, 0, 1, 2, 3), redlock.WithQuorumOf(3, 0, 1, 2, 3), redlock.WithQuorumOf(3, 0, 1, 2, 3)}, "at most 2 sets"},
 	} {
 		_, err := redlock.New(nodes, tc.opts...)
@@ -117,6 +116,22 @@ func TestWithQuorumOfRefusesBadSets(t *testing.T) {
 	// set's quorum is all of it, as asked).
 	_, two := mem(2)
 	newClient(t, two, redlock.WithQuorumOf(1, 0), redlock.WithQuorumOf(1, 1))
+
+	// The last of WithQuorum and WithQuorumOf decides: a WithQuorum
+	// before the sets is dropped (as reconfig.Clients appends a joint
+	// configuration's sets after the caller's options), one after them
+	// drops the sets.
+	ms, four := mem(4)
+	for _, m := range ms[2:] {
+		ok, err := m.Acquire(context.Background(), lockName, "other", time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	lease, err := newMutex(t, newClient(t, four, append([]redlock.ClientOption{redlock.WithQuorum(3)}, joint...)...)).TryLock(context.Background())
+	require.NoError(t, err, "the joint sets {0,1,3} and {0,1,2}: nodes 0 and 1 are a quorum of each")
+	require.NoError(t, lease.Unlock(context.Background()))
+	_, err = newMutex(t, newClient(t, four, append(joint, redlock.WithQuorum(3))...)).TryLock(context.Background())
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "3 of all 4 nodes: 2 are free")
 }
 
 // A semaphore's bound holds in each set: with k = 2 on the old set

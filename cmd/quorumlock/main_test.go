@@ -29,7 +29,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		// go-redis's redial probe (a pool whose dials to a stopped master
+		// failed) sleeps a second before it sees its pool closed, and
+		// then ends: bounded, not a leak.
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +106,16 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "quorumlock reconfig %s: %v\n", sub, err)
 		return exitFail
 	}
+	// unnamed is the first master of cfg that --nodes does not name: the
+	// command cannot reach it (a current member left out of --nodes).
+	unnamed := func(cfg reconfig.Config) error {
+		for _, m := range cfg.All() {
+			if _, ok := masters[m]; !ok {
+				return fmt.Errorf("master %s of %s's epoch %d is not among --nodes (%s): name every master of the current configuration and of the new one", m, *file, cfg.Epoch, strings.Join(addrs, ", "))
+			}
+		}
+		return nil
+	}
 	switch sub {
 	case "init":
 		if fs.NArg() != 0 {
@@ -118,6 +131,14 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		if err := cfg.Check(); err != nil {
 			return usageErr("%v", err)
 		}
+		// The file must be writable before the masters are written: a
+		// record the clients cannot load is no use.
+		probe, err := os.CreateTemp(filepath.Dir(*file), "."+filepath.Base(*file)+".*")
+		if err != nil {
+			return usageErr("--config-file %s cannot be written: %v", *file, err)
+		}
+		probe.Close()
+		os.Remove(probe.Name())
 		if err := ch.Init(ctx, cfg); err != nil {
 			return fail(err)
 		}
@@ -135,10 +156,15 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 			target[i] = strings.TrimSpace(t)
 			if _, ok := masters[target[i]]; !ok {
 				shown := fmt.Sprintf("%q", target[i])
-				if strings.ContainsAny(target[i], "@/") || len(target[i]) > 100 {
+				if strings.ContainsAny(target[i], "@/?=") || len(target[i]) > 100 {
 					shown = "" // a URL may hold a password: never echo it
 				}
 				return usageErr("master %d%s of the new set is not among --nodes (%s); name it host:port as --nodes' masters are", i+1, strings.TrimSuffix(" "+shown, " "), strings.Join(addrs, ", "))
+			}
+		}
+		if cur, err := reconfig.ReadFile(*file); err == nil {
+			if err := unnamed(cur); err != nil {
+				return usageErr("%v", err)
 			}
 		}
 		return reconfigSet(ctx, ch, *file, addrs, target, *joint, e.stdout, fail)
@@ -152,7 +178,12 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		}
 		fmt.Fprintf(e.stdout, "%s: epoch %d, %s, longest key life %v, wait between steps %v\n", *file, cur.Epoch, cur.Summary(), cur.MaxKeyTTL, cur.Wait())
 		code := exitOK
+		if err := unnamed(cur); err != nil {
+			fmt.Fprintf(e.stdout, "%v\n", err)
+			code = exitFail
+		}
 		holds := map[string]bool{}
+		var lacking []string
 		for _, a := range addrs {
 			rec, err := ch.Read(ctx, a)
 			if err != nil {
@@ -160,14 +191,19 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 				code = exitFail
 				continue
 			}
-			if cur.Has(a) && !rec.Lost && !rec.Removed && rec.Config.Record() == cur.Record() {
+			switch {
+			case cur.Has(a) && !rec.Lost && !rec.Removed && rec.Config.Record() == cur.Record():
 				holds[a] = true
+			case cur.Has(a) && (rec.Config.Epoch < cur.Epoch || rec.Lost):
+				lacking = append(lacking, a)
 			}
 			fmt.Fprintf(e.stdout, "  %s  %s\n", a, describeRecord(a, rec))
 		}
 		if !cur.Reached(func(a string) bool { return holds[a] }) {
 			fmt.Fprintf(e.stdout, "only %d of %d masters hold epoch %d of their current run (%s): clients of that epoch get no quorum. A change in progress: run set again; masters restarted: run repair, or recover if repair is refused\n", len(holds), len(cur.All()), cur.Epoch, cur.Summary())
 			code = exitFail
+		} else if len(lacking) > 0 {
+			fmt.Fprintf(e.stdout, "%d of epoch %d's masters lack its record (%s): each refuses its clients, so fewer failures are tolerated; run repair\n", len(lacking), cur.Epoch, strings.Join(lacking, ", "))
 		}
 		return code
 	case "repair":
@@ -177,6 +213,9 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		cur, err := reconfig.ReadFile(*file)
 		if err != nil {
 			return fail(err)
+		}
+		if err := unnamed(cur); err != nil {
+			return usageErr("%v", err)
 		}
 		if err := ch.Repair(ctx, cur); err != nil {
 			return fail(err)
@@ -294,9 +333,12 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		ahead = &rec.Config
 	}
 	if ahead == nil {
-		// The file's own step may have been interrupted before its seals.
+		// The file's own step may have been interrupted before its seals:
+		// seal it where it can be. Fewer than a quorum sealed (masters
+		// lost: the new set of a joint configuration, which an abort leaves)
+		// stops nothing here; a master not sealed refuses the next step.
 		if err := ch.Seal(ctx, cur); err != nil {
-			return fail(fmt.Errorf("%s's epoch %d: %w", file, cur.Epoch, err))
+			fmt.Fprintf(out, "  %s's epoch %d: %v (going on: a master not sealed refuses the next step)\n", file, cur.Epoch, err)
 		}
 	}
 	if ahead != nil {
@@ -310,8 +352,11 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		cur = *ahead
 	}
 	plan := reconfig.Plan // from a joint configuration: out of joint mode first
-	if joint && !cur.Joint() {
+	switch {
+	case joint && !cur.Joint():
 		plan = reconfig.Joint
+	case cur.Joint():
+		fmt.Fprintf(out, "epoch %d is joint: leaving joint mode first, to %s\n", cur.Epoch, map[bool]string{true: "its old set (an abort)", false: "its new set"}[sameMasters(target, cur.Old)])
 	}
 	steps, err := plan(cur, target)
 	if err != nil {
@@ -333,6 +378,11 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 	}
 	fmt.Fprintf(out, "done: epoch %d, %s; the next change waits %v from now\n", cur.Epoch, cur.Summary(), cur.Wait())
 	return exitOK
+}
+
+// sameMasters reports whether a and b name the same masters, in any order.
+func sameMasters(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func publish(file string, cfg reconfig.Config, out io.Writer) error {

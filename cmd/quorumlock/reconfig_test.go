@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -486,7 +487,7 @@ func TestReconfigSetJoint(t *testing.T) {
 	for _, want := range []string{
 		"step 1 of 2:", "-> joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)",
 		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) and 3 of 3 (quorum 2) new", // into joint mode: each set of the joint one
-		"commit point: 3 of 3 (quorum 2) and 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) new", // out of it
+		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) new", // out of it: the old set's quorum, and the new set's
 		"step 2 of 2:", "done: epoch 3, 3 masters, quorum 2",
 	} {
 		if !strings.Contains(out, want) {
@@ -519,5 +520,115 @@ func TestReconfigSetJoint(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("set after an interrupted joint step: no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// TestReconfigJointAbort: set --joint to a new set that cannot be reached
+// writes nothing (the masters keep epoch 1 and its clients lock); and a
+// joint configuration whose new set is lost after its step was published
+// is left back to the old set by set with the old set (an abort: its
+// commit point needs a quorum of the old set only), after which a client
+// that reloads locks again.
+func TestReconfigJointAbort(t *testing.T) {
+	var servers []*redisproc.Server
+	var masters []string
+	for range 7 {
+		s := redisproc.StartT(t, redisproc.Config{})
+		servers = append(servers, s)
+		masters = append(masters, s.Addr())
+	}
+	t.Chdir(t.TempDir())
+	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
+	run := func(line string, want int) string {
+		t.Helper()
+		out, code := shellRun(t, line, masters, vars)
+		if code != want {
+			t.Fatalf("%q exited %d, want %d:\n%s", line, code, want, out)
+		}
+		return out
+	}
+	run("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms", exitOK)
+	ctx := context.Background()
+	clients, err := reconfig.NewClients(ctx, reconfig.FileSource("masters.conf"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clients.Close(ctx)
+	lockOnce := func() error {
+		c, _ := clients.Client()
+		m, err := c.NewMutex("jobs:abort", redlock.WithTTL(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		lease, err := m.Lock(lctx)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		return err
+	}
+
+	// The new set {1,4,5} with masters 4 and 5 down: refused, nothing written.
+	if err := servers[3].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[4].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := run("quorumlock reconfig set --joint --config-file masters.conf $M1,$M4,$M5", exitFail)
+	if !strings.Contains(out, "nothing written") {
+		t.Fatalf("set --joint to unreachable masters:\n%s", out)
+	}
+	run("quorumlock reconfig status --nodes $M1,$M2,$M3 --config-file masters.conf", exitOK)
+	if err := lockOnce(); err != nil {
+		t.Fatalf("epoch 1's client after the refused change: %v", err)
+	}
+
+	// Joint mode to {1,6,7}, published; then masters 6 and 7 are lost.
+	e1, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := reconfig.Joint(e1, []string{masters[0], masters[5], masters[6]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := append(slices.Clone(masters[:3]), masters[5:]...)
+	if err := changerT(t, live).Step(ctx, e1, steps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconfig.WriteFile("masters.conf", steps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[5].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[6].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockOnce(); !errors.Is(err, redlock.ErrConfigStale) {
+		t.Fatalf("epoch 1's client after the joint step: %v, want ErrConfigStale", err)
+	}
+	if _, err := clients.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockOnce(); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("a joint client with the new set lost: %v, want ErrNotObtained", err)
+	}
+	out = run("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M3", exitOK)
+	for _, want := range []string{"leaving joint mode first, to its old set (an abort)", "done: epoch 3, 3 masters, quorum 2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the abort: no %q in:\n%s", want, out)
+		}
+	}
+	if err := lockOnce(); !errors.Is(err, redlock.ErrConfigStale) {
+		t.Fatalf("the joint client after the abort: %v, want ErrConfigStale", err)
+	}
+	if _, err := clients.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockOnce(); err != nil {
+		t.Fatalf("epoch 3's client: %v", err)
 	}
 }

@@ -179,9 +179,10 @@ func (c Config) Removed() string {
 }
 
 // bound is s as an error may quote it: cut at 80 bytes, and not shown at
-// all when it holds '@' or '/' (a URL, which may carry a password).
+// all when it holds '@', '/', '?' or '=' (a URL, which may carry a
+// password, or a query string's "password=").
 func bound(s string) string {
-	if strings.ContainsAny(s, "@/") {
+	if strings.ContainsAny(s, "@/?=") {
 		return "(not shown: it may hold a password)"
 	}
 	if len(s) > 80 {

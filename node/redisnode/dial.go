@@ -161,7 +161,11 @@ func checkHost(host string) error {
 func checkPort(port string) error {
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
-		return fmt.Errorf("redisnode: bad port %s (want 1..65535)", quote(port))
+		shown := quote(port)
+		if strings.ContainsAny(port, "?=&@/") { // a query string may carry a password
+			shown = "(not shown: it may hold a password)"
+		}
+		return fmt.Errorf("redisnode: bad port %s (want 1..65535)", shown)
 	}
 	return nil
 }

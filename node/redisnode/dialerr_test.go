@@ -43,6 +43,7 @@ func TestDialBoundsErrorsAndRefusesSpaces(t *testing.T) {
 		{"1 MiB host:port", big, `"` + strings.Repeat("a", 100) + `"... (1048576 bytes)`},
 		{"1 MiB host with a port", big + ":1", "(1048576 bytes) is longer than 253 bytes"},
 		{"1 MiB port", "h:" + big, "bad port"},
+		{"a query string's password", "127.0.0.1:6379?password=hunter2", "bad port (not shown: it may hold a password)"},
 		{"1 MiB URL host", "redis://" + big, "(1048576 bytes) is longer than 253 bytes"},
 		{"1 MiB URL port", "redis://h:" + big, "(1048586 bytes)"},
 		{"1 MiB db", "redis://h:1/" + big, "bad db"},
