@@ -160,6 +160,8 @@ configs=(
 # twins count a joint round on one set only: the new one, the old one
 "reconfig-joint|reconfig|-DPLAN_JOINT|pass|quick"
 "reconfig-joint-extend|reconfig|-DPLAN_JOINT -DEXTENDS=1 -DW=2|pass|"
+"reconfig-joint-abort|reconfig|-DPLAN_JOINT_ABORT|pass|quick"
+"reconfig-joint-abort-extend|reconfig|-DPLAN_JOINT_ABORT -DEXTENDS=1 -DW=2|pass|"
 "reconfig-joint-one-set|reconfig|-DPLAN_JOINT -DJOINT_ONE_SET|violate mutual-exclusion|quick"
 "reconfig-joint-old-set|reconfig|-DPLAN_JOINT -DJOINT_OLD_SET|violate mutual-exclusion|quick"
 # fencing tokens across the steps, counters stamped with the epoch; the

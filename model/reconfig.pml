@@ -20,8 +20,15 @@
  *   PLAN_JOINT: the swap through joint mode, two steps:
  *            {0,1,2} q2 -> joint({0,1,2} q2, {0,1,3} q2) -> {0,1,3} q2
  *            (a round at the joint epoch goes to {0,1,2,3} and holds when
- *            a quorum of each set said yes; each commit point needs a
- *            quorum of each set of both epochs)
+ *            a quorum of each set said yes)
+ *   PLAN_JOINT_ABORT: into joint mode and back out to the old set (the
+ *            abort of a change whose new set is lost):
+ *            {0,1,2} q2 -> joint({0,1,2} q2, {0,1,3} q2) -> {0,1,2} q2
+ *   A commit point needs a quorum of the new epoch's sets (each, joint)
+ *   and a quorum of the old epoch's old set (SETA: its only set when
+ *   single): reconfig.Changer.Step's commitSet. Any two steps from one
+ *   epoch meet in that set (two operators, which this model does not
+ *   have, cannot both commit), and a joint client needs a quorum of it.
  *
  * Records (every configuration but SWAP). Each master holds a record: its
  * epoch (0 none) and whether the step that wrote it is sealed, with the
@@ -113,6 +120,13 @@
 #define NE 3
 #define SETA(e) ((e) == 3 -> 11 : 7)		/* {0,1,2}, joint({0,1,2}, */
 #define SETB(e) ((e) == 1 -> 7 : 11)		/* {0,1,3}), {0,1,3} */
+#define QA(e) 2
+#define QB(e) 2
+#elif defined(PLAN_JOINT_ABORT)
+#define PLAN_JOINT			/* a joint round, as PLAN_JOINT's */
+#define NE 3
+#define SETA(e) 7				/* {0,1,2}, joint({0,1,2}, */
+#define SETB(e) ((e) == 2 -> 11 : 7)		/* {0,1,3}), {0,1,2} */
 #define QA(e) 2
 #define QB(e) 2
 #else
@@ -378,7 +392,7 @@ byte tk;		/* scratch: the token being computed (0 between steps) */
 		sd[m] = 1; ws[m] = 0; printf("EV seal m=%d e=%d\n", m, os) }
 #define COMMIT \
 	:: d_step { !com && \
-		QUORUM(HOLDERS(os), os - 1) && QUORUM(HOLDERS(os), os) -> \
+		NBITS(HOLDERS(os) & SETA(os - 1)) >= QA(os - 1) && QUORUM(HOLDERS(os), os) -> \
 		com = 1; printf("EV commit e=%d\n", os) }
 #define NEXT \
 	:: d_step { com && os < NE -> os++; com = 0; printf("EV step e=%d\n", os) }
