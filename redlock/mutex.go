@@ -32,7 +32,10 @@ type Mutex struct {
 //
 // It sends SET NX PX with a fresh 128-bit token to every node at once, each
 // call bounded by the node timeout, and returns as soon as a quorum has said
-// yes or can no longer say yes. On success the lease is valid until the
+// yes or can no longer say yes (when a node that refused the connection
+// decided that, once every call has answered or timed out, so that a
+// stale configuration's reply is heard: ErrConfigStale). On success the
+// lease is valid until the
 // start of the attempt plus the TTL minus the drift allowance, measured on
 // the monotonic clock, provided the quorum answered early enough to leave
 // more than the minimum validity. On failure the attempt is rolled back on
@@ -247,6 +250,20 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 	if p := c.dupErr.Load(); p != nil {
 		causes = append(causes, *p)
 	}
+	if !reached && refusedBy(r, d) {
+		// Decided by masters that refused the connection (down): the
+		// others' answers, due within the node timeout, may say more (a
+		// stale configuration, ErrConfigStale, which stops Lock: a joint
+		// configuration whose new set is lost, aborted since).
+		for _, cl := range r.calls {
+			if ch := cl.done(); ch != nil { // nil: finished
+				select {
+				case <-ch:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
 	// Report replies that arrived while rolling back too, so that the error
 	// names every node that was taken, not only those that decided it.
 	for i, cl := range r.calls {
@@ -255,6 +272,17 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 		}
 	}
 	return nil, &QuorumError{Op: "lock", Key: m.name, Quorum: m.quorum.first(), quorum: &m.quorum, Nodes: c.results(r, d), errs: append([]error{ErrNotObtained}, causes...), reached: reached}
+}
+
+// refusedBy reports whether a node that answered by decision d refused
+// the connection (ErrNotSent).
+func refusedBy(r *round, d decision) bool {
+	for i, cl := range r.calls {
+		if d.answered[i] && errors.Is(cl.err, ErrNotSent) {
+			return true
+		}
+	}
+	return false
 }
 
 // raiseFence computes the fencing token of an acquisition that reached a

@@ -149,7 +149,11 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		return exitOK
 	case "set":
 		if fs.NArg() != 1 {
-			return usageErr("want one argument, the masters' new set: HOST:PORT,...")
+			hint := ""
+			if slices.ContainsFunc(fs.Args(), func(a string) bool { return strings.HasPrefix(a, "-") }) {
+				hint = " (flags go before it)"
+			}
+			return usageErr("want one argument, the masters' new set: HOST:PORT,...%s", hint)
 		}
 		target := strings.Split(fs.Arg(0), ",")
 		for i, t := range target {
@@ -337,6 +341,7 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		// seal it where it can be. Fewer than a quorum sealed (masters
 		// lost: the new set of a joint configuration, which an abort leaves)
 		// stops nothing here; a master not sealed refuses the next step.
+		fmt.Fprintf(out, "%s: epoch %d, sealing it where it is not sealed yet\n", file, cur.Epoch)
 		if err := ch.Seal(ctx, cur); err != nil {
 			fmt.Fprintf(out, "  %s's epoch %d: %v (going on: a master not sealed refuses the next step)\n", file, cur.Epoch, err)
 		}

@@ -184,7 +184,7 @@ func TestSetConfigRefuses(t *testing.T) {
 	defer n.Close()
 	e1, _, _ := configs(t)
 	require.NoError(t, n.SetConfig(e1))
-	for _, bad := range []string{"1 single 60000", "x single 60000 0123456789abcdef01234567", "1 joint 60000 0123456789abcdef01234567", "1 single 0 0123456789abcdef01234567"} {
+	for _, bad := range []string{"1 single 60000", "x single 60000 0123456789abcdef01234567", "1 triple 60000 0123456789abcdef01234567", "1 removed 60000 0123456789abcdef01234567", "1 single 0 0123456789abcdef01234567"} {
 		err := n.SetConfig(bad)
 		require.Error(t, err, bad)
 		assert.ErrorContains(t, err, "configuration record")
