@@ -487,7 +487,7 @@ func TestReconfigSetJoint(t *testing.T) {
 	for _, want := range []string{
 		"step 1 of 2:", "-> joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)",
 		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) and 3 of 3 (quorum 2) new", // into joint mode: each set of the joint one
-		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) new", // out of it: the old set's quorum, and the new set's
+		"commit point: 3 of 3 (quorum 2) old, 3 of 3 (quorum 2) new",                       // out of it: the old set's quorum, and the new set's
 		"step 2 of 2:", "done: epoch 3, 3 masters, quorum 2",
 	} {
 		if !strings.Contains(out, want) {
