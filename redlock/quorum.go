@@ -68,25 +68,26 @@ func (q *quorum) out(t *tally) bool {
 
 // holds reports whether the nodes for which yes is true make a quorum.
 func (q *quorum) holds(n int, yes func(i int) bool) bool {
-	var t tally
-	for i := range n {
-		if yes(i) {
-			q.add(&t, i, true)
-		}
-	}
+	t := q.count(n, yes, true)
 	return q.reached(&t)
 }
 
 // lost reports whether the nodes for which no is true leave some set
 // without its need.
 func (q *quorum) lost(n int, no func(i int) bool) bool {
+	t := q.count(n, no, false)
+	return q.out(&t)
+}
+
+// count tallies the nodes of n for which f is true as yes (or no) votes.
+func (q *quorum) count(n int, f func(i int) bool, yes bool) tally {
 	var t tally
 	for i := range n {
-		if no(i) {
-			q.add(&t, i, false)
+		if f(i) {
+			q.add(&t, i, yes)
 		}
 	}
-	return q.out(&t)
+	return t
 }
 
 // first is the need of the first set (QuorumError.Quorum).

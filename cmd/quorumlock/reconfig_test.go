@@ -190,20 +190,8 @@ func lockOnce(t *testing.T, c *redlock.Client, want error) {
 // re-seals the file's step when its seals were lost; it refuses a target
 // that is not among --nodes without echoing it.
 func TestReconfigResumes(t *testing.T) {
-	var masters []string
-	for range 6 {
-		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
-	}
-	t.Chdir(t.TempDir())
-	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
-	runLine := func(line string) string {
-		t.Helper()
-		out, code := shellRun(t, line, masters, vars)
-		if code != 0 {
-			t.Fatalf("%q exited %d:\n%s", line, code, out)
-		}
-		return out
-	}
+	_, masters, run := cmdRig(t, 6, redisproc.Config{})
+	runLine := func(line string) string { t.Helper(); return run(line, exitOK) }
 	runLine("quorumlock reconfig init --nodes $M1,$M2,$M3,$M4,$M5 --config-file masters.conf --max-key-ttl 200ms")
 	// An interrupted set: the step to epoch 2 committed and sealed on the
 	// masters, never published.
@@ -229,23 +217,22 @@ func TestReconfigResumes(t *testing.T) {
 		t.Fatalf("repair with nothing lost:\n%s", out)
 	}
 
-	out, code := shellRun(t, "quorumlock reconfig set --config-file masters.conf $M1,redis://u:secret@10.0.0.9:6379", masters, vars)
-	if code != exitUsage || strings.Contains(out, "secret") || !strings.Contains(out, "master 2 of the new set is not among --nodes") {
-		t.Fatalf("a target not among --nodes: exit %d, want %d, without the password:\n%s", code, exitUsage, out)
+	out = run("quorumlock reconfig set --config-file masters.conf $M1,redis://u:secret@10.0.0.9:6379", exitUsage)
+	if strings.Contains(out, "secret") || !strings.Contains(out, "master 2 of the new set is not among --nodes") {
+		t.Fatalf("a target not among --nodes, without the password:\n%s", out)
 	}
 }
 
-// aofRig starts n redis-server processes with AOF (appendfsync always),
-// moves the test into a temporary directory, and returns the servers, their
-// addresses ($M1...) and run, which runs a command line with
-// $QUORUMLOCK_NODES naming every master and fails the test unless it exits
-// want.
-func aofRig(t *testing.T, n int) ([]*redisproc.Server, []string, func(line string, want int) string) {
+// cmdRig starts n redis-server processes of cfg, moves the test into a
+// temporary directory, and returns the servers, their addresses ($M1...)
+// and run, which runs a command line with $QUORUMLOCK_NODES naming every
+// master and fails the test unless it exits want.
+func cmdRig(t *testing.T, n int, cfg redisproc.Config) ([]*redisproc.Server, []string, func(line string, want int) string) {
 	t.Helper()
 	var servers []*redisproc.Server
 	var masters []string
 	for range n {
-		s := redisproc.StartT(t, redisproc.Config{AppendOnly: true})
+		s := redisproc.StartT(t, cfg)
 		servers = append(servers, s)
 		masters = append(masters, s.Addr())
 	}
@@ -259,6 +246,12 @@ func aofRig(t *testing.T, n int) ([]*redisproc.Server, []string, func(line strin
 		}
 		return out
 	}
+}
+
+// aofRig is cmdRig with AOF (appendfsync always).
+func aofRig(t *testing.T, n int) ([]*redisproc.Server, []string, func(line string, want int) string) {
+	t.Helper()
+	return cmdRig(t, n, redisproc.Config{AppendOnly: true})
 }
 
 // TestReconfigRecover: after every master restarted (AOF on: the records
@@ -468,20 +461,8 @@ func TestReconfigInitRefusesAKeyLife(t *testing.T) {
 // (committed, not published), set resumes it, leaves joint mode, and goes
 // on to its target one master per step.
 func TestReconfigSetJoint(t *testing.T) {
-	var masters []string
-	for range 6 {
-		masters = append(masters, redisproc.StartT(t, redisproc.Config{}).Addr())
-	}
-	t.Chdir(t.TempDir())
-	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
-	runLine := func(line string) string {
-		t.Helper()
-		out, code := shellRun(t, line, masters, vars)
-		if code != 0 {
-			t.Fatalf("%q exited %d:\n%s", line, code, out)
-		}
-		return out
-	}
+	_, masters, run := cmdRig(t, 6, redisproc.Config{})
+	runLine := func(line string) string { t.Helper(); return run(line, exitOK) }
 	runLine("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms")
 	out := runLine("quorumlock reconfig set --joint --config-file masters.conf $M1,$M4,$M5")
 	for _, want := range []string{
@@ -511,9 +492,9 @@ func TestReconfigSetJoint(t *testing.T) {
 	if err := ch.Step(t.Context(), cur, steps[0]); err != nil {
 		t.Fatal(err)
 	}
-	out, code := shellRun(t, "quorumlock reconfig status --config-file masters.conf", masters, vars)
-	if code != exitFail || !strings.Contains(out, "epoch 4 (joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)") || !strings.Contains(out, "run set again") {
-		t.Fatalf("status during the joint step, not published: exit %d, want %d:\n%s", code, exitFail, out)
+	out = run("quorumlock reconfig status --config-file masters.conf", exitFail)
+	if !strings.Contains(out, "epoch 4 (joint: 3 masters, quorum 2, and the old 3, quorum 2 (5 in all)") || !strings.Contains(out, "run set again") {
+		t.Fatalf("status during the joint step, not published:\n%s", out)
 	}
 	out = runLine("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M6,$M3")
 	for _, want := range []string{"resuming: epoch 4 is on the masters, masters.conf has 3", "step 1 of 2:", "done: epoch 6, 4 masters, quorum 3"} {
@@ -530,23 +511,7 @@ func TestReconfigSetJoint(t *testing.T) {
 // commit point needs a quorum of the old set only), after which a client
 // that reloads locks again.
 func TestReconfigJointAbort(t *testing.T) {
-	var servers []*redisproc.Server
-	var masters []string
-	for range 7 {
-		s := redisproc.StartT(t, redisproc.Config{})
-		servers = append(servers, s)
-		masters = append(masters, s.Addr())
-	}
-	t.Chdir(t.TempDir())
-	vars := map[string]string{"QUORUMLOCK_NODES": strings.Join(masters, ",")}
-	run := func(line string, want int) string {
-		t.Helper()
-		out, code := shellRun(t, line, masters, vars)
-		if code != want {
-			t.Fatalf("%q exited %d, want %d:\n%s", line, code, want, out)
-		}
-		return out
-	}
+	servers, masters, run := cmdRig(t, 7, redisproc.Config{})
 	run("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms", exitOK)
 	ctx := context.Background()
 	clients, err := reconfig.NewClients(ctx, reconfig.FileSource("masters.conf"), nil)
