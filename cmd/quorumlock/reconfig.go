@@ -382,6 +382,15 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		cur = to
 	}
 	fmt.Fprintf(out, "done: epoch %d, %s; the next change waits %v from now\n", cur.Epoch, cur.Summary(), cur.Wait())
+	var lacking []string
+	for _, m := range cur.All() {
+		if rec, err := ch.Read(ctx, m); err != nil || rec.Lost || rec.Config.Record() != cur.Record() {
+			lacking = append(lacking, m)
+		}
+	}
+	if len(lacking) > 0 {
+		fmt.Fprintf(out, "warning: %s do not hold epoch %d (unreachable, or refused): fewer failures are tolerated until `quorumlock reconfig repair` writes it there\n", strings.Join(lacking, ", "), cur.Epoch)
+	}
 	return exitOK
 }
 
