@@ -19,7 +19,11 @@ import (
 
 // Source returns the current configuration: a file (FileSource), a key
 // (KeySource), the masters' records (MastersSource), a service the caller
-// asks.
+// asks. It must give only configurations whose step committed: what
+// `quorumlock reconfig` and Step's caller publish after the commit point,
+// or what is sealed on a quorum (MastersSource). A step that never
+// committed may be one of two records of its epoch (it was aborted by
+// another), whose clients would not meet.
 type Source func(ctx context.Context) (Config, error)
 
 // FileSource reads the file WriteFile (and quorumlock reconfig) writes.
@@ -79,9 +83,13 @@ func WriteKey(ctx context.Context, rdb redis.Cmdable, key string, cfg Config) er
 
 // MastersSource reads the configuration from the masters' own records: the
 // newest configuration that a quorum of its own masters (of each set, in
-// joint mode) hold (written by
-// their current server runs), so a step counts once it has committed,
-// whether or not it was published. masters reaches every master a
+// joint mode) hold sealed (written by their current server runs), so a
+// step counts once it has committed and been sealed (Step seals right
+// after its commit point), whether or not it was published. A record that
+// is installed but not sealed is not given: a step that never committed
+// (an operator's step cut short, then aborted by another step of its
+// epoch) leaves such records, and clients on them would not meet the
+// clients of the step that did commit. masters reaches every master a
 // configuration may name, by address, as Changer.Masters does (clients
 // that apply context deadlines to socket I/O; a removed master's record is
 // not read as its configuration). It fails when no
@@ -98,7 +106,7 @@ func MastersSource(masters map[string]redis.Cmdable) Source {
 				errs = append(errs, err)
 				continue
 			}
-			if r.Config.Epoch == 0 || r.Lost || r.Removed || !r.Config.Has(addr) {
+			if r.Config.Epoch == 0 || r.Lost || r.Removed || !r.Config.Has(addr) || r.Sealed.IsZero() {
 				continue
 			}
 			rec := r.Config.Record()
@@ -115,7 +123,7 @@ func MastersSource(masters map[string]redis.Cmdable) Source {
 			}
 		}
 		if best.Epoch == 0 {
-			err := fmt.Errorf("reconfig: no configuration is held by a quorum of its masters (%d of %d masters read)", len(masters)-len(errs), len(masters))
+			err := fmt.Errorf("reconfig: no configuration is held sealed by a quorum of its masters (%d of %d masters read)", len(masters)-len(errs), len(masters))
 			if len(errs) > 0 {
 				err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
 			}
@@ -291,7 +299,7 @@ func QuorumOptions(cfg Config) []redlock.ClientOption {
 		return []redlock.ClientOption{redlock.WithQuorum(cfg.Quorum)}
 	}
 	all := cfg.All()
-	var opts []redlock.ClientOption
+	opts := []redlock.ClientOption{redlock.WithQuorum(0)} // drops the caller's quorum options
 	for _, s := range cfg.Sets() {
 		idx := make([]int, len(s.Masters))
 		for i, m := range s.Masters {

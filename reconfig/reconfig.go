@@ -254,13 +254,22 @@ func (c *Changer) Step(ctx context.Context, from, to Config) error {
 	// set holding an uncommitted record that refuses its own clients.
 	readable := map[string]bool{}
 	var unreadable []string
-	for _, m := range all {
-		if _, err := c.Read(ctx, m); err != nil {
-			unreadable = append(unreadable, err.Error())
-			continue
-		}
-		readable[m] = true
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range all { // at once: a lost set costs one call timeout, not one each
+		wg.Go(func() {
+			_, err := c.Read(ctx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				unreadable = append(unreadable, err.Error())
+				return
+			}
+			readable[m] = true
+		})
 	}
+	wg.Wait()
+	slices.Sort(unreadable)
 	if !commitSet(from).Reached(func(m string) bool { return readable[m] }) || !to.Reached(func(m string) bool { return readable[m] }) {
 		return fmt.Errorf("%w: epoch %d -> %d: fewer than a quorum of %s or of %s can be read, nothing written: %s", ErrRefused, from.Epoch, to.Epoch, commitSet(from).Summary(), to.Summary(), strings.Join(unreadable, "; "))
 	}

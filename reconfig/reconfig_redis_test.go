@@ -689,9 +689,32 @@ func TestMastersSource(t *testing.T) {
 	_, err = lock(t, c, "job", time.Second)
 	require.NoError(t, err)
 
+	// Epoch 3 installed on a quorum of its set, never sealed (a step cut
+	// short before its commit point, which another step of epoch 3 may
+	// have aborted): not given.
+	e3, err := reconfig.Next(e2, r.addrs[:5])
+	require.NoError(t, err)
+	for _, m := range r.addrs[:4] {
+		rec, err := r.ch.Read(ctx, m)
+		require.NoError(t, err)
+		require.False(t, rec.Lost)
+		run, err := r.admin[m].HGet(ctx, "quorumlock:config", "run").Result()
+		require.NoError(t, err)
+		require.NoError(t, r.admin[m].HSet(ctx, "quorumlock:config", "cur", e3.Record(), "members", e3.Text(), "run", run).Err())
+		require.NoError(t, r.admin[m].HDel(ctx, "quorumlock:config", "sealed").Err())
+	}
+	_, err = src(ctx)
+	require.ErrorContains(t, err, "no configuration is held sealed by a quorum", "epoch 3 installed on a quorum, not sealed: not given (and epoch 2 is on too few)")
+	for _, m := range r.addrs[:4] {
+		require.NoError(t, r.admin[m].HSet(ctx, "quorumlock:config", "sealed", "1").Err())
+	}
+	got, err = src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, e3.Record(), got.Record(), "sealed: given")
+
 	for _, m := range r.addrs[:3] { // a quorum restarted: their records count as none
 		require.NoError(t, r.admin[m].HSet(ctx, "quorumlock:config", "run", "0123abcd").Err())
 	}
 	_, err = src(ctx)
-	require.ErrorContains(t, err, "no configuration is held by a quorum")
+	require.ErrorContains(t, err, "no configuration is held sealed by a quorum")
 }

@@ -32,9 +32,10 @@ type Mutex struct {
 //
 // It sends SET NX PX with a fresh 128-bit token to every node at once, each
 // call bounded by the node timeout, and returns as soon as a quorum has said
-// yes or can no longer say yes (when a node that refused the connection
-// decided that, once every call has answered or timed out, so that a
-// stale configuration's reply is heard: ErrConfigStale). On success the
+// yes or can no longer say yes (in joint mode, WithQuorumOf, when a node
+// that refused the connection decided that, once every call has answered
+// or timed out, so that a stale configuration's reply is heard:
+// ErrConfigStale). On success the
 // lease is valid until the
 // start of the attempt plus the TTL minus the drift allowance, measured on
 // the monotonic clock, provided the quorum answered early enough to leave
@@ -250,11 +251,12 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 	if p := c.dupErr.Load(); p != nil {
 		causes = append(causes, *p)
 	}
-	if !reached && refusedBy(r, d) {
-		// Decided by masters that refused the connection (down): the
-		// others' answers, due within the node timeout, may say more (a
-		// stale configuration, ErrConfigStale, which stops Lock: a joint
-		// configuration whose new set is lost, aborted since).
+	if !reached && len(m.quorum.sets) > 1 && refusedBy(r, d) {
+		// Joint mode, decided by masters that refused the connection
+		// (down): the others' answers, due within the node timeout, may
+		// say more (a stale configuration, ErrConfigStale, which stops
+		// Lock: a joint configuration whose new set is lost, aborted
+		// since). A client of one set returns at once, as it always did.
 		for _, cl := range r.calls {
 			if ch := cl.done(); ch != nil { // nil: finished
 				select {

@@ -215,8 +215,8 @@ type waiter struct {
 	// wake-up of a release that freed it. Its report may come from the
 	// attempt's own rollback instead (it said yes too late), but such
 	// reports never make a quorum: the attempt was decided by more than
-	// N - quorum refusals, so fewer than a quorum of nodes can have said
-	// yes, on time or late.
+	// N - quorum refusals (of some set, with WithQuorumOf), so fewer than
+	// a quorum of nodes (of that set) can have said yes, on time or late.
 	settled bool
 	taken   []bool
 	free    []bool

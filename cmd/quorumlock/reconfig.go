@@ -336,6 +336,18 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		}
 		ahead = &rec.Config
 	}
+	if ahead != nil && ahead.Joint() && !cur.Joint() && sameMasters(target, ahead.Old) {
+		// A step into joint mode that was not published (interrupted, or
+		// its new set lost before it could be), and the old set asked
+		// for: abort it from where the masters are. Sealing it where it is
+		// lets the old set take the abort (after the wait); its new set,
+		// unreachable, is not sealed, so no source gives it.
+		fmt.Fprintf(out, "epoch %d (joint) is on the masters, %s has %d: aborting it, back to its old set\n", ahead.Epoch, file, cur.Epoch)
+		if err := ch.Seal(ctx, *ahead); err != nil {
+			fmt.Fprintf(out, "  epoch %d: %v (going on: the old set's seals are what the abort needs)\n", ahead.Epoch, err)
+		}
+		cur, ahead = *ahead, nil
+	}
 	if ahead == nil {
 		// The file's own step may have been interrupted before its seals:
 		// seal it where it can be. Fewer than a quorum sealed (masters

@@ -509,9 +509,10 @@ func TestReconfigSetJoint(t *testing.T) {
 // joint configuration whose new set is lost after its step was published
 // is left back to the old set by set with the old set (an abort: its
 // commit point needs a quorum of the old set only), after which a client
-// that reloads locks again.
+// that reloads locks again; and so is a joint step that committed but was
+// never published (set interrupted) when its new set is lost.
 func TestReconfigJointAbort(t *testing.T) {
-	servers, masters, run := cmdRig(t, 7, redisproc.Config{})
+	servers, masters, run := cmdRig(t, 9, redisproc.Config{})
 	run("quorumlock reconfig init --nodes $M1,$M2,$M3 --config-file masters.conf --max-key-ttl 200ms", exitOK)
 	ctx := context.Background()
 	clients, err := reconfig.NewClients(ctx, reconfig.FileSource("masters.conf"), nil)
@@ -595,5 +596,42 @@ func TestReconfigJointAbort(t *testing.T) {
 	}
 	if err := lockOnce(); err != nil {
 		t.Fatalf("epoch 3's client: %v", err)
+	}
+
+	// Joint mode to {1,8,9} committed, not published (set interrupted);
+	// masters 8 and 9 lost: set with the old set aborts it from the
+	// masters' record.
+	e3, err := reconfig.ReadFile("masters.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err = reconfig.Joint(e3, []string{masters[0], masters[7], masters[8]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live = append(slices.Clone(masters[:3]), masters[7:]...)
+	if err := changerT(t, live).Step(ctx, e3, steps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[7].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[8].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	out = run("quorumlock reconfig set --config-file masters.conf $M1,$M2,$M3", exitOK)
+	for _, want := range []string{"epoch 4 (joint) is on the masters, masters.conf has 3: aborting it, back to its old set", "done: epoch 5, 3 masters, quorum 2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the abort of an unpublished joint step: no %q in:\n%s", want, out)
+		}
+	}
+	if err := lockOnce(); !errors.Is(err, redlock.ErrConfigStale) {
+		t.Fatalf("epoch 3's client after the abort: %v, want ErrConfigStale", err)
+	}
+	if _, err := clients.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockOnce(); err != nil {
+		t.Fatalf("epoch 5's client: %v", err)
 	}
 }

@@ -8,7 +8,8 @@
 -- KEYS[#KEYS]    the master's configuration record (a hash, wire.ConfigKey):
 --                its "cur" and the run_id of the server run that wrote
 --                it, "run"
--- ARGV[#ARGV-1]  the client's record: "<epoch> single <ms> <hash>" (its "cur")
+-- ARGV[#ARGV-1]  the client's record: "<epoch> <mode> <ms> <hash>", the mode
+--                single or joint (its "cur")
 -- ARGV[#ARGV]    test-only flags: "anyrun" trusts a record of any run
 --                (knobs.NoConfigRun); "" in production
 --
