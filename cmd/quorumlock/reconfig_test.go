@@ -635,3 +635,26 @@ func TestReconfigJointAbort(t *testing.T) {
 		t.Fatalf("epoch 5's client: %v", err)
 	}
 }
+
+// TestRunExitCodeInJointMode: quorumlock run tells "held elsewhere" from
+// "masters unavailable" by the configuration's sets. With the new set's
+// two other masters down and the old set free, the lock is unavailable,
+// not held elsewhere, though fewer than the first set's quorum failed of
+// all five nodes.
+func TestRunExitCodeInJointMode(t *testing.T) {
+	j := reconfig.Config{Epoch: 2, Masters: []string{"a:1", "d:1", "e:1"}, Quorum: 2, Old: []string{"a:1", "b:1", "c:1"}, OldQuorum: 2, MaxKeyTTL: time.Second, DriftFactor: 0.01}
+	down := errors.New("connection refused")
+	qe := &redlock.QuorumError{Op: "lock", Key: "k", Quorum: 2, Nodes: []redlock.NodeResult{
+		{Node: "a:1"}, {Node: "d:1", Err: down}, {Node: "e:1", Err: down}, {Node: "b:1"}, {Node: "c:1"},
+	}}
+	rc := &runConfig{conflict: 75}
+	if got := rc.notObtainedStatus(qe, &j); got != runUnavailable {
+		t.Errorf("joint, the new set out: exit %d, want %d (unavailable)", got, runUnavailable)
+	}
+	taken := &redlock.QuorumError{Op: "lock", Key: "k", Quorum: 2, Nodes: []redlock.NodeResult{
+		{Node: "a:1", Err: redlock.ErrNodeTaken}, {Node: "d:1", Err: down}, {Node: "e:1", Err: redlock.ErrNodeTaken}, {Node: "b:1", Err: redlock.ErrNodeTaken}, {Node: "c:1"},
+	}}
+	if got := rc.notObtainedStatus(taken, &j); got != 75 {
+		t.Errorf("joint, held elsewhere, one master down: exit %d, want 75 (conflict)", got)
+	}
+}

@@ -574,7 +574,12 @@ func (r *runner) acquire(ctx context.Context, sup *supervisor, take func(context
 		r.logf(slog.LevelWarn, "%v while waiting for lock %q: the command was not started", sig, rc.name)
 		return nil, signalStatus(sig)
 	}
-	code := rc.notObtainedStatus(err)
+	var cfg *reconfig.Config // --config-file's, whose sets decide (joint mode)
+	if r.clients != nil {
+		_, c := r.clients.Client()
+		cfg = &c
+	}
+	code := rc.notObtainedStatus(err, cfg)
 	if code == rc.conflict {
 		// Held elsewhere is routine (cron on every host): silent, as
 		// flock -n is, below --log-level info.
@@ -895,7 +900,7 @@ func (rc *runConfig) acquirer(c *redlock.Client) (func(context.Context) (*redloc
 // (too few answered or could vote: failed, or in restart quarantine; or one
 // denied access, or one server is listed twice) or held elsewhere
 // (--conflict-exit-code).
-func (rc *runConfig) notObtainedStatus(err error) int {
+func (rc *runConfig) notObtainedStatus(err error, cfg *reconfig.Config) int {
 	if errors.Is(err, redlock.ErrInvalidConfig) {
 		return runUnavailable
 	}
@@ -903,7 +908,7 @@ func (rc *runConfig) notObtainedStatus(err error) int {
 	if !errors.As(err, &qe) {
 		return runUnavailable
 	}
-	failed := 0
+	failed := map[string]bool{}
 	for _, r := range qe.Nodes {
 		switch {
 		case r.Err == nil, errors.Is(r.Err, redlock.ErrNodeTaken),
@@ -911,10 +916,16 @@ func (rc *runConfig) notObtainedStatus(err error) int {
 		case errors.Is(r.Err, redlock.ErrNodeDenied):
 			return runUnavailable
 		default:
-			failed++
+			failed[r.Node] = true
 		}
 	}
-	if failed > len(qe.Nodes)-qe.Quorum {
+	if cfg != nil && cfg.Joint() { // a quorum of each set: QuorumError.Quorum is the first set's
+		if !cfg.Reached(func(m string) bool { return !failed[m] }) {
+			return runUnavailable
+		}
+		return rc.conflict
+	}
+	if len(failed) > len(qe.Nodes)-qe.Quorum {
 		return runUnavailable
 	}
 	return rc.conflict
