@@ -178,6 +178,7 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 		}
 		settled := prev[i] == cur[i]
 		var unread []string
+		c.idMu.Lock() // the set changes under idMu (allIdentified)
 		for j, m := range c.members {
 			switch {
 			case j == i || !inSet[j]:
@@ -194,10 +195,12 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 				settled = false // j restarted between the passes: once more
 			}
 		}
+		c.idMu.Unlock()
 		if len(unread) > 0 {
 			return fmt.Errorf("identifying the server: %w from %s, already identified: no node joins while one of the set may have a vote in flight (it leaves the set; the next attempt goes on without it)", ctxErrOr(ctx, ErrNoReply), strings.Join(unread, ", "))
 		}
 		if settled {
+			c.idMu.Lock()
 			for j, m := range c.members {
 				switch {
 				case cur[j] != "" && cur[j] == prev[j]:
@@ -207,6 +210,7 @@ func (c *Client) passes(ctx context.Context, i int, took time.Duration) error {
 					m.identified.Store(false) // unreadable: joins again later
 				}
 			}
+			c.idMu.Unlock()
 			return nil
 		}
 		prev = cur
@@ -284,6 +288,24 @@ func (c *Client) observe(ctx context.Context, j int, info ServerInfo) error {
 	}
 	c.runIDs[info.RunID] = j
 	return nil
+}
+
+// allIdentified reports whether every node whose yes decision d of round r
+// counted is in the identified set at one moment (every change of the set
+// is made under idMu). Nodes of the set at one moment are distinct
+// servers; nodes whose votes counted while each was in the set at
+// different moments need not be: one may have left the set (its read
+// failed in a pass) and the other, the same server under another address,
+// joined in a later pass that no longer needed the first one read.
+func (c *Client) allIdentified(r *round, d decision) bool {
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	for i := range r.calls {
+		if r.yesBy(d, i) && !c.members[i].identified.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // ctxErrOr returns ctx.Err() when ctx has ended, else err.

@@ -446,6 +446,8 @@ func unreadAliasScenario(t *testing.T, old bool) (*redlock.Mutex, *redlock.Lease
 	t.Helper()
 	knobs.UnreadJoins.Store(old)
 	defer knobs.UnreadJoins.Store(false) // the client copied it in New
+	knobs.VoteSetUnchecked.Store(old)    // the decision's set check catches it too
+	defer knobs.VoteSetUnchecked.Store(false)
 	ctx := context.Background()
 	ms := startMasters(t, 3)
 	port := ms.servers[0].Addr()[strings.LastIndexByte(ms.servers[0].Addr(), ':')+1:]

@@ -47,6 +47,10 @@ type round struct {
 
 	dl deadlineCtx // the shared deadline when ctx cannot end (deadline.go)
 	o  op          // the operation, for the workers
+	// ids: set on a vote's round, whose quorum counts only if every node
+	// whose yes it counted is in ids' identified set when it is reached
+	// (identity.go, allIdentified).
+	ids *Client
 
 	// Up to smallRound nodes, the calls live in the round (one allocation).
 	slab  [smallRound]call
@@ -179,6 +183,9 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 		r.left.Store(int32(shared))
 	}
 	r.o = o
+	if o.vote && !c.cfg.knobs.VoteSetUnchecked { // test-only: the old rule
+		r.ids = c
+	}
 	r.running.Store(int32(n))
 	if n == 1 && o.inline && !skips[0] {
 		// One node: its call runs on the caller's goroutine (no handoff
@@ -532,6 +539,14 @@ func (r *round) wait(ctx context.Context, q *quorum, extra time.Duration) decisi
 		select {
 		case i := <-r.replies:
 			d.count(i, r.calls[i], q)
+			if d.held && r.ids != nil && !r.ids.allIdentified(r, d) {
+				// A node whose yes counted left the identified set since
+				// (a read of it failed in a pass), and another may have
+				// joined without it being read: they may be one server.
+				// The attempt fails; the next goes on with the set as it is.
+				d.held, d.at = false, time.Time{}
+				return d
+			}
 		case <-grace.C:
 			return d
 		case <-ctx.Done():

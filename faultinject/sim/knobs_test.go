@@ -26,6 +26,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoRunStamp":          &knobs.NoRunStamp,
 	"SingleIdentify":      &knobs.SingleIdentify,
 	"UnreadJoins":         &knobs.UnreadJoins,
+	"VoteSetUnchecked":    &knobs.VoteSetUnchecked,
 	"DialTimeoutNotSent":  &knobs.DialTimeoutNotSent,
 	"NoPanicRelease":      &knobs.NoPanicRelease,
 	"NoLockDelay":         &knobs.NoLockDelay,
@@ -142,7 +143,7 @@ var knobCases = []struct {
 	// A node of the set whose Info read fails in the pass that lets the
 	// alias join, while its own vote of the same round is in flight: it
 	// needs a dropped read at that moment, about 1 schedule in 1,000.
-	{"UnreadJoins", Aliases, "masters, quorum", nil},
+	{"UnreadJoins+VoteSetUnchecked", Aliases, "masters, quorum", nil},
 	// A dial that timed out on a paused master's full accept queue taken
 	// for a call never sent: the release is dropped and the straggler the
 	// master applies at resume stays.
@@ -189,7 +190,7 @@ var knobCases = []struct {
 // set at the moment an alias joins, about 1 schedule in 1,000;
 // GrantHoldUnanswered a rollback release overtaken by a hand-over, about 1
 // in 220.
-var knobBudgets = map[string]uint64{"UnreadJoins": 4000, "GrantHoldUnanswered": 2000}
+var knobBudgets = map[string]uint64{"UnreadJoins+VoteSetUnchecked": 4000, "GrantHoldUnanswered": 2000}
 
 // knobBudget is how many schedules each knob test may run to find a
 // violation (its CI budget).

@@ -39,6 +39,12 @@ var (
 	// can vote twice in one round (one address's vote in flight from before
 	// its read failed, the other's after it joined).
 	UnreadJoins atomic.Bool
+	// VoteSetUnchecked: a vote's round counts the yes of a node that left
+	// the identified set after voting (its read failed in another call's
+	// pass), so a server listed twice can vote twice in one round: one
+	// address's yes counted before it left, the other's after it joined in
+	// a later pass that did not need the first address read.
+	VoteSetUnchecked atomic.Bool
 	// NoFenceWriteBack: WithFencing hands out max+1 without writing it back
 	// to a quorum.
 	NoFenceWriteBack atomic.Bool
@@ -195,6 +201,7 @@ type Set struct {
 	NoVoteIdentity     bool
 	SingleIdentify     bool
 	UnreadJoins        bool
+	VoteSetUnchecked   bool
 	NoFenceWriteBack   bool
 	NoFenceEpoch       bool
 	NoShapeQuorum      bool
@@ -226,6 +233,7 @@ func Load() Set {
 		NoVoteIdentity:     NoVoteIdentity.Load(),
 		SingleIdentify:     SingleIdentify.Load(),
 		UnreadJoins:        UnreadJoins.Load(),
+		VoteSetUnchecked:   VoteSetUnchecked.Load(),
 		NoFenceWriteBack:   NoFenceWriteBack.Load(),
 		NoFenceEpoch:       NoFenceEpoch.Load(),
 		NoShapeQuorum:      NoShapeQuorum.Load(),
