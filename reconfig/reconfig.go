@@ -99,7 +99,7 @@ func Plan(from Config, masters []string) ([]Config, error) {
 	var steps []Config
 	if from.Joint() {
 		out := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(from.Masters), Quorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
-		if sameSet(masters, from.Old) {
+		if wire.SameSet(masters, from.Old) {
 			out.Masters, out.Quorum = slices.Clone(masters), from.OldQuorum
 		}
 		if err := out.Check(); err != nil {
@@ -144,7 +144,7 @@ func Joint(from Config, masters []string) ([]Config, error) {
 	if from.Joint() {
 		return nil, fmt.Errorf("reconfig: joint: epoch %d is in joint mode already: finish its change first (Plan leaves joint mode)", from.Epoch)
 	}
-	if sameSet(masters, from.Masters) {
+	if wire.SameSet(masters, from.Masters) {
 		return nil, nil // nothing to change
 	}
 	j := Config{Epoch: from.Epoch + 1, Masters: slices.Clone(masters), Quorum: len(masters)/2 + 1, Old: slices.Clone(from.Masters), OldQuorum: from.Quorum, MaxKeyTTL: from.MaxKeyTTL, DriftFactor: from.DriftFactor}
@@ -155,11 +155,6 @@ func Joint(from Config, masters []string) ([]Config, error) {
 		}
 	}
 	return []Config{j, to}, nil
-}
-
-// sameSet reports whether a and b name the same masters, in any order.
-func sameSet(a, b []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // oneStep checks the single-step rule: every quorum of from and every

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlock/quorumlock/internal/wire"
 	"github.com/quorumlock/quorumlock/reconfig"
 )
 
@@ -336,7 +337,7 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		}
 		ahead = &rec.Config
 	}
-	if ahead != nil && ahead.Joint() && !cur.Joint() && sameMasters(target, ahead.Old) {
+	if ahead != nil && ahead.Joint() && !cur.Joint() && wire.SameSet(target, ahead.Old) {
 		// A step into joint mode that was not published (interrupted, or
 		// its new set lost before it could be), and the old set asked
 		// for: abort it from where the masters are. Sealing it where it is
@@ -373,7 +374,7 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 	case joint && !cur.Joint():
 		plan = reconfig.Joint
 	case cur.Joint():
-		fmt.Fprintf(out, "epoch %d is joint: leaving joint mode first, to %s\n", cur.Epoch, map[bool]string{true: "its old set (an abort)", false: "its new set"}[sameMasters(target, cur.Old)])
+		fmt.Fprintf(out, "epoch %d is joint: leaving joint mode first, to %s\n", cur.Epoch, map[bool]string{true: "its old set (an abort)", false: "its new set"}[wire.SameSet(target, cur.Old)])
 	}
 	steps, err := plan(cur, target)
 	if err != nil {
@@ -404,11 +405,6 @@ func reconfigSet(ctx context.Context, ch *reconfig.Changer, file string, addrs, 
 		fmt.Fprintf(out, "warning: %s do not hold epoch %d (unreachable, or refused): fewer failures are tolerated until `quorumlock reconfig repair` writes it there\n", strings.Join(lacking, ", "), cur.Epoch)
 	}
 	return exitOK
-}
-
-// sameMasters reports whether a and b name the same masters, in any order.
-func sameMasters(a, b []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func publish(file string, cfg reconfig.Config, out io.Writer) error {

@@ -103,15 +103,7 @@ type ScriptConfig struct {
 }
 
 // all is every master of c, each once (wire.Config.All's order).
-func (c ScriptConfig) all() []int {
-	out := slices.Clone(c.Masters)
-	for _, m := range c.Old {
-		if !slices.Contains(out, m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (c ScriptConfig) all() []int { return wire.Union(c.Masters, c.Old) }
 
 // ScriptInstall is master Master taking epoch Epoch's record at At (its
 // removed form when that epoch's set leaves the master out). Rollback: the

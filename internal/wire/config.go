@@ -128,14 +128,23 @@ func (c Config) Sets() []Set {
 
 // All is every master of c, each once: Masters in order, then the masters
 // of Old that are not in Masters (the clients' order of their nodes).
-func (c Config) All() []string {
-	all := slices.Clone(c.Masters)
-	for _, m := range c.Old {
+func (c Config) All() []string { return Union(c.Masters, c.Old) }
+
+// Union is a's elements, then b's that are not in a, each once (a and b
+// each name distinct elements).
+func Union[T comparable](a, b []T) []T {
+	all := slices.Clone(a)
+	for _, m := range b {
 		if !slices.Contains(all, m) {
 			all = append(all, m)
 		}
 	}
 	return all
+}
+
+// SameSet reports whether a and b name the same masters, in any order.
+func SameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // Has reports whether addr is one of c's masters (of either set).
