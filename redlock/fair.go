@@ -296,14 +296,13 @@ func (p *place) hold(ctx context.Context, renew float64, counted []bool) *Lease 
 		return nil
 	}
 	// As for a round's yes: none on a closing client, nor after a duplicate
-	// server was found, nor from a node not identified (identity.go).
+	// server was found, nor from a node not in the identified set, all of
+	// them at one moment (identity.go, allIdentified).
 	if m.c.usable() != nil || m.c.dupErr.Load() != nil {
 		return nil
 	}
-	for i, ok := range counted {
-		if ok && !m.c.members[i].identified.Load() {
-			return nil
-		}
+	if !m.c.allIdentified(func(i int) bool { return i < len(counted) && counted[i] }) {
+		return nil
 	}
 	held := &round{start: r.start, calls: make([]*call, len(r.calls))}
 	d := decision{held: true, at: time.Now(), answered: make([]bool, len(r.calls))}

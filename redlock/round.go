@@ -539,7 +539,7 @@ func (r *round) wait(ctx context.Context, q *quorum, extra time.Duration) decisi
 		select {
 		case i := <-r.replies:
 			d.count(i, r.calls[i], q)
-			if d.held && r.ids != nil && !r.ids.allIdentified(r, d) {
+			if d.held && r.ids != nil && !r.ids.allIdentified(func(i int) bool { return r.yesBy(d, i) }) {
 				// A node whose yes counted left the identified set since
 				// (a read of it failed in a pass), and another may have
 				// joined without it being read: they may be one server.
