@@ -170,6 +170,20 @@ func (p *place) requeue(ctx context.Context) {
 	if !late {
 		return
 	}
+	// The removal goes out now, without waiting for the attempt's calls.
+	// A call of theirs already sent is a copy on the network, which the
+	// removal's tombstone stops; one not sent yet (waiting for its node's
+	// first identification, up to identifyTimeout, far beyond the
+	// attempt) is never sent: sent after the removal had applied, it would
+	// meet no tombstone where the node restarted empty in between, and
+	// enter the departed waiter with a value record that a release then
+	// hands the key to (an orphan until its TTL; the simulator's late
+	// family, seed 59066).
+	for _, cl := range r.calls {
+		if !p.m.c.cfg.knobs.RequeueSendsUnsent { // test-only switch
+			cl.drop()
+		}
+	}
 	old := p.w
 	p.w.ID = p.m.c.waiterID()
 	p.in = nil // the old ID leaves every line

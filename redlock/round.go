@@ -19,8 +19,12 @@ type call struct {
 	// err is nil when the node said yes, the operation's "no" sentinel when
 	// it said no, else why the call failed.
 	err error
-	// sent: a request may have reached the server.
+	// sent: a request may have reached the server. Set under mu (send),
+	// so that drop either finds it set or keeps it from being set.
 	sent bool
+	// dropped, under mu: the call's waiter left the lines before the call
+	// was sent (requeue): it is never sent (send).
+	dropped bool
 	// replied: the server answered (yes or no), so the effect is known.
 	replied bool
 	// held: the server said yes, but the vote did not count (quarantine):
@@ -377,6 +381,33 @@ func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration, tp *tim
 	return true
 }
 
+// errLeftLine is the result of an acquire not sent because its fair
+// waiter had left the lines first (requeue, call.drop).
+var errLeftLine = fmt.Errorf("%w: its waiter left the line before the call was sent", ErrNodeBusy)
+
+// send marks the call sent, just before its request goes out, unless drop
+// came first.
+func (cl *call) send() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.dropped {
+		return false
+	}
+	cl.sent = true
+	return true
+}
+
+// drop keeps a call that has not been sent yet (it waits for its node's
+// identification, its in-flight slot or an earlier call) from ever being
+// sent; a call already sent is not affected.
+func (cl *call) drop() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if !cl.fin && !cl.sent {
+		cl.dropped = true
+	}
+}
+
 // lateStart is how late after its round a call may start and still share
 // the round's deadline.
 const lateStart = time.Millisecond
@@ -487,7 +518,9 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 		cctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	cl.sent = true
+	if !cl.send() {
+		return errLeftLine
+	}
 	var yes bool
 	var err error
 	if o.exec != nil {

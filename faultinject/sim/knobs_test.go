@@ -32,6 +32,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoLockDelay":         &knobs.NoLockDelay,
 	"NoLockDelayStretch":  &knobs.NoLockDelayStretch,
 	"NoBusyRetry":         &knobs.NoBusyRetry,
+	"RequeueSendsUnsent":  &knobs.RequeueSendsUnsent,
 	"NoFairRequeue":       &knobs.NoFairRequeue,
 	"NoLeaveTombstone":    &knobs.NoLeaveTombstone,
 	"NoFreshLook":         &knobs.NoFreshLook,

@@ -143,6 +143,15 @@ var (
 	// put it back in a line, where a release hands it a key its call never
 	// releases (model/queue.pml, GrantPlainNoRequeue: grant-released).
 	NoPlainRequeue atomic.Bool
+	// RequeueSendsUnsent: a waiter that requeues (a new ID after an
+	// attempt with an unanswered call) still sends the old attempt's calls
+	// that had not gone out yet (waiting for their node's first
+	// identification), after its LeaveQueue of the old ID: where a master
+	// restarted empty in between, no tombstone stops them, the departed
+	// waiter enters the line again with a value record, and a release
+	// hands it a key nobody releases (the simulator's late family, seed
+	// 59066: no-orphans).
+	RequeueSendsUnsent atomic.Bool
 	// NoFreshLook: a Lock call whose first attempt failed starts its watch
 	// and waits, without the attempt it makes once the watch listens, so
 	// a release between that attempt and the watch goes unheard and the
@@ -212,6 +221,7 @@ type Set struct {
 	NoFairRequeue      bool
 	NoFreshLook        bool
 	NoPlainRequeue     bool
+	RequeueSendsUnsent bool
 	NoBusyRetry        bool
 
 	NoGrantHold         bool
@@ -244,6 +254,7 @@ func Load() Set {
 		NoFairRequeue:      NoFairRequeue.Load(),
 		NoFreshLook:        NoFreshLook.Load(),
 		NoPlainRequeue:     NoPlainRequeue.Load(),
+		RequeueSendsUnsent: RequeueSendsUnsent.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 
 		NoGrantHold:         NoGrantHold.Load(),
