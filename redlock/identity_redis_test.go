@@ -240,19 +240,21 @@ func TestQuarantineWithoutSeeingTheRestart(t *testing.T) {
 	}
 }
 
-// gatedInfo holds a node's first Info until open is closed (or its
-// context ends), to place a server restart between the first contacts of
-// two nodes.
+// gatedInfo holds a real node's first Info (with every, each Info) until
+// open is closed (or its context ends), to place a server restart between
+// the first contacts of two nodes, or to keep a client's votes there
+// waiting unsent. It is a redlock.QueueNode as the node is.
 type gatedInfo struct {
-	redlock.Node
-	open chan struct{}
-	once sync.Once
+	*redisnode.Node
+	open  chan struct{}
+	every bool
+	once  sync.Once
 	// first is closed when the first Info call has started.
 	first chan struct{}
 }
 
 func (g *gatedInfo) Info(ctx context.Context) (redlock.ServerInfo, error) {
-	wait := false
+	wait := g.every
 	g.once.Do(func() { wait = true; close(g.first) })
 	if wait {
 		select {
