@@ -272,14 +272,17 @@ func TestObserverSeesAContendedWait(t *testing.T) {
 		// Each attempt is one vote per node; every failed attempt met the
 		// holder's key (the last one's votes may already meet it gone, or
 		// there is no last one: a waiter that holds with the keys the
-		// release handed it makes no round after it, docs/handoff.md).
+		// release handed it makes no round after it, docs/handoff.md),
+		// or was not sent: a vote still waiting for the node's earlier
+		// call when its attempt was decided is dropped at the requeue
+		// (busy: "its waiter left the line").
 		votes := rec.votes(redlock.OpAcquire)
-		assert.Equal(t, 3*acq[0].Attempts, votes["yes"]+votes["taken"])
+		assert.Equal(t, 3*acq[0].Attempts, votes["yes"]+votes["taken"]+votes["busy"], "%v", votes)
 		assert.GreaterOrEqual(t, votes["taken"], acq[0].Attempts-1)
 		if votes["yes"] > 0 {
 			assert.GreaterOrEqual(t, votes["yes"], 2, "the last attempt's quorum")
 		} else {
-			assert.Equal(t, 3*acq[0].Attempts, votes["taken"], "held with the hand-overs: every round was refused")
+			assert.Equal(t, 3*acq[0].Attempts, votes["taken"]+votes["busy"], "held with the hand-overs: every round was refused (or dropped)")
 		}
 	})
 }
