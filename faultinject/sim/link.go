@@ -354,6 +354,9 @@ func (l *link) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
 		ok, fence, err := l.m.AcquireQueued(ctx, key, value, ttl, wt)
 		l.afterAcquire(key, value, sent, ok, err)
+		if !ok && err == nil {
+			l.afterLeave(key, value, wt, sent)
+		}
 		return reply{ok: ok, fence: fence, err: err}
 	})
 	return r.ok, r.fence, r.err
@@ -363,9 +366,42 @@ func (l *link) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 // with weather of its own operation.
 func (l *link) LeaveQueue(ctx context.Context, key string, wt redlock.Waiter) error {
 	r := l.call(ctx, opLeave, func(ctx context.Context) reply {
-		return reply{err: l.m.LeaveQueue(ctx, key, wt)}
+		err := l.m.LeaveQueue(ctx, key, wt)
+		if err == nil {
+			l.mu.Lock()
+			if _, ok := l.released[leftKey(key, wt.ID)]; !ok {
+				l.released[leftKey(key, wt.ID)] = time.Now()
+			}
+			l.mu.Unlock()
+		}
+		return reply{err: err}
 	})
 	return r.err
+}
+
+// leftKey names, in released, a waiter's LeaveQueue that reached the master.
+func leftKey(key, id string) string { return key + "\x00left\x00" + id }
+
+// afterLeave looks for the other orphan in the making of a fair acquire
+// (docs/handoff.md: "a late copy older than the tombstone can put a waiter
+// that left back in a line, where a release may hand it a key it never
+// releases"): a straggling AcquireQueued of value that did not take the key
+// but put its waiter, whose LeaveQueue had reached the master, back in the
+// line. It is recorded as an Overtaken acquire of value, released when the
+// waiter left, whose guard is the tombstone's life (the entry's TTL, 0.8 of
+// it on a master's clock that may run fast, as afterAcquireOf's): the
+// checker excuses it past the tombstone (history.NoOrphans) and fails it
+// within (history.ReleaseGuard).
+func (l *link) afterLeave(key, value string, wt redlock.Waiter, sent time.Time) {
+	l.mu.Lock()
+	left, ok := l.released[leftKey(key, wt.ID)]
+	l.mu.Unlock()
+	if !ok || !slices.Contains(l.m.Line(key), wt.ID) {
+		return
+	}
+	guard := time.Duration(float64(wt.TTL) * 0.8)
+	l.w.record(history.Event{Client: l.client, Kind: history.Overtaken, At: l.w.at(time.Now()), Lock: key, Token: value, Node: l.master,
+		Released: l.w.at(left), Guard: guard, Note: fmt.Sprintf("sent at %v, its waiter back in the line after its LeaveQueue", l.w.at(sent))})
 }
 
 func (l *link) RaiseFence(ctx context.Context, key, value string, token int64) (bool, error) {
