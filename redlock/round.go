@@ -16,6 +16,9 @@ type call struct {
 	mu   sync.Mutex
 	fin  bool          // under mu: the call has finished
 	wake chan struct{} // under mu: made by the first wait before the end, closed by finish
+	// thens, under mu: what runs once the call has finished (then), on
+	// the goroutine that finishes it.
+	thens []func()
 	// err is nil when the node said yes, the operation's "no" sentinel when
 	// it said no, else why the call failed.
 	err error
@@ -137,7 +140,9 @@ const identifyTimeout = time.Second
 //
 // A call that waits for nothing and that o skips (its node needs no call)
 // is decided at once, on the caller's goroutine: no worker, and no share of
-// the deadline, which a round of such calls only does without.
+// the deadline, which a round of such calls only does without. A call that
+// is not a vote and waits for another has no worker until that one has
+// finished (behind), and none at all when o skips it then.
 //
 // Up to smallRound nodes the round and its calls are one allocation; each
 // call's goroutine is the other per-node cost.
@@ -203,14 +208,44 @@ func (c *Client) fanout(ctx context.Context, o op) *round {
 		return r
 	}
 	for i := range n {
-		if skips[i] {
+		switch {
+		case skips[i]:
 			r.calls[i].skip(o.no)
 			c.finish(r, i)
-			continue
+		case waits[i] && !o.vote:
+			c.work.add() // done by behind
+			c.behind(task{r: r, i: i, ctx: ctx, waits: true})
+		default:
+			c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 		}
-		c.spawn(task{r: r, i: i, ctx: ctx, deadline: deadline, waits: waits[i]})
 	}
 	return r
+}
+
+// behind runs t, a call that is not a vote, once its node's calls in
+// o.before have finished, with no goroutine waiting for them meanwhile: it
+// is registered on the first of those still running (call.then), and the
+// goroutine that finishes that one runs behind again. Once they have all
+// finished, a call that o skips then (a release after an acquire that said
+// no; a waiter's leave where its release did the removal) is decided on
+// that goroutine, as fanout decides one skipped at once; any other goes to
+// a worker. Most calls made behind others need no node call: an Unlock's
+// removals of a waiter that held with hand-overs, the removals after a
+// hold, the releases of an attempt's refusals that came after its
+// decision.
+func (c *Client) behind(t task) {
+	for _, b := range t.r.o.before {
+		if b != nil && b[t.i].then(func() { c.behind(t) }) {
+			return // behind runs again when b[t.i] finishes
+		}
+	}
+	defer c.work.done()
+	if t.r.o.skips(t.i) {
+		t.r.calls[t.i].skip(t.r.o.no)
+		c.finish(t.r, t.i)
+		return
+	}
+	c.spawn(t) // runWaiting: every call it waits for has finished
 }
 
 // skips reports whether node i needs no call (op.skip, op.exec's skip).
@@ -420,7 +455,25 @@ func (cl *call) finish() {
 	if cl.wake != nil {
 		close(cl.wake)
 	}
+	then := cl.thens
+	cl.thens = nil
 	cl.mu.Unlock()
+	for _, fn := range then {
+		fn()
+	}
+}
+
+// then registers fn to run once the call has finished, on the goroutine
+// that finishes it, and reports true; it reports false, and does not run
+// fn, when the call has finished already.
+func (cl *call) then(fn func()) bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.fin {
+		return false
+	}
+	cl.thens = append(cl.thens, fn)
+	return true
 }
 
 // finished reports whether the call has finished.
