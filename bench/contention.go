@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"runtime"
@@ -104,6 +105,36 @@ type centry struct {
 
 func (e *centry) id(cond string) string { return entryID(e.c.Name, e.n, cond) }
 
+// warmContended has the entry's lockers cycle on the lock all at once, up to
+// cycles each and for at most a second, so that what a process does once
+// in its life under contention (a client's first wait: its release
+// notifications' connection to each master, quorumlock's and rueidislock's)
+// is done before the slices, as the first contact is by the uncontended
+// warm-up. The slices then measure waits that a long-running process
+// meets: each slice still starts with every locker arriving at once on a
+// lock idle for the other contenders' slices.
+func (e *centry) warmContended(cycles int) error {
+	end := time.Now().Add(time.Second)
+	errs := make([]error, len(e.lockers))
+	var wg sync.WaitGroup
+	for i, l := range e.lockers {
+		wg.Go(func() {
+			pprof.SetGoroutineLabels(e.lctx) // what the lockers start is the entry's
+			for range cycles {
+				if time.Now().After(end) {
+					return
+				}
+				if err := Cycle(e.lctx, l); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // tally adds up the figures of a contender's slices.
 type tally struct {
 	acquisitions, errors, same, pairs, overlaps int
@@ -186,6 +217,9 @@ func runContention(ctx context.Context, cfg *Config, masters []Master, run strin
 					e.err = fmt.Errorf("warm-up: %w", err)
 				}
 			}
+		}
+		if err := e.warmContended(cfg.Warmup); err != nil && e.err == nil {
+			e.err = fmt.Errorf("contended warm-up: %w", err)
 		}
 		pprof.SetGoroutineLabels(ctx)
 	}

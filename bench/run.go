@@ -40,7 +40,9 @@ type Config struct {
 	// the next takes over. Default: 50.
 	Slice int
 	// Warmup is the number of unmeasured cycles each locker runs first
-	// (connections, script loads), before any fault. Default: 20.
+	// (connections, script loads), before any fault; the contention
+	// measurement's lockers then run up to as many more at once on their
+	// lock (for at most a second). Default: 20.
 	Warmup int
 	// Budget bounds the time one contender, N and condition spends in its
 	// measured cycles: each of its slices ends once Budget/rounds has
