@@ -251,6 +251,55 @@ func TestHoldWaiterDoesNotPoll(t *testing.T) {
 	})
 }
 
+// A waiter that holds on grants sleeps its longest backoff, refused for a
+// held lock; when one node hands it the key and the others never do (the
+// lines differed as the keys were handed on: at a burst's start, waiters
+// each handed some masters' keys, all of them asleep, nobody to release:
+// cmd/bursttrace's stall), it makes its next attempt after its ordinary
+// backoff, counted from that hand-over, which takes the handed key over.
+// Here the holder's key on node 0 alone is released (the others stay the
+// holder's), so the waiter is handed one node of three. With
+// knobs.HandOverKeepsSleep it sleeps on: no attempt for seconds.
+func TestPartialHandOverShortensTheSleep(t *testing.T) {
+	for _, knob := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shortened", true: "HandOverKeepsSleep"}[knob], func(t *testing.T) {
+			if knob {
+				knobs.HandOverKeepsSleep.Store(true)
+				defer knobs.HandOverKeepsSleep.Store(false)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				ms, nodes := mem(3)
+				lease := holdEverywhere(t, nodes)
+				clients, attempts := clocked(t, ms, 1)
+				// Its longest backoff: min(10s, TTL/4), jittered down to 5s.
+				got := lockAsync(ctx, newMutex(t, clients[0], redlock.WithTTL(time.Minute), redlock.WithRetryBackoff(10*time.Millisecond, 10*time.Second)))
+				synctest.Wait() // refused everywhere: it sleeps its longest backoff
+				time.Sleep(time.Second)
+				before := len(attempts()[0])
+				handed := time.Now()
+				value := ms[0].Keys()[lockName]
+				ok, err := ms[0].Release(ctx, lockName, value, 0) // node 0 hands the waiter the key
+				require.NoError(t, err)
+				require.True(t, ok)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				at := attempts()[0]
+				if knob {
+					assert.Len(t, at, before, "no attempt within a second of the hand-over")
+				} else {
+					require.Greater(t, len(at), before, "an attempt within a second of the hand-over")
+					assert.Less(t, at[before].Sub(handed), time.Second)
+				}
+				require.NoError(t, lease.Unlock(ctx)) // nodes 1 and 2 hand it the key
+				r := <-got
+				require.NoError(t, r.err)
+				require.NoError(t, r.lease.Unlock(ctx))
+			})
+		})
+	}
+}
+
 // deafNode is a memnode whose notifications can be dropped (deaf), as a
 // broken watch connection drops them, and whose watchers the test can tell
 // that some were lost (resync), as redisnode does once it listens again.

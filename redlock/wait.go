@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 //
 // It always sleeps its backoff (its longest one, up to a quarter of the
 // TTL, when it holds on grants and a quorum refused it for a held lock:
-// it hears its turn, so it does not poll). When the nodes report releases
+// it hears its turn, so it does not poll; its ordinary one, from then,
+// once a node hands it the key). When the nodes report releases
 // (QueueNode.Watch), the client also keeps one watch per lock name while any of
 // its Lock calls waits for that name (and for watchLinger after the last
 // one stops). A node's release names the first waiter of its line
@@ -104,6 +106,7 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		return nil // it holds with the hand-overs it heard while the attempt ran
 	}
 	delay := m.backoff(k)
+	var part <-chan struct{} // a hand-over from fewer nodes than a quorum
 	if wg.wt != nil && wg.w.awaitsGrants(wg.wt) {
 		// A waiter that holds on grants, refused for a held lock by a
 		// quorum of nodes, hears its turn (the hand-overs): another
@@ -114,8 +117,21 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		// the TTL (a holder that died leaves keys that expire unreported
 		// within a TTL), unless WithMaxWait's bound comes first: the
 		// fallback for what is never reported.
+		//
+		// But once a node hands it the key, the rest of that release's
+		// hand-overs follow within moments; when they do not within its
+		// ordinary backoff, the other nodes handed their keys to other
+		// waiters (the lines differed as the keys were handed on: a
+		// requeue's gap, an entry not made there yet), who sleep too,
+		// refused by the keys parked with it: nobody would release
+		// before a longest backoff. So it then makes its next attempt,
+		// which takes over what it was handed (docs/handoff.md, rule 3)
+		// and wins, or rolls back and hands the keys on (part).
 		if d := jitter(min(m.cfg.retryMax, max(m.cfg.retryMin, m.cfg.ttl/4))); d > delay && (wg.giveUp.IsZero() || time.Now().Add(d).Before(wg.giveUp)) {
 			delay = d
+			if !m.c.cfg.knobs.HandOverKeepsSleep { // test-only switch
+				part = wg.wt.part
+			}
 		}
 	}
 	last := false // the bound ends this wait: no attempt after it
@@ -129,8 +145,15 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 	}
 	t := m.c.timers.get(delay)
 	defer m.c.timers.put(t)
+	end := time.Now().Add(delay)
 	for {
 		select {
+		case <-part:
+			part = nil // from the first hand-over only
+			if d := m.backoff(k); time.Now().Add(d).Before(end) {
+				t.Reset(d)
+				last = false // its attempt starts before the bound
+			}
 		case <-t.C:
 			if last {
 				return fmt.Errorf("%w (gave up waiting after %v: WithMaxWait)", err, m.cfg.maxWait)
@@ -225,6 +248,7 @@ type waiter struct {
 	// when it fails.
 	resynced bool
 	wake     chan struct{} // signalled when a new attempt is worth making, or the call holds
+	part     chan struct{} // signalled when a node handed it the key, fewer than a quorum (hold)
 	// The hold on grants (docs/handoff.md), for a call that may hold so
 	// (hold): handed[i] is the value node i last reported handing the
 	// waiter the key at since its attempt began; value and calls, the
@@ -316,7 +340,7 @@ func (m *Mutex) waitFor(ctx context.Context, id string, joinOnly bool) (w *watch
 		return nil, nil, false
 	}
 	k := c.cfg.knobs
-	wt = &waiter{id: id, wake: make(chan struct{}, 1), hold: m.holdsOnGrants(), anyValue: k.NoGrantCurrentValue, noReply: k.GrantHoldUnanswered}
+	wt = &waiter{id: id, wake: make(chan struct{}, 1), part: make(chan struct{}, 1), hold: m.holdsOnGrants(), anyValue: k.NoGrantCurrentValue, noReply: k.GrantHoldUnanswered}
 	if n := len(c.members); n <= smallRound {
 		wt.seen, wt.taken, wt.free, wt.handed = wt.seenBuf[:n], wt.takenBuf[:n], wt.freeBuf[:n], wt.handedBuf[:n]
 	} else {
@@ -442,6 +466,12 @@ func (w *watch) check(wt *waiter) {
 		}
 		return
 	}
+	if wt.hold && slices.ContainsFunc(wt.handed, func(v string) bool { return v != "" }) {
+		select {
+		case wt.part <- struct{}{}:
+		default:
+		}
+	}
 	news := false
 	for i, s := range wt.seen {
 		news = news || s && wt.taken[i]
@@ -505,6 +535,10 @@ func (w *watch) reset(wt *waiter, id string) {
 	wt.id = id
 	select {
 	case <-wt.wake:
+	default:
+	}
+	select {
+	case <-wt.part:
 	default:
 	}
 	w.mu.Unlock()

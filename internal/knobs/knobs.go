@@ -152,6 +152,12 @@ var (
 	// hands it a key nobody releases (the simulator's late family, seed
 	// 59066: no-orphans).
 	RequeueSendsUnsent atomic.Bool
+	// HandOverKeepsSleep: a waiter that holds on grants sleeps its longest
+	// backoff even once a node handed it the key and the rest of a quorum
+	// never do (the lines differed as the keys were handed on: waiters
+	// each handed some masters' keys, all asleep, nobody to release), so
+	// the lock stalls for a longest backoff (a burst's start, fair mode).
+	HandOverKeepsSleep atomic.Bool
 	// NoFreshLook: a Lock call whose first attempt failed starts its watch
 	// and waits, without the attempt it makes once the watch listens, so
 	// a release between that attempt and the watch goes unheard and the
@@ -222,6 +228,7 @@ type Set struct {
 	NoFreshLook        bool
 	NoPlainRequeue     bool
 	RequeueSendsUnsent bool
+	HandOverKeepsSleep bool
 	NoBusyRetry        bool
 
 	NoGrantHold         bool
@@ -255,6 +262,7 @@ func Load() Set {
 		NoFreshLook:        NoFreshLook.Load(),
 		NoPlainRequeue:     NoPlainRequeue.Load(),
 		RequeueSendsUnsent: RequeueSendsUnsent.Load(),
+		HandOverKeepsSleep: HandOverKeepsSleep.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 
 		NoGrantHold:         NoGrantHold.Load(),
