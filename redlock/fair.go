@@ -179,8 +179,8 @@ func (p *place) requeue(ctx context.Context) {
 	// enter the departed waiter with a value record that a release then
 	// hands the key to (an orphan until its TTL; the simulator's late
 	// family, seed 59066).
-	for _, cl := range r.calls {
-		if !p.m.c.cfg.knobs.RequeueSendsUnsent { // test-only switch
+	if !p.m.c.cfg.knobs.RequeueSendsUnsent { // test-only switch
+		for _, cl := range r.calls {
 			cl.drop()
 		}
 	}

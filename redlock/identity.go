@@ -293,8 +293,8 @@ func (c *Client) observe(ctx context.Context, j int, info ServerInfo) error {
 // allIdentified reports whether every node i for which counted(i) holds is
 // in the identified set at one moment (every change of the set is made
 // under idMu): the nodes whose yes a round's decision counted, or whose
-// hand-overs a waiter holds with (place.hold). Nodes of the set at one moment are distinct
-// servers; nodes whose votes counted while each was in the set at
+// hand-overs a waiter holds with (place.hold). Nodes of the set at one
+// moment are distinct servers; nodes whose votes counted while each was in the set at
 // different moments need not be: one may have left the set (its read
 // failed in a pass) and the other, the same server under another address,
 // joined in a later pass that no longer needed the first one read.

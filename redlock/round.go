@@ -416,8 +416,8 @@ func (o *op) waitBefore(ctx context.Context, i int, limit time.Duration, tp *tim
 	return true
 }
 
-// errLeftLine is the result of an acquire not sent because its fair
-// waiter had left the lines first (requeue, call.drop).
+// errLeftLine is the result of an acquire not sent because its waiter had
+// left the lines first (requeue, call.drop).
 var errLeftLine = fmt.Errorf("%w: its waiter left the line before the call was sent", ErrNodeBusy)
 
 // send marks the call sent, just before its request goes out, unless drop
