@@ -457,3 +457,80 @@ func (r *recorder) log(t *testing.T) {
 		t.Logf("%s m%d after %v: %v", e.Op, e.Index, e.Took, e.Err)
 	}
 }
+
+// TestPartialHandOverShortensTheSleep on real servers: a waiter asleep for
+// its longest backoff (30-60 s here), refused for a held lock, is handed
+// master 0's key alone (the holder's key there is released under it: the
+// other masters stay the holder's, as the keys parked with other waiters
+// stay at a burst's start). It makes its next attempt long before that
+// backoff ends; with knobs.HandOverKeepsSleep it makes none.
+func TestPartialHandOverShortensTheSleepOnRealServers(t *testing.T) {
+	for _, rule := range []bool{true, false} {
+		t.Run(map[bool]string{true: "shortened", false: "HandOverKeepsSleep"}[rule], func(t *testing.T) {
+			if !rule {
+				knobs.HandOverKeepsSleep.Store(true)
+				defer knobs.HandOverKeepsSleep.Store(false)
+			}
+			ms := startMasters(t, 3)
+			ctx := context.Background()
+			const ttl = 10 * time.Minute
+			// The holder holds every master (its calls are not cut short
+			// on a loaded machine: the test releases one master's key under
+			// it and counts on the other two).
+			held, err := newMutex(t, realClient(t, ms.nodes, redlock.WithNodeTimeout(time.Minute)), redlock.WithTTL(ttl)).TryLock(ctx)
+			require.NoError(t, err)
+			waitFor(t, "the holder's key on every master", func() bool {
+				vs := make(map[string]bool)
+				for i := range ms.raw {
+					v, err := ms.raw[i].Get(ctx, lockName).Result()
+					if err != nil {
+						return false
+					}
+					vs[v] = true
+				}
+				return len(vs) == 1
+			})
+			rec := &recorder{}
+			waiter := newMutex(t, realClient(t, ms.nodes, redlock.WithObserver(rec)),
+				redlock.WithTTL(ttl), redlock.WithRetryBackoff(10*time.Millisecond, time.Minute))
+			got := lockAsync(ctx, waiter)
+			acquires := func() int {
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				n := 0
+				for _, e := range rec.nodes {
+					if e.Op == redlock.OpAcquire {
+						n++
+					}
+				}
+				return n
+			}
+			// Its first attempt and the look once its watch listens, each
+			// refused by the three masters: then it sleeps.
+			waitFor(t, "the waiter's two attempts", func() bool { return acquires() >= 6 })
+			// Its watch listens on master 0 (a notification published
+			// before would be lost, and only its backoff would end the
+			// wait: the fallback for what is never reported).
+			waitFor(t, "the waiter's watch on master 0", func() bool {
+				chans, err := ms.raw[0].PubSubChannels(ctx, "*").Result()
+				return err == nil && len(chans) > 0
+			})
+			before := acquires()
+			value, err := ms.raw[0].Get(ctx, lockName).Result()
+			require.NoError(t, err)
+			ok, err := ms.nodes[0].Release(ctx, lockName, value, 0) // master 0 hands the waiter the key
+			require.NoError(t, err)
+			require.True(t, ok)
+			if rule {
+				waitFor(t, "the waiter's next attempt", func() bool { return acquires() > before })
+			} else {
+				assert.Never(t, func() bool { return acquires() > before }, 2*time.Second, 10*time.Millisecond,
+					"an attempt before the longest backoff ends")
+			}
+			require.NoError(t, held.Unlock(ctx)) // masters 1 and 2 hand it the key
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.lease.Unlock(ctx))
+		})
+	}
+}
