@@ -368,9 +368,10 @@ func (l *link) LeaveQueue(ctx context.Context, key string, wt redlock.Waiter) er
 	r := l.call(ctx, opLeave, func(ctx context.Context) reply {
 		err := l.m.LeaveQueue(ctx, key, wt)
 		if err == nil {
+			k := leftKey(key, wt.ID)
 			l.mu.Lock()
-			if _, ok := l.released[leftKey(key, wt.ID)]; !ok {
-				l.released[leftKey(key, wt.ID)] = time.Now()
+			if _, ok := l.released[k]; !ok {
+				l.released[k] = time.Now() // the first leave: the tombstone's start
 			}
 			l.mu.Unlock()
 		}
