@@ -54,10 +54,20 @@ const (
 	// recorder knows of the acquire (when it was sent).
 	Overtaken Kind = "overtaken"
 	// ReleaseRefused: master Node refused a release of Token without
-	// applying it (the connection was refused: redlock.ErrNotSent); the
-	// coordinator does not retry it (documented), so a key of Token may be
-	// left behind on Node.
+	// applying it (the connection was refused: redlock.ErrNotSent), or the
+	// LeaveQueue of a waiter whose acquires carried Token there (the
+	// waiter stays in the line, where a release may hand it the key at
+	// Token); the coordinator does not retry either (documented), so a key
+	// of Token may be left behind on Node.
 	ReleaseRefused Kind = "release-refused"
+	// Restored: master Node restarted from its last fsync (a host crash
+	// losing the AOF's last second) with a waiter's entry back in Lock's
+	// line although its removal had applied there after that fsync (its
+	// LeaveQueue, or the acquire that took the key): a release may hand
+	// the key at the entry's value Token, which nobody takes over or
+	// releases; it expires with its TTL (docs/handoff.md). Note names the
+	// waiter and when its removal applied.
+	Restored Kind = "restored"
 	// Leftover: after every client closed, master Node still held Token
 	// under Lock (a key, or a hold of a shape). Note says what, in words
 	// ("key lock-0").
@@ -108,8 +118,8 @@ type Event struct {
 	At time.Duration `json:"at"`
 	// Lock is the lock's name ("" in the history of one lock).
 	Lock string `json:"lock,omitempty"`
-	// Token is the lease's token (for Leftover, ReleaseRefused and
-	// Overtaken: the value the master stores, or a hold's id).
+	// Token is the lease's token (for Leftover, ReleaseRefused, Restored
+	// and Overtaken: the value the master stores, or a hold's id).
 	Token string `json:"token"`
 	// Until is the lease's validity deadline: on Acquired as acquired, on
 	// writes, Unlock, Covered and DoReturned as renewed by then (zero when

@@ -15,7 +15,8 @@ import (
 // releases it, and nothing else does: a key handed to a call that then
 // ended stays until its TTL, and the lock is held by nobody. A value the
 // coordinator documents it may leave (a release refused unsent, a
-// straggler past its release's guard: NoOrphans) is excused. Each value
+// straggler past its release's guard, a line entry a lost AOF tail brought
+// back: NoOrphans) is excused. Each value
 // is reported once per master, at the first checkpoint that finds it.
 var GrantReleased = Invariant{
 	Name:  "grant-released",

@@ -4,12 +4,13 @@ import "fmt"
 
 // NoOrphans checks that after every client closed, no key (or shape hold) is
 // left on a master, except where the coordinator documents it: a release the
-// master refused without applying it (ReleaseRefused), or a straggling
+// master refused without applying it (ReleaseRefused), a straggling
 // acquire applied after its release's guard expired (Overtaken beyond the
-// guard). Either expires with its TTL.
+// guard), or a value of a line entry that came back with a master's lost
+// AOF tail after the entry's removal (Restored). Each expires with its TTL.
 var NoOrphans = Invariant{
 	Name:  "no-orphans",
-	About: "after every client closed, no key or hold is left on a master, except after a release refused unsent or a straggler past the release guard",
+	About: "after every client closed, no key or hold is left on a master, except after a release refused unsent, a straggler past the release guard or a line entry restored by a lost AOF tail",
 	Class: Cleanup,
 	judge: judgeOrphans,
 }
@@ -31,10 +32,11 @@ type left struct {
 
 // excusedLeft returns the values that the coordinator documents it may
 // leave on a master until their TTL: those whose release the master
-// refused unsent, and stragglers applied past their release's guard.
+// refused unsent, stragglers applied past their release's guard, and the
+// values of line entries a lost AOF tail brought back after their removal.
 func excusedLeft(v *view) map[left]bool {
 	excused := map[left]bool{}
-	for _, e := range v.of(ReleaseRefused) {
+	for _, e := range append(v.of(ReleaseRefused), v.of(Restored)...) {
 		excused[left{e.Node, e.Token}] = true
 	}
 	for _, e := range v.of(Overtaken) {

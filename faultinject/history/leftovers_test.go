@@ -25,3 +25,20 @@ func TestLeftovers(t *testing.T) {
 		t.Errorf("a key one TTL later, excused or not: got:\n%s", whats(out.Violations))
 	}
 }
+
+// TestLeftoverOfARestoredEntry: a line entry that came back with a lost AOF
+// tail excuses its own value on its own master, nothing else.
+func TestLeftoverOfARestoredEntry(t *testing.T) {
+	restored := Event{Kind: Restored, At: 100 * ms, Lock: "l", Token: "v", Node: 1, Note: "waiter c1.0001, removed at 60ms"}
+	for _, c := range []struct {
+		node  int
+		token string
+		want  int
+	}{{1, "v", 0}, {2, "v", 1}, {1, "w", 1}} {
+		left := Event{Kind: Leftover, At: 900 * ms, Lock: "l", Token: c.token, Node: c.node, Note: "key l"}
+		f := Check([]Event{restored, left})
+		if got := len(f.Of(&NoOrphans)); got != c.want || len(f.Violations) != c.want {
+			t.Errorf("%s on m%d after %s on m1: %d no-orphans violations, want %d:\n%s", c.token, c.node, restored.Token, got, c.want, whats(f.Violations))
+		}
+	}
+}

@@ -54,6 +54,9 @@ type link struct {
 	extra time.Duration      // SlowLink: added to every request
 	// released: key+"\x00"+value whose release reached the master
 	released map[string]time.Time
+	// entries: the waiters this link's client put in the master's lines,
+	// by leftKey (created on first use; restoredLines)
+	entries map[string]*entry
 	// conns: open connections (idle or busy); busy: calls using one.
 	conns, busy int
 	// deaf: watches that lost a notification while the link was cut;
@@ -354,6 +357,7 @@ func (l *link) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
 		ok, fence, err := l.m.AcquireQueued(ctx, key, value, ttl, wt)
 		l.afterAcquire(key, value, sent, ok, err)
+		l.lined(key, wt.ID, value, ok, err)
 		if !ok && err == nil {
 			l.afterLeave(key, value, wt, sent)
 		}
@@ -374,14 +378,132 @@ func (l *link) LeaveQueue(ctx context.Context, key string, wt redlock.Waiter) er
 				l.released[k] = time.Now() // the first leave: the tombstone's start
 			}
 			l.mu.Unlock()
+			l.unlined(key, wt.ID)
 		}
 		return reply{err: err}
 	})
+	l.leaveRefused(key, wt.ID, r)
 	return r.err
 }
 
-// leftKey names, in released, a waiter's LeaveQueue that reached the master.
+// leaveRefused records, when the master refused waiter id's LeaveQueue
+// without applying it (redlock.ErrNotSent, as a release's: the coordinator
+// does not retry it), a refused release of every value the waiter's
+// acquires carried there: the waiter stays in that master's line (one
+// that restarts from its disk brings it back), where a release may hand
+// it the key at one of them, which nobody releases; it expires with its
+// TTL.
+func (l *link) leaveRefused(key, id string, r reply) {
+	if r.dialTimeout || !errors.Is(r.err, redlock.ErrNotSent) {
+		return
+	}
+	l.mu.Lock()
+	var vs []string
+	if e := l.entries[leftKey(key, id)]; e != nil {
+		vs = e.valuesBy(time.Now())
+	}
+	l.mu.Unlock()
+	for _, v := range vs {
+		l.w.refused(l, v)
+	}
+}
+
+// leftKey names, in released, a waiter's LeaveQueue that reached the master;
+// in entries, the waiter.
 func leftKey(key, id string) string { return key + "\x00left\x00" + id }
+
+// entry is what a link knows of one waiter's entry in a master's line:
+// the values its acquires that applied carried, and when (the entry's
+// value record, or a key a release handed it, holds one of them), and
+// when the entry was last removed (its LeaveQueue applied, or an acquire
+// that took the key: the waiter leaves the line).
+type entry struct {
+	key, id string
+	applied []applied
+	removed time.Time
+}
+
+// applied is an acquire of a waiter that applied on the master.
+type applied struct {
+	value string
+	at    time.Time
+}
+
+// valuesBy returns the values of the entry's acquires applied at or before
+// t, each once.
+func (e *entry) valuesBy(t time.Time) []string {
+	var vs []string
+	for _, a := range e.applied {
+		if !a.at.After(t) && !slices.Contains(vs, a.value) {
+			vs = append(vs, a.value)
+		}
+	}
+	return vs
+}
+
+// entryLocked returns waiter id's entry of key's line; l.mu held.
+func (l *link) entryLocked(key, id string) *entry {
+	k := leftKey(key, id)
+	e := l.entries[k]
+	if e == nil {
+		if l.entries == nil {
+			l.entries = map[string]*entry{}
+		}
+		e = &entry{key: key, id: id}
+		l.entries[k] = e
+	}
+	return e
+}
+
+// lined notes an acquire of waiter id that applied with value: the waiter
+// is in the line with it, or left it (ok: it took the key).
+func (l *link) lined(key, id, value string, ok bool, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entryLocked(key, id)
+	e.applied = append(e.applied, applied{value, time.Now()})
+	if ok {
+		e.removed = time.Now()
+	}
+}
+
+// unlined notes that waiter id's LeaveQueue applied.
+func (l *link) unlined(key, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entryLocked(key, id).removed = time.Now()
+}
+
+// unlinedBy notes that a release of value applied: a waiter whose acquires
+// carried value and that is no longer in the line has left it (a waiter
+// that held with hand-overs leaves at its release: release.lua).
+func (l *link) unlinedBy(key, value string) {
+	line := l.m.Line(key)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.entries {
+		if e.key == key && slices.ContainsFunc(e.applied, func(a applied) bool { return a.value == value }) && !slices.Contains(line, e.id) {
+			e.removed = time.Now()
+		}
+	}
+}
+
+// removedSince returns the entries this link removed from the master's
+// lines after t.
+func (l *link) removedSince(t time.Time) []entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []entry
+	for _, e := range l.entries {
+		if e.removed.After(t) {
+			out = append(out, entry{key: e.key, id: e.id, applied: slices.Clone(e.applied), removed: e.removed})
+		}
+	}
+	return out
+}
 
 // afterLeave looks for the other orphan in the making of a fair acquire
 // (docs/handoff.md: "a late copy older than the tombstone can put a waiter
@@ -424,6 +546,9 @@ func (l *link) Extend(ctx context.Context, key, value string, ttl time.Duration)
 func (l *link) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
 	r := l.call(ctx, opRelease, func(ctx context.Context) reply {
 		ok, err := l.m.Release(ctx, key, value, guard)
+		if err == nil {
+			l.unlinedBy(key, value)
+		}
 		// A release that deleted the key had our acquire before it: only one
 		// that found the key absent can be overtaking it.
 		if err == nil && !ok {

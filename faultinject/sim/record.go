@@ -222,3 +222,30 @@ func (w *world) checkpoint() {
 		w.log("checkpoint: m%d holds c%d's value %s (sent at %v)", mi, by.client, v, by.at)
 	}
 }
+
+// restoredLines records, once master mi has restarted from its last fsync
+// (taken at synced), every waiter's entry back in a line there although
+// its removal had applied after that fsync (the AOF tail lost it): a
+// history.Restored for each value its acquires before the fsync carried
+// (its record, or a key a release had handed it, came back with one), so
+// that a key left at that value is excused (history.NoOrphans).
+func (w *world) restoredLines(mi int, synced time.Time) {
+	m := w.masters[mi]
+	at := w.at(time.Now())
+	for _, ls := range w.links {
+		for _, l := range ls {
+			if l.master != mi {
+				continue
+			}
+			for _, e := range l.removedSince(synced) {
+				if !slices.Contains(m.Line(e.key), e.id) {
+					continue
+				}
+				for _, v := range e.valuesBy(synced) {
+					w.record(history.Event{Client: l.client, Kind: history.Restored, At: at, Lock: e.key, Token: v, Node: mi,
+						Note: fmt.Sprintf("waiter %s back in the line, its removal applied at %v", e.id, w.at(e.removed))})
+				}
+			}
+		}
+	}
+}

@@ -671,6 +671,9 @@ func (l *scriptLink) Extend(ctx context.Context, key, value string, ttl time.Dur
 func (l *scriptLink) Release(ctx context.Context, key, value string, guard time.Duration) (bool, error) {
 	r := l.call(ctx, l.steer(CallRelease, l.attempt(key, value, false)), func(ctx context.Context) reply {
 		ok, err := l.m.Release(ctx, key, value, guard)
+		if err == nil {
+			l.unlinedBy(key, value)
+		}
 		if err == nil && !ok {
 			l.noteReleased(key + "\x00" + value)
 		}

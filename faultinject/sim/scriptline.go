@@ -74,6 +74,7 @@ func (l *scriptLink) AcquireQueued(ctx context.Context, key, value string, ttl t
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(dctx context.Context) reply {
 		ok, fence, err := l.m.AcquireQueued(dctx, key, value, ttl, wt)
 		l.afterAcquire(key, value, sent, ok, err)
+		l.link.lined(key, wt.ID, value, ok, err)
 		if err == nil && key == scriptName {
 			// ctx is the caller's: ended, the call is a late copy.
 			l.lined(key, wt, ok, ctx.Err() != nil)
@@ -117,11 +118,15 @@ func (l *scriptLink) LeaveQueue(ctx context.Context, key string, wt redlock.Wait
 	}
 	r := l.call(ctx, sc, func(dctx context.Context) reply {
 		err := l.m.LeaveQueue(dctx, key, wt)
+		if err == nil {
+			l.unlined(key, wt.ID)
+		}
 		if err == nil && key == scriptName {
 			l.w.record(history.Event{Client: l.client, Kind: history.Left, At: l.w.at(time.Now()), Lock: key, Token: wt.ID, Node: l.master, Note: "LeaveQueue"})
 		}
 		return reply{err: err}
 	})
+	l.leaveRefused(key, wt.ID, r)
 	return r.err
 }
 

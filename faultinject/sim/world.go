@@ -54,6 +54,8 @@ type Result struct {
 	Goroutines int
 	Digest     uint64 // hash of the history on the virtual clock
 	History    []string
+	// Events is the history the checks judged.
+	Events []history.Event
 }
 
 // hold is one lease's life, on the bubble's clock, for the log and the
@@ -400,12 +402,14 @@ func (w *world) faults() {
 			// refused) until the host is back, with the keyspace as of the
 			// last fsync (and its clock stepped, if Jump says so, before
 			// anything reaches it).
-			evs = append(evs, ev{f.At - f.Delay, func() { m.Checkpoint() }},
+			var synced time.Time
+			evs = append(evs, ev{f.At - f.Delay, func() { m.Checkpoint(); synced = time.Now() }},
 				ev{f.At, func() {
 					m.Fail(fmt.Errorf("sim: m%d down: %w", f.Master, redlock.ErrNotSent))
 					w.record(history.Event{Kind: history.KeysLost, At: w.at(time.Now()), Node: f.Master})
 				}}, ev{end, func() {
 					m.RestartFromCheckpoint()
+					w.restoredLines(f.Master, synced)
 					if f.Jump > 0 {
 						_ = m.SkewClock(f.Jump, 1)
 					}
@@ -838,7 +842,8 @@ func (w *world) result() Result {
 	r := Result{Plan: p, Coverage: w.coverage, Holds: len(w.holds), Attempts: w.attempts, Goroutines: w.maxG,
 		Queued: w.queued, Notified: w.notified, Lost: w.lost}
 	r.Broken = p.Broken()
-	w.judge(&r, w.history())
+	r.Events = w.history()
+	w.judge(&r, r.Events)
 	switch {
 	case len(r.Violations) > 0:
 		r.Outcome = Fail
