@@ -22,7 +22,7 @@ import (
 // TestSideBySideSmoke runs every contender for a few interleaved rounds
 // with N=1 and N=3, healthy and with 1ms added in the client, on real
 // redis-server processes: every contender completes every cycle, the rows
-// are well-formed, and no contender leaves a key behind, except
+// are well-formed, and no contender leaves a lock key behind, except
 // redsync-failfast, whose calls left behind at the quorum can land after
 // its release (an orphan key until the TTL, on which its next Lock can
 // fail): it must complete at least one cycle.
@@ -72,8 +72,12 @@ func TestSideBySideSmoke(t *testing.T) {
 			if r.Cycles != cycles || r.Errors != 0 || r.Err != "" {
 				t.Errorf("%s: %d cycles, %d errors (%q), want %d cycles and none", id, r.Cycles, r.Errors, r.Err, cycles)
 			}
-			if r.OrphanKeys != 0 || r.GuardKeys != 0 {
-				t.Errorf("%s: %d orphan keys, %d guards", id, r.OrphanKeys, r.GuardKeys)
+			// Release guards are not counted: quorumlock leaves one for
+			// an acquire its node did not answer within the node timeout
+			// (a loaded machine), so that the acquire, if it lands late,
+			// is refused; it expires with the TTL.
+			if r.OrphanKeys != 0 {
+				t.Errorf("%s: %d orphan keys", id, r.OrphanKeys)
 			}
 		}
 		if !(0 < r.P50Ms && r.P50Ms <= r.P90Ms && r.P90Ms <= r.P99Ms && r.P99Ms <= r.MaxMs) {

@@ -146,7 +146,11 @@ func TestFairQueueConfig(t *testing.T) {
 	}
 	m, err := c.NewMutex(lockName, redlock.WithFairQueue(), redlock.WithFencing())
 	require.NoError(t, err, "fair and fenced")
-	lease, err := m.TryLock(context.Background())
+	// Lock, not TryLock: the client's first call identifies the nodes,
+	// which a loaded machine may take longer than one attempt's wait for.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := m.Lock(ctx)
 	require.NoError(t, err)
 	token, ok := lease.Fence()
 	require.True(t, ok)

@@ -40,7 +40,10 @@ type Mutex struct {
 // start of the attempt plus the TTL minus the drift allowance, measured on
 // the monotonic clock, provided the quorum answered early enough to leave
 // more than the minimum validity. On failure the attempt is rolled back on
-// every node that may hold the key, on a detached context, and the error
+// every node that may hold the key, on a detached context (a call still
+// running when TryLock returns is rolled back once it finishes, in the
+// background: until then a next attempt may find it, as a place of a
+// semaphore taken), and the error
 // wraps ErrNotObtained (and ErrValidityTooShort when the quorum came too
 // late, ErrClosed after Close, ErrInvalidConfig when one server was found
 // behind two addresses, and ctx.Err() whenever ctx had ended by the time

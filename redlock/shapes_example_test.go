@@ -133,10 +133,17 @@ func ExampleClient_NewSemaphore() {
 	_, err = sem.TryLock(ctx)
 	fmt.Println("third refused:", errors.Is(err, redlock.ErrNotObtained))
 	a.Unlock(ctx)
-	c, err := sem.TryLock(ctx)
+	// Lock, not TryLock: the refused TryLock returned once one node said
+	// no, and its acquires still on their way to the others may take the
+	// place a's release freed, until their rollback gives it back.
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := sem.Lock(wait)
 	fmt.Println("third after a release:", err == nil)
 	b.Unlock(ctx)
-	c.Unlock(ctx)
+	if err == nil {
+		c.Unlock(ctx)
+	}
 	// Output:
 	// holders: 2
 	// third refused: true
