@@ -481,11 +481,22 @@ func (l *link) unlined(key, id string) {
 // carried value and that is no longer in the line has left it (a waiter
 // that held with hand-overs leaves at its release: release.lua).
 func (l *link) unlinedBy(key, value string) {
+	var carried []*entry
+	l.mu.Lock()
+	for _, e := range l.entries {
+		if e.key == key && slices.ContainsFunc(e.applied, func(a applied) bool { return a.value == value }) {
+			carried = append(carried, e)
+		}
+	}
+	l.mu.Unlock()
+	if len(carried) == 0 {
+		return
+	}
 	line := l.m.Line(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, e := range l.entries {
-		if e.key == key && slices.ContainsFunc(e.applied, func(a applied) bool { return a.value == value }) && !slices.Contains(line, e.id) {
+	for _, e := range carried {
+		if !slices.Contains(line, e.id) {
 			e.removed = time.Now()
 		}
 	}
