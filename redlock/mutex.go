@@ -280,10 +280,11 @@ func (m *Mutex) attempt(ctx context.Context, renew float64, q *place) (*Lease, e
 }
 
 // refusedBy reports whether a node that answered by decision d refused
-// the connection (ErrNotSent).
+// the connection (ErrNotSent; not a yes whose vote did not count, whose
+// identity read after it was not sent: mayHold).
 func refusedBy(r *round, d decision) bool {
 	for i, cl := range r.calls {
-		if d.answered[i] && errors.Is(cl.err, ErrNotSent) {
+		if d.answered[i] && !cl.held && errors.Is(cl.err, ErrNotSent) {
 			return true
 		}
 	}

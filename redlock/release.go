@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/knobs"
 )
 
 // pendingRelease is a release that failed on a node that may hold the key,
@@ -35,22 +37,29 @@ func (p pendingRelease) send(ctx context.Context, mb *member) (bool, error) {
 // Where the acquire's effect is unknown (it failed or timed out, so the
 // server may still apply it later) the release leaves a guard for the TTL so
 // that the late acquire is refused.
-// noGuard is the test-only knobs.NoReleaseGuard of the client.
-func releasePlan(acq *call, ttl time.Duration, noGuard bool) (needed bool, guard time.Duration) {
+// k is the client's test-only switches (knobs.NoReleaseGuard,
+// knobs.HeldVoteUnreleased).
+func releasePlan(acq *call, ttl time.Duration, k *knobs.Set) (needed bool, guard time.Duration) {
 	switch {
-	case !mayHold(acq):
+	case !mayHold(acq, k.HeldVoteUnreleased):
 		return false, 0
-	case acq.replied, noGuard:
+	case acq.replied, k.NoReleaseGuard:
 		return true, 0
 	}
 	return true, ttl
 }
 
 // mayHold reports whether the node of the finished acquire call acq may
-// hold the key: the call may have reached the server, and the server did
-// not answer no.
-func mayHold(acq *call) bool {
+// hold the key: the server said yes (its vote may not have counted), or
+// the call may have reached it and it did not answer no. A yes whose vote
+// did not count can carry ErrNotSent: the identity read after it
+// (WithRestartQuarantine) was not sent, as when the caller's ctx ended
+// just after Lock returned; the acquire itself was. heldNotSent is the
+// test-only knobs.HeldVoteUnreleased: such a yes counts as not sent.
+func mayHold(acq *call, heldNotSent bool) bool {
 	switch {
+	case acq.held && !heldNotSent:
+		return true
 	case !acq.sent || errors.Is(acq.err, ErrNotSent):
 		return false
 	case acq.replied && acq.err != nil && !acq.held:
@@ -112,7 +121,7 @@ type releaseExec struct {
 }
 
 func (e *releaseExec) skip(i int) bool {
-	needed, guard := releasePlan(e.acq[i], e.ttl, e.c.cfg.knobs.NoReleaseGuard)
+	needed, guard := releasePlan(e.acq[i], e.ttl, &e.c.cfg.knobs)
 	e.guards[i] = guard
 	return !needed
 }

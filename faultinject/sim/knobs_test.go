@@ -33,6 +33,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoLockDelayStretch":  &knobs.NoLockDelayStretch,
 	"NoBusyRetry":         &knobs.NoBusyRetry,
 	"RequeueSendsUnsent":  &knobs.RequeueSendsUnsent,
+	"HeldVoteUnreleased":  &knobs.HeldVoteUnreleased,
 	"NoFairRequeue":       &knobs.NoFairRequeue,
 	"NoLeaveTombstone":    &knobs.NoLeaveTombstone,
 	"NoFreshLook":         &knobs.NoFreshLook,

@@ -185,6 +185,21 @@ func (l *link) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("sim link c%d-m%d: %w", l.client, l.master, ctx.Err())
 }
 
+// unsent is the error of a call whose ctx had ended before it was sent:
+// as redisnode's (Node.do), it wraps redlock.ErrNotSent and ctx.Err().
+func (l *link) unsent(ctx context.Context) error {
+	return fmt.Errorf("sim link c%d-m%d: %w: %w", l.client, l.master, redlock.ErrNotSent, ctx.Err())
+}
+
+// refusedUnsent reports whether r is a call the master refused without
+// applying it (the connection refused: redlock.ErrNotSent), not a dial
+// that timed out nor a call whose ctx had ended before it was sent (the
+// coordinator retries a release of either).
+func refusedUnsent(r reply) bool {
+	return !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) &&
+		!errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded)
+}
+
 // Operations, each with its own weather stream per worker (draw keys a
 // stream by worker*8 + op: at most 8 operations). New operations go last,
 // so that the streams of the others keep their seeds.
@@ -200,7 +215,7 @@ const (
 
 func (l *link) call(ctx context.Context, op int, f func(ctx context.Context) reply) reply {
 	if ctx.Err() != nil {
-		return reply{err: l.ctxErr(ctx)}
+		return reply{err: l.unsent(ctx)}
 	}
 	w := l.draw(ctx, op)
 	if w.req > 0 || w.rep > 0 {
@@ -394,7 +409,7 @@ func (l *link) LeaveQueue(ctx context.Context, key string, wt redlock.Waiter) er
 // it the key at one of them, which nobody releases; it expires with its
 // TTL.
 func (l *link) leaveRefused(key, id string, r reply) {
-	if r.dialTimeout || !errors.Is(r.err, redlock.ErrNotSent) {
+	if !refusedUnsent(r) {
 		return
 	}
 	l.mu.Lock()
@@ -571,7 +586,7 @@ func (l *link) Release(ctx context.Context, key, value string, guard time.Durati
 		}
 		return reply{ok: ok, err: err}
 	})
-	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+	if refusedUnsent(r) {
 		l.w.refused(l, value) // refused: the coordinator stops retrying, documented
 	}
 	return r.ok, r.err
@@ -615,7 +630,7 @@ func (l *link) ReleaseHold(ctx context.Context, key string, h redlock.Hold, guar
 		}
 		return reply{ok: ok, err: err}
 	})
-	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+	if refusedUnsent(r) {
 		l.w.refused(l, h.ID) // refused: the coordinator stops retrying, documented
 	}
 	return r.ok, r.err

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -598,7 +597,7 @@ func (l *scriptLink) attempt(key, id string, acquire bool) int {
 
 func (l *scriptLink) call(ctx context.Context, sc ScriptCall, f func(ctx context.Context) reply) reply {
 	if ctx.Err() != nil {
-		return reply{err: l.ctxErr(ctx)}
+		return reply{err: l.unsent(ctx)}
 	}
 	if l.w.isCut(l.client, l.master) || sc.DropRequest {
 		<-ctx.Done() // a black hole: the caller waits for its deadline
@@ -679,7 +678,7 @@ func (l *scriptLink) Release(ctx context.Context, key, value string, guard time.
 		}
 		return reply{ok: ok, err: err}
 	})
-	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+	if refusedUnsent(r) {
 		l.w.refused(l.link, value)
 	}
 	return r.ok, r.err
@@ -712,7 +711,7 @@ func (l *scriptLink) ReleaseHold(ctx context.Context, key string, h redlock.Hold
 		}
 		return reply{ok: ok, err: err}
 	})
-	if !r.dialTimeout && errors.Is(r.err, redlock.ErrNotSent) {
+	if refusedUnsent(r) {
 		l.w.refused(l.link, h.ID)
 	}
 	return r.ok, r.err

@@ -163,6 +163,12 @@ var (
 	// a release between that attempt and the watch goes unheard and the
 	// call sleeps its backoff on a free lock.
 	NoFreshLook atomic.Bool
+	// HeldVoteUnreleased: a node that said yes to an acquire whose vote did
+	// not count, and whose error wraps ErrNotSent (WithRestartQuarantine's
+	// identity read after the yes was not sent: the caller's ctx had ended,
+	// as right after Lock returned), is taken for one the acquire never
+	// reached, so no release goes there and the key stays until its TTL.
+	HeldVoteUnreleased atomic.Bool
 	// RawUptime: a server's uptime is taken as INFO's uptime_in_seconds,
 	// which Redis counts from its start time truncated to the second, so a
 	// client meeting a server just after its restart ends the quarantine up
@@ -229,6 +235,7 @@ type Set struct {
 	NoPlainRequeue     bool
 	RequeueSendsUnsent bool
 	HandOverKeepsSleep bool
+	HeldVoteUnreleased bool
 	NoBusyRetry        bool
 
 	NoGrantHold         bool
@@ -263,6 +270,7 @@ func Load() Set {
 		NoPlainRequeue:     NoPlainRequeue.Load(),
 		RequeueSendsUnsent: RequeueSendsUnsent.Load(),
 		HandOverKeepsSleep: HandOverKeepsSleep.Load(),
+		HeldVoteUnreleased: HeldVoteUnreleased.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 
 		NoGrantHold:         NoGrantHold.Load(),
