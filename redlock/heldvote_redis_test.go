@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,14 +25,12 @@ type heldInfo struct {
 	armed   atomic.Bool
 	started chan struct{} // closed when the first armed Info began
 	open    chan struct{}
-	once    atomic.Bool
+	once    sync.Once
 }
 
 func (h *heldInfo) Info(ctx context.Context) (redlock.ServerInfo, error) {
 	if h.armed.Load() {
-		if h.once.CompareAndSwap(false, true) {
-			close(h.started)
-		}
+		h.once.Do(func() { close(h.started) })
 		<-h.open
 	}
 	return h.Node.Info(ctx)
@@ -66,16 +65,9 @@ func heldVoteUnsent(t *testing.T, rule bool) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n2.Close() })
 	h := &heldInfo{Node: n2, started: make(chan struct{}), open: make(chan struct{})}
-	defer func() {
-		if h.once.CompareAndSwap(false, true) {
-			close(h.started)
-		}
-		select {
-		case <-h.open:
-		default:
-			close(h.open)
-		}
-	}()
+	var openOnce sync.Once
+	open := func() { openOnce.Do(func() { close(h.open) }) }
+	defer open() // a failed step must not leave a read held
 	c := realClient(t, []redlock.Node{ms.nodes[0], ms.nodes[1], h}, redlock.WithRestartQuarantine(0))
 	// The masters are new: the client keeps them in quarantine for the
 	// TTL (the longest a key they lost could live), which the first Lock
@@ -99,7 +91,7 @@ func heldVoteUnsent(t *testing.T, rule bool) {
 		t.Fatal("master 2's identity read after its yes never began")
 	}
 	cancel() // the caller's defer cancel(), just after Lock returned
-	close(h.open)
+	open()
 	require.NoError(t, lease.Unlock(ctx))
 	require.NoError(t, c.Close(ctx)) // the releases still running end first
 

@@ -55,8 +55,9 @@ type link struct {
 	// released: key+"\x00"+value whose release reached the master
 	released map[string]time.Time
 	// entries: the waiters this link's client put in the master's lines,
-	// by leftKey (created on first use; restoredLines)
-	entries map[string]*entry
+	// by leftKey; carried: the same, by key+"\x00"+value of each of their
+	// acquires that applied (both created on first use; restoredLines)
+	entries, carried map[string]*entry
 	// conns: open connections (idle or busy); busy: calls using one.
 	conns, busy int
 	// deaf: watches that lost a notification while the link was cut;
@@ -372,7 +373,7 @@ func (l *link) AcquireQueued(ctx context.Context, key, value string, ttl time.Du
 	r := l.call(ctx, opAcquire, func(ctx context.Context) reply {
 		ok, fence, err := l.m.AcquireQueued(ctx, key, value, ttl, wt)
 		l.afterAcquire(key, value, sent, ok, err)
-		l.lined(key, wt.ID, value, ok, err)
+		l.entered(key, wt.ID, value, ok, err)
 		if !ok && err == nil {
 			l.afterLeave(key, value, wt, sent)
 		}
@@ -462,7 +463,7 @@ func (l *link) entryLocked(key, id string) *entry {
 	e := l.entries[k]
 	if e == nil {
 		if l.entries == nil {
-			l.entries = map[string]*entry{}
+			l.entries, l.carried = map[string]*entry{}, map[string]*entry{}
 		}
 		e = &entry{key: key, id: id}
 		l.entries[k] = e
@@ -470,9 +471,9 @@ func (l *link) entryLocked(key, id string) *entry {
 	return e
 }
 
-// lined notes an acquire of waiter id that applied with value: the waiter
-// is in the line with it, or left it (ok: it took the key).
-func (l *link) lined(key, id, value string, ok bool, err error) {
+// entered notes an acquire of waiter id that applied with value: the
+// waiter is in the line with it, or left it (ok: it took the key).
+func (l *link) entered(key, id, value string, ok bool, err error) {
 	if err != nil {
 		return
 	}
@@ -480,6 +481,7 @@ func (l *link) lined(key, id, value string, ok bool, err error) {
 	defer l.mu.Unlock()
 	e := l.entryLocked(key, id)
 	e.applied = append(e.applied, applied{value, time.Now()})
+	l.carried[key+"\x00"+value] = e
 	if ok {
 		e.removed = time.Now()
 	}
@@ -492,29 +494,19 @@ func (l *link) unlined(key, id string) {
 	l.entryLocked(key, id).removed = time.Now()
 }
 
-// unlinedBy notes that a release of value applied: a waiter whose acquires
-// carried value and that is no longer in the line has left it (a waiter
-// that held with hand-overs leaves at its release: release.lua).
+// unlinedBy notes that a release of value applied: the waiter whose
+// acquire carried value, when it is no longer in the line, has left it (a
+// waiter that held with hand-overs leaves at its release: release.lua).
 func (l *link) unlinedBy(key, value string) {
-	var carried []*entry
 	l.mu.Lock()
-	for _, e := range l.entries {
-		if e.key == key && slices.ContainsFunc(e.applied, func(a applied) bool { return a.value == value }) {
-			carried = append(carried, e)
-		}
-	}
+	e := l.carried[key+"\x00"+value]
 	l.mu.Unlock()
-	if len(carried) == 0 {
+	if e == nil || slices.Contains(l.m.Line(key), e.id) {
 		return
 	}
-	line := l.m.Line(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, e := range carried {
-		if !slices.Contains(line, e.id) {
-			e.removed = time.Now()
-		}
-	}
+	e.removed = time.Now()
 }
 
 // removedSince returns the entries this link removed from the master's

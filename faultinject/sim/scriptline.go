@@ -74,7 +74,7 @@ func (l *scriptLink) AcquireQueued(ctx context.Context, key, value string, ttl t
 	r := l.call(ctx, l.steer(CallAcquire, l.attempt(key, value, true)), func(dctx context.Context) reply {
 		ok, fence, err := l.m.AcquireQueued(dctx, key, value, ttl, wt)
 		l.afterAcquire(key, value, sent, ok, err)
-		l.link.lined(key, wt.ID, value, ok, err)
+		l.entered(key, wt.ID, value, ok, err)
 		if err == nil && key == scriptName {
 			// ctx is the caller's: ended, the call is a late copy.
 			l.lined(key, wt, ok, ctx.Err() != nil)
