@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -367,6 +368,130 @@ func TestResyncWakesAWaiterThatLostItsNotifications(t *testing.T) {
 		r := <-got
 		require.NoError(t, r.err)
 		assert.Equal(t, resynced, r.at, "B tried again when its nodes listened again, not after its backoff")
+		require.NoError(t, r.lease.Unlock(ctx))
+	})
+}
+
+// cutNode is a deafNode whose link can be cut (cut: its acquires, after
+// refuseAfter, and removals are refused unsent, as over a refused
+// connection), whose Watch
+// waits for gate when it has one, and whose first Watch can be refused
+// (refuseWatch).
+type cutNode struct {
+	*deafNode
+	cut         *atomic.Bool
+	gate        chan struct{}
+	refuseWatch bool
+	refuseAfter time.Duration
+	watches     atomic.Int32
+}
+
+var errRefused = fmt.Errorf("%w: dial tcp: connect: connection refused", redlock.ErrNotSent)
+
+func (n *cutNode) Watch(ctx context.Context, key, group string, fn func(string)) (func(), error) {
+	if n.watches.Add(1) == 1 && n.refuseWatch {
+		return nil, errRefused
+	}
+	if n.gate != nil {
+		<-n.gate
+	}
+	return n.deafNode.Watch(ctx, key, group, fn)
+}
+
+func (n *cutNode) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	if n.cut.Load() {
+		time.Sleep(n.refuseAfter)
+		return false, 0, errRefused
+	}
+	return n.deafNode.AcquireQueued(ctx, key, value, ttl, w)
+}
+
+func (n *cutNode) LeaveQueue(ctx context.Context, key string, w redlock.Waiter) error {
+	if n.cut.Load() {
+		return errRefused
+	}
+	return n.deafNode.LeaveQueue(ctx, key, w)
+}
+
+// A waiter whose attempt could not reach its nodes is woken by their word
+// that they listen again, as one they refused for a held lock is: B's
+// link breaks as its watch starts (after its first attempt), so its fresh
+// look is refused unsent by nodes 0 and 1, which decides it (node 2 has
+// not replied: a node that may have been held); A's release hands B the
+// keys meanwhile, unheard. Once nodes 0 and 1 listen again (node 2 not
+// yet), B tries again at once and takes the keys over, instead of sleeping
+// its backoff (an hour).
+func TestResyncWakesAWaiterItsNodesCouldNotHear(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, nodes := mem(3)
+		lease := holdEverywhere(t, nodes)
+		var deaf, cut atomic.Bool
+		gate := make(chan struct{})
+		cuts := make([]*cutNode, len(ms))
+		wrapped := make([]redlock.Node, len(ms))
+		for i, m := range ms {
+			cuts[i] = &cutNode{deafNode: &deafNode{Node: m, deaf: &deaf}, cut: &cut, gate: gate, refuseAfter: time.Duration(i) * time.Millisecond}
+			wrapped[i] = cuts[i]
+		}
+		got := lockAsync(ctx, newMutex(t, newClient(t, wrapped), redlock.WithRetryBackoff(time.Hour, time.Hour)))
+		synctest.Wait() // B's first attempt is over (every call); its watch is starting
+		cut.Store(true)
+		deaf.Store(true)
+		close(gate)
+		time.Sleep(10 * time.Millisecond) // B's fresh look was refused unsent; it sleeps
+		synctest.Wait()
+		require.NoError(t, lease.Unlock(ctx))
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("B got the lock while cut off: %v", r.err)
+		default:
+		}
+		for i, m := range ms {
+			assert.NotEmpty(t, m.Keys()[lockName], "master %d handed B the key", i)
+		}
+		cut.Store(false)
+		deaf.Store(false)
+		resynced := time.Now()
+		cuts[0].resync()
+		cuts[1].resync()
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Equal(t, resynced, r.at, "B tried again when its nodes listened again, not after its backoff")
+		require.NoError(t, r.lease.Unlock(ctx))
+	})
+}
+
+// A call whose watch could not start (every node refused it at B's first
+// failed attempt) starts it at a later failed attempt, and then hears its
+// turn: A's release hands B the keys and B holds with them at once. With
+// the watch tried at the first failed attempt only, B polls alone with a
+// doubling backoff and takes the keys over only at its next attempt.
+func TestAWatchThatCouldNotStartIsStartedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, nodes := mem(3)
+		lease, err := newMutex(t, newClient(t, nodes), redlock.WithTTL(time.Minute)).TryLock(ctx)
+		require.NoError(t, err)
+		var deaf, cut atomic.Bool
+		wrapped := make([]redlock.Node, len(ms))
+		for i, m := range ms {
+			wrapped[i] = &cutNode{deafNode: &deafNode{Node: m, deaf: &deaf}, cut: &cut, refuseWatch: true}
+		}
+		got := lockAsync(ctx, newMutex(t, newClient(t, wrapped), redlock.WithTTL(time.Minute), redlock.WithRetryBackoff(time.Second, time.Hour)))
+		time.Sleep(5 * time.Second) // B's backoff doubles from a second
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("B got the lock while A held it: %v", r.err)
+		default:
+		}
+		released := time.Now()
+		require.NoError(t, lease.Unlock(ctx))
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Equal(t, released, r.at, "B heard the hand-overs of A's release")
 		require.NoError(t, r.lease.Unlock(ctx))
 	})
 }

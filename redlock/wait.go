@@ -89,7 +89,9 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 		return err
 	}
 	took := time.Since(wg.began)
-	if wg.w == nil && k == 0 {
+	if wg.w == nil {
+		// The first failed attempt starts the watch; a later one starts it
+		// again when it could not listen (its nodes unreachable then).
 		var fresh bool
 		if wg.w, wg.wt, fresh = m.waitFor(ctx, wg.p.id(), false); fresh && !m.c.cfg.knobs.NoFreshLook { // test-only switch (internal/knobs)
 			// A release between the attempt and the watch went
@@ -294,9 +296,9 @@ func (wt *waiter) held(q *quorum) bool { return q.holds(len(wt.handed), wt.holds
 // none; fresh reports that it was started now (so a release may have been
 // missed before it listened). It returns nil when no quorum of nodes can
 // report releases or the client is closed: the call then sleeps its
-// backoff alone. Starting a watch is bounded by the node timeout. With
-// joinOnly it only joins a watch that already listens, and returns nil
-// otherwise, at once.
+// backoff alone, and asks again after its next failed attempt. Starting a
+// watch is bounded by the node timeout. With joinOnly it only joins a
+// watch that already listens, and returns nil otherwise, at once.
 func (m *Mutex) waitFor(ctx context.Context, id string, joinOnly bool) (w *watch, wt *waiter, fresh bool) {
 	c := m.c
 	ws := &c.watches
@@ -424,10 +426,13 @@ func (w *watch) awaitsGrants(wt *waiter) bool {
 }
 
 // resync is node i's word that its notifications may have been lost (its
-// connection broke: wire.Resync): every call whose attempt node i refused
-// for a held lock, and that has not been woken since, makes its next
-// attempt now, which takes over what a lost notification handed it
-// (there is no round trip to save by waiting for the backoff).
+// connection broke and it listens again: wire.Resync): every call whose
+// attempt node i did not say yes to (it refused for a held lock, or could
+// not be reached: the same break, a partition), and that has not been
+// woken since, makes its next attempt now, which takes over what a lost
+// notification handed it (there is no round trip to save by waiting for
+// the backoff). A node says so at most once per dial, with a pause between
+// failed dials (redisnode), so this is no retry loop.
 func (w *watch) resync(i int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -435,7 +440,7 @@ func (w *watch) resync(i int) {
 		switch {
 		case !wt.settled:
 			wt.resynced = true
-		case wt.taken[i]:
+		case !wt.free[i]:
 			select {
 			case wt.wake <- struct{}{}:
 			default:
