@@ -167,7 +167,8 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			}
 			ctx := context.Background()
 			ms := startMasters(t, 3)
-			a := newMutex(t, realClient(t, ms.nodes), redlock.WithTTL(time.Hour))
+			ac := realClient(t, ms.nodes)
+			a := newMutex(t, ac, redlock.WithTTL(time.Hour))
 			rec := &recorder{}
 			opts := []redlock.ClientOption{redlock.WithObserver(rec)}
 			if tc.quarantine {
@@ -192,7 +193,16 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			got := lockAsync(lctx, b)
 			// B's first attempt and the one it makes once its watch listens
 			// are refused on every master, and it waits.
-			waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
+			t.Cleanup(func() {
+				if t.Failed() {
+					rec.mu.Lock()
+					for _, e := range rec.nodes {
+						t.Logf("DBG %s %d %v %v", e.Op, e.Index, e.Took, e.Err)
+					}
+					rec.mu.Unlock()
+				}
+			})
+			waitFor(t, "B's two attempts refused everywhere", refusedTwice(rec, len(ms.raw)))
 			require.NoError(t, lease.Unlock(ctx))
 			r := <-got
 			require.NoError(t, r.err)
@@ -206,16 +216,34 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			if tc.hold {
 				assert.Greater(t, granted, len(ms.raw)/2, "B holds with the hand-overs: its value and the grant records on a quorum")
 			} else {
-				assert.Zero(t, granted, "B took the handed keys over: no grant record left")
+				// A master A's release reached after B's attempt there
+				// (a loaded machine) handed B the key at that attempt's
+				// value: fewer than a quorum.
+				assert.LessOrEqual(t, granted, len(ms.raw)/2, "B took the handed keys over: grant records on fewer than a quorum")
 			}
 			require.NoError(t, r.lease.Unlock(ctx))
 			require.NoError(t, bc.Close(ctx)) // B's removals are done
+			// and A's releases: A's Unlock returned at a quorum, and its
+			// release to the last master may still be on its way.
+			require.NoError(t, ac.Close(ctx))
 			for i, raw := range ms.raw {
 				assert.Empty(t, ms.keys(t, i)[lockName], "master %d: no key once B unlocked", i)
 				assert.Zero(t, raw.ZCard(ctx, wire.QueueKey(lockName)).Val(), "master %d: B is out of the line", i)
 				assert.Zero(t, raw.Exists(ctx, wire.GrantKey(lockName)).Val(), "master %d: no grant record", i)
 			}
 		})
+	}
+}
+
+// refusedTwice reports whether the waiting Lock call observed by rec has
+// made its two attempts (the first, and the one once its watch listens),
+// each refused on every one of n masters: every vote taken, or, for a call
+// of the first one still waiting for its node's first identification when
+// the second one began, not sent (busy: its waiter left the line first).
+func refusedTwice(rec *recorder, n int) func() bool {
+	return func() bool {
+		v := rec.votes(redlock.OpAcquire)
+		return v["taken"] >= n && v["taken"]+v["busy"] >= 2*n
 	}
 }
 
@@ -324,7 +352,7 @@ func TestExtendDoesNotCountAHandedKeyOnRealServers(t *testing.T) {
 			got := lockAsync(lctx, b)
 			// B's first attempt and the one it makes once its watch listens
 			// are refused on every master, and it waits.
-			waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
+			waitFor(t, "B's two attempts refused everywhere", refusedTwice(rec, len(ms.raw)))
 			g.armed.Store(true)
 			require.NoError(t, lease.Unlock(ctx)) // returns at the quorum: masters 0 and 1
 			r := <-got
@@ -401,7 +429,7 @@ func extendAfterRollback(t *testing.T, knob bool) bool {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	got := lockAsync(lctx, b)
-	waitFor(t, "B's two attempts refused everywhere", func() bool { return rec.votes(redlock.OpAcquire)["taken"] >= 2*len(ms.raw) })
+	waitFor(t, "B's two attempts refused everywhere", refusedTwice(rec, len(ms.raw)))
 	g.armed.Store(true)
 	go func() { _ = lease.Unlock(ctx) }() // master 0 now, 1 and 2 once opened
 	// B's next attempt (its backoff) takes master 0 over and is

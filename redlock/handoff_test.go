@@ -496,6 +496,43 @@ func TestAWatchThatCouldNotStartIsStartedLater(t *testing.T) {
 	})
 }
 
+// A node that said yes after the attempt was decided is free for the next
+// one (rolled back), as one that said yes on time is. B's client
+// quarantines master 0 (new to it), so its yes votes do not count. A
+// releases on masters 0 and 2 at once and on master 1 5ms later; B, woken
+// by the first two hand-overs, takes master 0's key over (a yes that does
+// not count) and is refused by master 1, which decides its attempt while
+// master 2 (2ms per acquire) has not replied; master 2 then says yes, late,
+// and is rolled back. Master 1's hand-over is then the only report: with
+// master 2 counted free, it wakes B, which takes masters 1 and 2 (B holds
+// within milliseconds); with master 2 not counted, B slept with the lock
+// free until its backoff (2-4s here, shortened by the hand-overs; its
+// longest, 15s, without them), as on real servers under load
+// (TestHoldOnGrantsOnRealServers/quarantine: a minute).
+func TestALateYesCountsAsFree(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ms, _ := mem(3)
+		opts := []redlock.LockOption{redlock.WithTTL(time.Minute), redlock.WithRetryBackoff(time.Second, time.Minute)}
+		an := []redlock.Node{ms[0], slowCalls{Node: ms[1], release: 5 * time.Millisecond}, ms[2]}
+		a := newMutex(t, newClient(t, an), opts...)
+		bn := []redlock.Node{ms[0], ms[1], slowCalls{Node: ms[2], acquire: 2 * time.Millisecond}}
+		b := newMutex(t, newClient(t, bn, redlock.WithRestartQuarantine(time.Hour, ms[1].Addr(), ms[2].Addr())), opts...)
+
+		lease, err := a.TryLock(ctx)
+		require.NoError(t, err)
+		got := lockAsync(ctx, b)
+		time.Sleep(100 * time.Millisecond) // B waits in every line
+		synctest.Wait()
+		released := time.Now()
+		require.NoError(t, lease.Unlock(ctx))
+		r := <-got
+		require.NoError(t, r.err)
+		assert.Less(t, r.at.Sub(released), time.Second, "B woke by master 1's hand-over, not by its backoff")
+		require.NoError(t, r.lease.Unlock(ctx))
+	})
+}
+
 // slowCalls is a memnode whose queued acquires, or releases, take delay
 // (virtual time).
 type slowCalls struct {

@@ -168,9 +168,14 @@ func (wg *waiting) after(ctx context.Context, k int, err error) error {
 			return nil
 		case <-wg.p.running():
 			// A call of the attempt that had not finished did: its
-			// refusal may complete a quorum of hand-overs heard before.
+			// refusal may complete a quorum of hand-overs heard before,
+			// and its yes (rolled back) makes its node free for the next
+			// attempt (waiter.freed).
 			if wg.held() != nil {
 				return nil
+			}
+			if wg.wt != nil {
+				wg.w.recheck(wg.wt)
 			}
 		case <-m.c.closing:
 			return fmt.Errorf("%w: %w", err, ErrClosed)
@@ -286,6 +291,24 @@ func (wt *waiter) holds(i int) bool {
 		return errors.Is(cl.err, ErrNodeTaken)
 	}
 	return wt.noReply && cl.unanswered()
+}
+
+// freed reports whether node i is free for wt's next attempt: it said yes
+// to the failed attempt (it is rolled back), on time or late. A late yes
+// comes from a node that had not replied when the attempt was decided (by
+// refusals, or yes votes that did not count: quarantine): without it, the
+// hand-overs of the nodes that refused, fewer than a quorum (an even N, a
+// quarantined node), never woke the call, which slept its longest backoff
+// with the lock free (TestALateYesCountsAsFree). Under watch.mu.
+func (wt *waiter) freed(i int) bool {
+	if wt.free[i] {
+		return true
+	}
+	if i >= len(wt.calls) {
+		return false
+	}
+	cl := wt.calls[i]
+	return cl.finished() && cl.replied && cl.err == nil
 }
 
 // held is how many nodes wt's call holds with hand-overs. Under watch.mu.
@@ -481,12 +504,20 @@ func (w *watch) check(wt *waiter) {
 	for i, s := range wt.seen {
 		news = news || s && wt.taken[i]
 	}
-	if news && w.q.holds(len(wt.seen), func(i int) bool { return wt.seen[i] && wt.taken[i] || wt.free[i] }) {
+	if news && w.q.holds(len(wt.seen), func(i int) bool { return wt.seen[i] && wt.taken[i] || wt.freed(i) }) {
 		select {
 		case wt.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// recheck looks again at whether wt's call may wake, once a call of its
+// failed attempt finished late (see freed).
+func (w *watch) recheck(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.check(wt)
 }
 
 // settle records how wt's attempt, made with value by calls, ended (err:
