@@ -177,7 +177,8 @@ func isNil(n Node) bool {
 // value: an empty name, a name with '{' or '}' but no valid hash tag, a
 // name that is another lock's derived key on a Redis node (a hash tag and
 // an ending ":fence", ":waiting", ":queue", ":queue:ttl", or
-// ":release-guard:" in it), or an
+// ":release-guard:" in it), a name that is a hash tag and nothing else
+// ("{x}", whose derived keys are those of "x": name it "x"), or an
 // option out of range or inconsistent with the client's (a TTL not above the
 // node timeout, for example).
 func (c *Client) NewMutex(name string, opts ...LockOption) (*Mutex, error) {
@@ -189,7 +190,7 @@ func (c *Client) NewMutex(name string, opts ...LockOption) (*Mutex, error) {
 // acquisitions are holds like hold (shapes.go). The lock's kind (kind.go) is
 // chosen here, once.
 func (c *Client) newMutex(ctor, name string, hold *Hold, opts []LockOption) (*Mutex, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName(name, c.cfg.knobs.BareTagNames); err != nil {
 		return nil, err
 	}
 	l := defaultLockConfig()

@@ -321,6 +321,7 @@ func TestConfigValidation(t *testing.T) {
 		{client: []redlock.ClientOption{redlock.WithQuorum(1)}, want: "quorum 1"},
 		{client: []redlock.ClientOption{redlock.WithQuorum(4)}, want: "quorum 4"},
 		{client: []redlock.ClientOption{redlock.WithQuorum(-1)}, want: "quorum -1"},
+		{client: []redlock.ClientOption{redlock.WithQuorum(0)}, want: "quorum 0 must be in (3/2, 3]"},
 		{client: []redlock.ClientOption{redlock.WithNodeTimeout(0)}, want: "node timeout 0s"},
 		{client: []redlock.ClientOption{redlock.WithReleaseTimeout(-time.Second)}, want: "release timeout -1s"},
 		{client: []redlock.ClientOption{redlock.WithDriftFactor(0.5)}, want: "drift factor 0.5"},

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestNamesOfDerivedKeysAreRefused(t *testing.T) {
 		_, _, err = c.NewRWMutex(name)
 		assert.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
 	}
-	for _, name := range []string{"k:fence", "fence", "{k}:fenced", "{k}:waiting-room", "k:release-guard:x", "{k}", "k:queue", "{k}:queued"} {
+	for _, name := range []string{"k:fence", "fence", "{k}:fenced", "{k}:waiting-room", "k:release-guard:x", "{k}x", "x{k}", "{{k}", "k:queue", "{k}:queued"} {
 		_, err := c.NewMutex(name)
 		assert.NoError(t, err, name)
 	}
@@ -34,4 +35,24 @@ func TestNamesOfDerivedKeysAreRefused(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 	assert.Less(t, len(err.Error()), 400, "the error shows a bounded part of the name")
 	assert.ErrorContains(t, err, "bytes")
+}
+
+// TestBareTagNamesAreRefused: a name that is a hash tag and nothing else,
+// "{k}", has the derived keys of the lock "k" (wire.BareTag), so it is
+// refused, naming both; names with more around the tag are not (their
+// derived keys are their own).
+func TestBareTagNamesAreRefused(t *testing.T) {
+	_, nodes := mem(3)
+	c := newClient(t, nodes)
+	for _, name := range []string{"{k}", "{locks:x}", "{a b}"} {
+		_, err := c.NewMutex(name)
+		require.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
+		inner := strings.Trim(name, "{}")
+		assert.ErrorContains(t, err, fmt.Sprintf("lock name %q is a hash tag and nothing else", name))
+		assert.ErrorContains(t, err, fmt.Sprintf("name it %q", inner))
+		_, _, err = c.NewRWMutex(name)
+		assert.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
+		_, err = c.NewElection(name)
+		assert.ErrorIs(t, err, redlock.ErrInvalidConfig, name)
+	}
 }

@@ -20,7 +20,8 @@ const driftConstant = 2 * time.Millisecond
 // clientConfig holds the settings shared by every lock of a Client.
 type clientConfig struct {
 	knobs          knobs.Set   // test-only switches, read once by New
-	quorum         int         // 0 means N/2+1
+	quorum         int         // 0 means N/2+1, unless quorumGiven
+	quorumGiven    bool        // WithQuorum was given (the last of WithQuorum and WithQuorumOf)
 	sets           []quorumSet // WithQuorumOf, in order
 	nodeTimeout    time.Duration
 	releaseTimeout time.Duration
@@ -93,7 +94,7 @@ type LockOption func(*lockConfig)
 // It replaces any WithQuorumOf given before it (and WithQuorumOf replaces
 // it): the last of them decides.
 func WithQuorum(q int) ClientOption {
-	return func(c *clientConfig) { c.quorum, c.sets = q, nil }
+	return func(c *clientConfig) { c.quorum, c.quorumGiven, c.sets = q, true, nil }
 }
 
 // WithQuorumOf makes every decision need need yes votes among the nodes at
@@ -111,7 +112,9 @@ func WithQuorum(q int) ClientOption {
 // the same sets.
 func WithQuorumOf(need int, nodes ...int) ClientOption {
 	nodes = slices.Clone(nodes)
-	return func(c *clientConfig) { c.quorum, c.sets = 0, append(c.sets, quorumSet{need: need, nodes: nodes}) }
+	return func(c *clientConfig) {
+		c.quorum, c.quorumGiven, c.sets = 0, false, append(c.sets, quorumSet{need: need, nodes: nodes})
+	}
 }
 
 // WithNodeTimeout sets the deadline of each acquire and extend call on each
@@ -351,11 +354,9 @@ func validate(n int, c clientConfig, l *lockConfig) error {
 	switch {
 	case n <= 0:
 		return configError("no nodes")
-	case c.quorum < 0:
-		return configError("quorum %d must not be negative", c.quorum)
-	case c.quorum != 0 && (c.quorum <= n/2 || c.quorum > n):
+	case c.quorumGiven && (c.quorum <= n/2 || c.quorum > n):
 		return configError("quorum %d must be in (%d/2, %d] for %d nodes", c.quorum, n, n, n)
-	case n == 2 && c.quorum == 0 && len(c.sets) == 0:
+	case n == 2 && !c.quorumGiven && len(c.sets) == 0:
 		return configError("2 nodes tolerate no failure (the quorum is both): use 3 or more, or WithQuorum(2) to accept that")
 	case c.nodeTimeout <= 0:
 		return configError("node timeout %v must be positive", c.nodeTimeout)
@@ -427,9 +428,13 @@ const maxKeyTTL = wire.MaxKeyTTL
 // that ends in ":fence", ":waiting", ":queue", ":queue:ttl", ":queue:val",
 // ":grant" or contains ":release-guard:", for it would read, extend or
 // delete another lock's fencing counter, waiting marks, waiting line (its
-// expiries, its values), grant record or release guards. The name
-// is quoted in the error, cut to 64 bytes.
-func checkName(name string) error {
+// expiries, its values), grant record or release guards; and a name that
+// is a hash tag and nothing else ("{x}"), whose derived keys are those of
+// the lock "x" (wire.BareTag): a waiter of one would stand in the other's
+// line, and a release of one would hand its key to the other's waiter.
+// The name is quoted in the error, cut to 64 bytes. bareTags
+// (knobs.BareTagNames, test-only) lets the last kind through.
+func checkName(name string, bareTags bool) error {
 	if name == "" {
 		return configError("empty lock name")
 	}
@@ -438,6 +443,9 @@ func checkName(name string) error {
 	}
 	if !wire.HasTag(name) {
 		return configError("lock name %s has '{' or '}' but no valid hash tag (a non-empty {...}); Redis Cluster could not keep its keys in one slot", shownName(name))
+	}
+	if inner, ok := wire.BareTag(name); ok && !bareTags {
+		return configError("lock name %s is a hash tag and nothing else: its waiting line, fencing counter and other derived keys would be those of the lock %s; name it %s (the same hash slot)", shownName(name), shownName(inner), shownName(inner))
 	}
 	switch _, k := wire.Parse(name); k {
 	case wire.LockKey, wire.Term: // a term record is a lock key of its own

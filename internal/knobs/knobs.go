@@ -169,6 +169,13 @@ var (
 	// as right after Lock returned), is taken for one the acquire never
 	// reached, so no release goes there and the key stays until its TTL.
 	HeldVoteUnreleased atomic.Bool
+	// BareTagNames: a lock name that is a hash tag and nothing else
+	// ("{x}") is accepted, though its derived keys are those of the lock
+	// "x" (wire.BareTag): a waiter of one stands in the other's line, so a
+	// fair TryLock of the free one is refused, and a release of one can
+	// hand its key to the other's waiter, which never takes it (an orphan
+	// until its TTL).
+	BareTagNames atomic.Bool
 	// RawUptime: a server's uptime is taken as INFO's uptime_in_seconds,
 	// which Redis counts from its start time truncated to the second, so a
 	// client meeting a server just after its restart ends the quarantine up
@@ -236,6 +243,7 @@ type Set struct {
 	RequeueSendsUnsent bool
 	HandOverKeepsSleep bool
 	HeldVoteUnreleased bool
+	BareTagNames       bool
 	NoBusyRetry        bool
 
 	NoGrantHold         bool
@@ -271,6 +279,7 @@ func Load() Set {
 		RequeueSendsUnsent: RequeueSendsUnsent.Load(),
 		HandOverKeepsSleep: HandOverKeepsSleep.Load(),
 		HeldVoteUnreleased: HeldVoteUnreleased.Load(),
+		BareTagNames:       BareTagNames.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
 
 		NoGrantHold:         NoGrantHold.Load(),

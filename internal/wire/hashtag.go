@@ -25,10 +25,27 @@ func Slottable(key string) bool {
 // Base is how every key derived from lock key key begins: key itself when
 // it has a hash tag, else "{key}". For a Slottable key it hashes to key's
 // Redis Cluster slot. "x" and "{x}" have the same Base, so they share
-// their derived keys (node/nodetest checks that a node does).
+// their derived keys (node/nodetest checks that a node does); redlock
+// refuses a lock name such as "{x}" (BareTag).
 func Base(key string) string {
 	if HasTag(key) {
 		return key
 	}
 	return "{" + key + "}"
+}
+
+// BareTag reports whether key is a hash tag and nothing else, "{inner}"
+// with no brace in inner, and returns inner: the lock key inner, which has
+// no hash tag, has the same Base, so the two would share every derived key
+// (the waiting line, the fencing counter, the waiting marks, the grant
+// record, the release channel) though their lock keys differ.
+func BareTag(key string) (inner string, ok bool) {
+	if len(key) < 3 || key[0] != '{' || key[len(key)-1] != '}' {
+		return "", false
+	}
+	inner = key[1 : len(key)-1]
+	if strings.ContainsAny(inner, "{}") {
+		return "", false
+	}
+	return inner, true
 }
