@@ -18,9 +18,9 @@ import (
 // TestAWaiterThatLostItsNotificationsLooksAgain, on real servers: a waiter
 // (its own link) is in every master's line, its watch listens on every
 // master and it sleeps (its first attempt and the one after its watch
-// started were refused on every master), when its link is cut, which closes its connections, the watch's
-// too; the holder's Unlock then hands it the key on every master, and the
-// notifications reach nobody. Once the link is healed, the waiter's watch
+// started were refused on every master), when its link is cut, which
+// closes its connections, the watch's too; the holder's Unlock then hands
+// it the key on every master, and the notifications reach nobody. Once the link is healed, the waiter's watch
 // subscribes again, hears that it may have lost some (wire.Resync), and
 // the waiter takes the handed keys over at once: its backoff is an hour,
 // so without the resync its Lock would run out of time. (A cut that met the
