@@ -132,7 +132,7 @@ func dispatch(ctx context.Context, args []string, e *env) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, bench)\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "quorumlock: unknown command %q (commands: run, status, doctor, reconfig, bench)\n%s", args[0], usage)
 	return exitUsage
 }
 

@@ -47,9 +47,11 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "usage: quorumlock"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"frobnicate"}, "(commands: run, status, doctor, bench)"},
+		{[]string{"frobnicate"}, "(commands: run, status, doctor, reconfig, bench)"},
 		{[]string{"chaos", "--quick"}, "cd faultinject && go run ./cmd/chaos --quick"},
 		{[]string{"status", "--nodes", "127.0.0.1:7000"}, "want exactly one lock name or pattern, got 0"},
+		{[]string{"status", "--nodes", "127.0.0.1:7000", "{x}"}, `lock name "{x}" is a hash tag and nothing else, which no lock is named (its derived keys are those of the lock "x"): ask for "x"`},
+		{[]string{"status", "--nodes", "127.0.0.1:7000", "{x"}, `lock name "{x" has '{' or '}' but no valid hash tag`},
 		{[]string{"status", "--nodes", "127.0.0.1", "lockname"}, `master 1 of --nodes: redisnode: address "127.0.0.1" is neither host:port nor a redis:// or rediss:// URL`},
 		{[]string{"status", "--nodes", "127.0.0.1:7000,127.0.0.1:0", "lockname"}, `master 2 of --nodes: redisnode: bad port "0"`},
 		{[]string{"status", "--nodes", "127.0.0.1:7000, 127.0.0.1:7000", "lockname"}, "masters 1 and 2 of --nodes are both 127.0.0.1:7000"},

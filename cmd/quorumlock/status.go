@@ -36,7 +36,8 @@ Masters: --nodes, --nodes-file, $QUORUMLOCK_NODES or $QUORUMLOCK_NODES_FILE,
 as for quorumlock run.
 
 Exit status: 0; 1 when a lock's state is unknown (too few masters answered);
-64 usage (as run).
+64 usage (as run; also a NAME no lock can have, such as "{x}", whose derived
+keys are those of "x").
 
 Flags:
 `
@@ -85,6 +86,16 @@ func statusCmd(ctx context.Context, args []string, e *env) int {
 		return usageErr(fmt.Errorf("--limit %d must be at least 1", sc.limit))
 	}
 	sc.pattern = fs.Arg(0)
+	if !lockkey.Pattern(sc.pattern) {
+		// A name no lock can have (redlock refuses it) would be shown
+		// free, with the derived keys of the lock it is an alias of.
+		if inner, ok := wire.BareTag(sc.pattern); ok {
+			return usageErr(fmt.Errorf("lock name %q is a hash tag and nothing else, which no lock is named (its derived keys are those of the lock %q): ask for %q", bounded(sc.pattern), bounded(inner), bounded(inner)))
+		}
+		if !wire.HasTag(sc.pattern) && strings.ContainsAny(sc.pattern, "{}") {
+			return usageErr(fmt.Errorf("lock name %q has '{' or '}' but no valid hash tag (a non-empty {...}), which no lock is named", bounded(sc.pattern)))
+		}
+	}
 	nl, err := nf.resolve(e.getenv)
 	if err != nil {
 		return usageErr(err)
