@@ -29,7 +29,7 @@ type nodeFlags struct {
 func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 	nf := &nodeFlags{}
 	fs.StringVar(&nf.list, "nodes", "", "the masters, comma-separated: host:port, redis://[user:password@]host[:port][/db] or rediss://...?ca_file=F&cert_file=F&key_file=F&server_name=N (default: $"+envNodes+"; prefer the variable or --nodes-file for passwords)")
-	fs.StringVar(&nf.file, "nodes-file", "", "a file naming the masters, one address or URL per line ('#' starts a comment) (default: $"+envNodesFile+")")
+	fs.StringVar(&nf.file, "nodes-file", "", "a file naming the masters, one address or URL per line (a line starting with '#' is a comment) (default: $"+envNodesFile+")")
 	return nf
 }
 

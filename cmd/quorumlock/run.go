@@ -239,8 +239,10 @@ func parseRun(args []string, e *env) (*runConfig, int, error) {
 		}
 		rc.grace = d
 	}
-	if m := maxGrace(rc.ttl); rc.grace > m {
-		return nil, runUsage, fmt.Errorf("--grace %v does not fit --ttl %v: SIGKILL comes a tenth of the TTL before the validity ends and SIGTERM --grace before it, both in the TTL's second half so that renewals can keep the lock; use --grace %v or less, or a longer --ttl", rc.grace, rc.ttl, max(m, 0).Round(time.Millisecond))
+	if m := maxGrace(rc.ttl); rc.grace > m && m <= 0 {
+		return nil, runUsage, fmt.Errorf("--ttl %v is too short to supervise a command (SIGKILL a tenth of the TTL before the validity ends, SIGTERM --grace before it, both in the TTL's second half): use a longer --ttl", rc.ttl)
+	} else if rc.grace > m {
+		return nil, runUsage, fmt.Errorf("--grace %v does not fit --ttl %v: SIGKILL comes a tenth of the TTL before the validity ends and SIGTERM --grace before it, both in the TTL's second half so that renewals can keep the lock; use --grace %v or less, or a longer --ttl", rc.grace, rc.ttl, m.Truncate(100*time.Microsecond))
 	}
 	semSet := false // --semaphore given, whatever its value: 0 is refused, not a plain mutex
 	fs.Visit(func(f *flag.Flag) { semSet = semSet || f.Name == "semaphore" })

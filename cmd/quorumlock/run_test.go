@@ -548,6 +548,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--ttl", "soon", "jobs:a", "true"}, `invalid value "soon" for flag -ttl`},
 		{[]string{"--wait", "-2", "jobs:a", "true"}, "want 0 (one attempt), a duration such as 30s, or -1 (wait forever)"},
 		{[]string{"--grace", "5s", "jobs:a", "true"}, "--grace 5s does not fit --ttl 10s"},
+		{[]string{"--ttl", "5ms", "--grace", "0s", "jobs:a", "true"}, "--ttl 5ms is too short to supervise a command"},
+		{[]string{"--ttl", "10ms", "jobs:a", "true"}, "use --grace 1.9ms or less"}, // rounded down: 2ms would not fit
 		{[]string{"--grace", "x", "jobs:a", "true"}, `--grace "x": want a non-negative duration`},
 		{[]string{"--shared", "--semaphore", "2", "jobs:a", "true"}, "--shared, --exclusive and --semaphore exclude each other"},
 		{[]string{"--semaphore", "-1", "jobs:a", "true"}, "--semaphore -1: want at least 1 place"},
