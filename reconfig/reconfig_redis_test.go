@@ -28,6 +28,42 @@ type rig struct {
 	admin   map[string]*redis.Client
 	ch      *reconfig.Changer
 	log     *lines
+	calls   []*acquireCalls // one per client the rig made
+}
+
+// acquireCalls counts a client's acquire calls: those its Lock calls sent
+// (attempts x nodes, known once each Lock returned: OpDone) and those that
+// ended (NodeCall). A Lock returns at a quorum, and a call still on its way
+// to an occupied master could reach it after free's DEL and take the key
+// (B then found A on three masters: TestSwapWithoutRecordsGivesTwoHolders
+// on a loaded machine), so free waits until every call ended.
+type acquireCalls struct {
+	redlock.NopObserver
+	nodes       int
+	mu          sync.Mutex
+	sent, ended int
+}
+
+func (a *acquireCalls) OpDone(_ context.Context, e redlock.OpEvent) {
+	if e.Op == redlock.OpAcquire {
+		a.mu.Lock()
+		a.sent += e.Attempts * a.nodes
+		a.mu.Unlock()
+	}
+}
+
+func (a *acquireCalls) NodeCall(_ context.Context, e redlock.NodeEvent) {
+	if e.Op == redlock.OpAcquire {
+		a.mu.Lock()
+		a.ended++
+		a.mu.Unlock()
+	}
+}
+
+func (a *acquireCalls) done() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ended >= a.sent
 }
 
 type lines struct {
@@ -68,7 +104,9 @@ func (r *rig) client(t *testing.T, cfg reconfig.Config, record bool) *redlock.Cl
 			require.NoError(t, n.SetConfig(cfg.Record()))
 		}
 	}
-	c, err := redlock.New(ns.Redlock(), reconfig.QuorumOptions(cfg)...)
+	calls := &acquireCalls{nodes: len(ns)}
+	r.calls = append(r.calls, calls)
+	c, err := redlock.New(ns.Redlock(), append(reconfig.QuorumOptions(cfg), redlock.WithObserver(calls))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
@@ -106,6 +144,14 @@ func (r *rig) occupy(t *testing.T, key string, masters ...string) {
 
 func (r *rig) free(t *testing.T, key string, masters ...string) {
 	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, c := range r.calls {
+			if !c.done() {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 5*time.Millisecond, "every acquire call the clients' Locks sent has ended")
 	for _, m := range masters {
 		require.NoError(t, r.admin[m].Del(context.Background(), key).Err())
 	}
