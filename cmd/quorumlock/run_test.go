@@ -589,7 +589,8 @@ func TestRunUsageErrors(t *testing.T) {
 // come from $QUORUMLOCK_NODES, $QUORUMLOCK_NODES_FILE or --nodes-file,
 // never necessarily from the command line; a wrong password gives status
 // 69 and one line that names the master and the server's refusal, without
-// the password.
+// the password; a wrong password for one master of three runs the command
+// on the lock the other two gave, with one warning naming that master.
 func TestRunNodesFromEnvironmentAndFile(t *testing.T) {
 	const pw, wrong = "Right-pw-41", "Wrong-pw-42"
 	addrs := startMasters(t, 3)
@@ -659,6 +660,25 @@ func TestRunNodesFromEnvironmentAndFile(t *testing.T) {
 	code, _, stderr = runMain(t, "run", "jobs:auth", "--", "true")
 	if code != runUnavailable || !strings.Contains(stderr, "NOAUTH") {
 		t.Errorf("no password: exit %d, want %d and NOAUTH:\n%s", code, runUnavailable, stderr)
+	}
+	// One master denies (a wrong password for it alone): the lock is
+	// obtained on the other two, the command runs, run exits with its
+	// status, and the denied master is named in one warning
+	// (docs/operations.md, exit 69).
+	one := urls(pw)
+	one[0] = "redis://:" + wrong + "@" + addrs[0]
+	t.Setenv(envNodes, strings.Join(one, ","))
+	ran := filepath.Join(dir, "ran")
+	code, out, stderr = runMain(t, "run", "jobs:auth", "--", "touch", ran)
+	if _, err := os.Stat(ran); code != 0 || err != nil {
+		t.Errorf("one master denied: exit %d, want 0, and the command run (stat: %v); stderr:\n%s", code, err, stderr)
+	}
+	if lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], "node denied access node=") || !strings.Contains(lines[0], addrs[0]) || !strings.Contains(lines[0], "WRONGPASS") {
+		t.Errorf("one master denied: want one warning naming %s and WRONGPASS, got:\n%s", addrs[0], stderr)
+	}
+	if strings.Contains(out+stderr, wrong) || strings.Contains(out+stderr, pw) {
+		t.Errorf("one master denied: the output shows a password:\n%s%s", out, stderr)
 	}
 }
 
