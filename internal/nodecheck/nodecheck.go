@@ -115,7 +115,7 @@ func Server(in, conf map[string]string, confErr error) []Finding {
 
 	// Accept queue.
 	if b, ok := conf["tcp-backlog"]; ok {
-		add(Info, "tcp-backlog", false, "%s: a paused server still accepts up to %s connections and runs what they sent when it resumes; the lock's release guards refuse such late acquires", b, b)
+		add(Info, "tcp-backlog", false, "%s: a paused server still accepts up to %s connections and runs what they sent when it resumes: a late acquire after its release is refused (the release guard), but one of a waiter that left the line can put it back in, and a key a release then hands it lasts until its TTL (docs/handoff.md)", b, b)
 	}
 	return out
 }
