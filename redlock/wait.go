@@ -450,8 +450,9 @@ func (w *watch) awaitsGrants(wt *waiter) bool {
 
 // resync is node i's word that its notifications may have been lost (its
 // connection broke and it listens again: wire.Resync): every call whose
-// attempt node i did not say yes to (it refused for a held lock, or could
-// not be reached: the same break, a partition), and that has not been
+// attempt node i did not say yes to, on time or late (waiter.freed; it
+// refused for a held lock, or could not be reached: the same break, a
+// partition), and that has not been
 // woken since, makes its next attempt now, which takes over what a lost
 // notification handed it (there is no round trip to save by waiting for
 // the backoff). A node says so at most once per dial, with a pause between
@@ -463,7 +464,7 @@ func (w *watch) resync(i int) {
 		switch {
 		case !wt.settled:
 			wt.resynced = true
-		case !wt.free[i]:
+		case !wt.freed(i):
 			select {
 			case wt.wake <- struct{}{}:
 			default:
