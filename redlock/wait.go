@@ -452,11 +452,11 @@ func (w *watch) awaitsGrants(wt *waiter) bool {
 // connection broke and it listens again: wire.Resync): every call whose
 // attempt node i did not say yes to, on time or late (waiter.freed; it
 // refused for a held lock, or could not be reached: the same break, a
-// partition), and that has not been
-// woken since, makes its next attempt now, which takes over what a lost
-// notification handed it (there is no round trip to save by waiting for
-// the backoff). A node says so at most once per dial, with a pause between
-// failed dials (redisnode), so this is no retry loop.
+// partition), and that has not been woken since, makes its next attempt
+// now, which takes over what a lost notification handed it (there is no
+// round trip to save by waiting for the backoff). A node says so at most
+// once per dial, with a pause between failed dials (redisnode), so this
+// is no retry loop.
 func (w *watch) resync(i int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
