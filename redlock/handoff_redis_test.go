@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,6 +234,117 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestALateYesCountsAsFreeOnRealServers: a yes that comes after the
+// attempt was decided counts as free for the wake-up, on four real masters
+// (quorum 3). A holds on masters 0 and 1 (its keys on 2 and 3 deleted: its
+// lease expired there). B's first attempt is refused by masters 0 and 1
+// and cannot reach masters 2 and 3 (not sent: nothing there to roll
+// back). Its second (the look once its watch listens) is refused by
+// masters 0 and 1, which decides it; masters 2 and 3 set B's key, and
+// their replies are held (lateYes) until both refusals were reported,
+// then come late and are rolled back. A's Unlock hands B masters 0 and 1:
+// two reports, below the quorum; with masters 2 and 3 counted free
+// (waiter.freed), they wake B, which takes all four. Without it, B
+// (backoff an hour, waiting for grants) slept with the lock free until
+// its deadline, 2 of 2 runs (TestALateYesCountsAsFree is the same on
+// memnode, in virtual time).
+func TestALateYesCountsAsFreeOnRealServers(t *testing.T) {
+	ctx := context.Background()
+	ms := startMasters(t, 4)
+	ac := realClient(t, ms.nodes)
+	a := newMutex(t, ac, redlock.WithTTL(time.Hour))
+	lease, err := a.TryLock(ctx)
+	require.NoError(t, err)
+	waitFor(t, "A's key on every master", func() bool {
+		for i := range ms.raw {
+			if !strings.HasPrefix(ms.keys(t, i)[lockName], lease.Token()+"?") {
+				return false
+			}
+		}
+		return true
+	})
+	for _, i := range []int{2, 3} {
+		require.NoError(t, ms.raw[i].Del(ctx, lockName).Err())
+	}
+
+	rec := &recorder{}
+	refused := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(refused) }) })
+	bn := append([]redlock.Node(nil), ms.nodes...)
+	for _, i := range []int{2, 3} {
+		bn[i] = &lateYes{Node: ms.nodes[i].(*redisnode.Node), until: refused}
+	}
+	bc := realClient(t, bn, redlock.WithObserver(rec))
+	t.Cleanup(func() {
+		if t.Failed() {
+			rec.log(t)
+		}
+	})
+	// B's client identifies every master first (a lock of another name),
+	// so that no call of B's attempts waits for a first identification (a
+	// call that does may be overtaken by the next attempt, and never sent).
+	other, err := bc.NewMutex("other")
+	require.NoError(t, err)
+	ol, err := other.TryLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ol.Unlock(ctx))
+	waitFor(t, "B's client's first calls to every master", func() bool {
+		return len(rec.yes(redlock.OpAcquire)) == 4
+	})
+
+	b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Hour, time.Hour))
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got := lockAsync(lctx, b)
+	waitFor(t, "B's two attempts refused by masters 0 and 1", func() bool {
+		return rec.votes(redlock.OpAcquire)["taken"] >= 4
+	})
+	once.Do(func() { close(refused) })
+	waitFor(t, "the late yes votes of masters 2 and 3", func() bool {
+		return len(rec.yes(redlock.OpAcquire)) >= 4+2
+	})
+	// A's lease is gone from masters 2 and 3: its Unlock says so.
+	require.ErrorIs(t, lease.Unlock(ctx), redlock.ErrLockLost)
+	r := <-got
+	require.NoError(t, r.err, "B woke with masters 0 and 1 handed over and masters 2 and 3 free")
+	require.NoError(t, r.lease.Unlock(ctx))
+	require.NoError(t, bc.Close(ctx))
+	require.NoError(t, ac.Close(ctx))
+	for i, raw := range ms.raw {
+		assert.Empty(t, ms.keys(t, i)[lockName], "master %d: no key once B unlocked", i)
+		assert.Zero(t, raw.ZCard(ctx, wire.QueueKey(lockName)).Val(), "master %d: B is out of the line", i)
+	}
+}
+
+// lateYes is a redisnode whose first queued acquire of the test's lock is
+// not sent (a refused connection) and whose second runs on the server at
+// once but replies only once until is closed (or the call's deadline
+// passes): a reply that comes after its attempt was decided.
+type lateYes struct {
+	*redisnode.Node
+	calls atomic.Int32
+	until chan struct{}
+}
+
+func (n *lateYes) AcquireQueued(ctx context.Context, key, value string, ttl time.Duration, w redlock.Waiter) (bool, int64, error) {
+	if key != lockName {
+		return n.Node.AcquireQueued(ctx, key, value, ttl, w)
+	}
+	switch n.calls.Add(1) {
+	case 1:
+		return false, 0, fmt.Errorf("test: connection refused: %w", redlock.ErrNotSent)
+	case 2:
+		ok, fence, err := n.Node.AcquireQueued(ctx, key, value, ttl, w)
+		select {
+		case <-n.until:
+		case <-ctx.Done():
+		}
+		return ok, fence, err
+	}
+	return n.Node.AcquireQueued(ctx, key, value, ttl, w)
 }
 
 // refusedTwice reports whether the waiting Lock call observed by rec has
