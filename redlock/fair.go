@@ -15,18 +15,21 @@ import (
 // began (docs/algorithm.md, "Fair queue"). Each Lock call waits in the line
 // kept on every node (QueueNode), as without it, but a node grants the lock
 // only to the first live waiter of its line; with nodes that report
-// releases (QueueNode.Watch), a release wakes only that waiter. TryLock is fair too: it
-// succeeds only when no live waiter is ahead of it (its own entry lives
-// 1ms). A waiting Lock call's entry lives for max(1s, 4 × (retry backoff
-// maximum + node timeout)) after each of its attempts, and a waiter that
-// gave up stays out of the queue as long: a waiter that dies, or whose
-// removal is lost, holds the queue up at most that long. Order is by each client's clock at the call's start (ties broken at random), so it is as fair as the
-// clients' clocks agree. Every client of a lock name should use it: a
-// client without it takes the lock whenever it is free, ahead of the queue.
-// The queue only makes nodes refuse acquires they would otherwise grant, so
-// it changes none of the lock's safety. Applies to NewMutex (fenced or
-// not); every node must implement QueueNode (redisnode and memnode do).
-// Default: off.
+// releases (QueueNode.Watch), a release wakes only that waiter. TryLock is
+// fair too: it succeeds only when no live waiter is ahead of it (its own
+// entry lives 1ms). A waiting Lock call's entry lives for max(1s, 4 ×
+// (retry backoff maximum + node timeout)) after each of its attempts, and
+// a waiter that gave up stays out of the queue as long: a waiter that
+// dies, or whose removal is lost, holds the queue up at most that long,
+// unless a release in that time hands it the key, which then stays, as a
+// crashed holder's does, for the TTL of its last acquire (docs/handoff.md).
+// Order is by each client's clock at the call's start (ties broken at
+// random), so it is as fair as the clients' clocks agree. Every client of a
+// lock name should use it: a client without it takes the lock whenever it
+// is free, ahead of the queue. The queue only makes nodes refuse acquires
+// they would otherwise grant, so it changes none of the lock's safety.
+// Applies to NewMutex (fenced or not); every node must implement QueueNode
+// (redisnode and memnode do). Default: off.
 func WithFairQueue() LockOption { return func(l *lockConfig) { l.fair = true } }
 
 // entryTTL is how long a waiter's entry in the nodes' line lives after its
