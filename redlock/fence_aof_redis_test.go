@@ -35,13 +35,31 @@ func TestFencingTokenAfterAOFTailLoss(t *testing.T) {
 	if err != nil {
 		redisproc.RequireOrSkip(t, fmt.Errorf("redis-check-aof not found (apt-get install -y redis-tools): %w", err))
 	}
+	runStampOnAndOff(t, func(t *testing.T) bool { return fencingAfterDiskLoss(t, checkAOF) })
+}
+
+// TestFencingTokenAfterAnOlderSnapshot: the same scenario with RDB
+// snapshots and no AOF (docs/operations.md, "appendonly no, RDB
+// snapshots"): A and C save a snapshot after the five cycles, and A,
+// killed after the three on {A, B}, restarts from it. Its counters and
+// C's are the fifth cycle's, a quorum of counters that exist; stamped with
+// the runs that wrote them, they read as lost. With knobs.NoRunStamp the
+// sixth cycle's token is handed out again.
+func TestFencingTokenAfterAnOlderSnapshot(t *testing.T) {
+	runStampOnAndOff(t, func(t *testing.T) bool { return fencingAfterDiskLoss(t, "") })
+}
+
+// runStampOnAndOff runs scenario, which reports whether a token repeated,
+// with the counters' run stamps (no repeat) and with knobs.NoRunStamp (a
+// repeat: the test can fail).
+func runStampOnAndOff(t *testing.T, scenario func(t *testing.T) (repeated bool)) {
 	for _, stamp := range []bool{true, false} {
 		t.Run(fmt.Sprint("run stamp=", stamp), func(t *testing.T) {
 			if !stamp {
 				knobs.NoRunStamp.Store(true)
 				defer knobs.NoRunStamp.Store(false)
 			}
-			repeated := fencingAfterAOFTailLoss(t, checkAOF)
+			repeated := scenario(t)
 			if stamp {
 				require.False(t, repeated, "a token was handed out twice")
 			} else {
@@ -51,16 +69,21 @@ func TestFencingTokenAfterAOFTailLoss(t *testing.T) {
 	}
 }
 
-// fencingAfterAOFTailLoss runs the scenario once and reports whether the
-// last Lock's token was not above every earlier token.
-func fencingAfterAOFTailLoss(t *testing.T, checkAOF string) (repeated bool) {
+// fencingAfterDiskLoss runs the scenario once and reports whether the
+// last Lock's token was not above every earlier token. With checkAOF (the
+// redis-check-aof binary) the masters keep an AOF (everysec) and A loses
+// its tail; without, they keep no AOF and A restarts from an older RDB
+// snapshot.
+func fencingAfterDiskLoss(t *testing.T, checkAOF string) (repeated bool) {
 	ctx := context.Background()
 	var servers []*redisproc.Server
 	var nodes []redlock.Node
+	args := []string{"--appendonly", "no"}
+	if checkAOF != "" {
+		args = []string{"--appendonly", "yes", "--appendfsync", "everysec", "--aof-timestamp-enabled", "yes"}
+	}
 	for range 3 {
-		s := redisproc.StartT(t, redisproc.Config{Args: []string{
-			"--appendonly", "yes", "--appendfsync", "everysec", "--aof-timestamp-enabled", "yes",
-		}})
+		s := redisproc.StartT(t, redisproc.Config{Args: args})
 		n, err := redisnode.Dial(s.Addr())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
@@ -81,28 +104,40 @@ func fencingAfterAOFTailLoss(t *testing.T, checkAOF string) (repeated bool) {
 	for range 5 {
 		cycle()
 	}
+	if checkAOF == "" {
+		for _, i := range []int{a, c} {
+			raw := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
+			err := raw.Save(ctx).Err()
+			_ = raw.Close()
+			require.NoError(t, err)
+		}
+	}
 	require.NoError(t, servers[c].Kill())
 	// The AOF marks each second it writes in (#TS:<unix>): the next cycles
 	// must be in a later second than the five, so that the cut keeps those
 	// and drops these. Wait for the wall clock's second to turn.
 	cut := time.Now().Unix()
-	for time.Now().Unix() <= cut {
+	for checkAOF != "" && time.Now().Unix() <= cut {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for range 3 {
 		cycle() // on {A, B}
 	}
-	// A's host crashes: its AOF loses what was written after cut.
-	raw := redis.NewClient(&redis.Options{Addr: servers[a].Addr()})
-	files, err := raw.ConfigGet(ctx, "appendfilename").Result()
-	_ = raw.Close()
-	require.NoError(t, err)
-	require.NoError(t, servers[a].Kill())
-	incr, err := filepath.Glob(filepath.Join(servers[a].Dir(), "appendonlydir", files["appendfilename"]+".*.incr.aof"))
-	require.NoError(t, err)
-	require.Len(t, incr, 1, "one incremental AOF file")
-	out, err := exec.Command(checkAOF, "--truncate-to-timestamp", strconv.FormatInt(cut, 10), incr[0]).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	if checkAOF != "" {
+		// A's host crashes: its AOF loses what was written after cut.
+		raw := redis.NewClient(&redis.Options{Addr: servers[a].Addr()})
+		files, err := raw.ConfigGet(ctx, "appendfilename").Result()
+		_ = raw.Close()
+		require.NoError(t, err)
+		require.NoError(t, servers[a].Kill())
+		incr, err := filepath.Glob(filepath.Join(servers[a].Dir(), "appendonlydir", files["appendfilename"]+".*.incr.aof"))
+		require.NoError(t, err)
+		require.Len(t, incr, 1, "one incremental AOF file")
+		out, err := exec.Command(checkAOF, "--truncate-to-timestamp", strconv.FormatInt(cut, 10), incr[0]).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	// (Without an AOF, Restart's kill -9 loses everything after A's
+	// snapshot.)
 	require.NoError(t, servers[a].Restart())
 	require.NoError(t, servers[c].Restart())
 	resume := func() { _ = servers[b].Resume() }

@@ -279,10 +279,12 @@ const defaultRenew = 1.0 / 3
 // persistence and lost them) the token starts a new epoch from the clock
 // (microseconds since 1970), so a token never repeats after counters are
 // lost, provided the clients' clocks agree to better than the time between
-// two such losses. A master restored from an older snapshot (RDB) hands
-// back an old counter that looks current: use appendfsync always or no
-// persistence. Every node must implement FencingNode (NewMutex says which
-// does not). Default: off.
+// two such losses. A counter a restart brings back from the disk (an older
+// RDB snapshot, an AOF that lost its tail) carries the server run that
+// wrote it and reads as lost, so the token starts a new epoch then too
+// (docs/algorithm.md, "Fencing tokens, monotonic across quorums"). Every
+// node must implement FencingNode (NewMutex says which does not). Default:
+// off.
 func WithFencing() LockOption { return func(l *lockConfig) { l.fencing = true } }
 
 // WithFenceRetention sets how long a fenced lock's counter (the key
