@@ -42,6 +42,20 @@ func (ms *masters) inLine(t *testing.T, need int) []int {
 	return in
 }
 
+// heldEverywhere waits until every master's key holds l's value: TryLock
+// returns at a quorum, and its last call may still be on its way.
+func (ms *masters) heldEverywhere(t *testing.T, l *redlock.Lease) {
+	t.Helper()
+	waitFor(t, "the lease's key on every master", func() bool {
+		for i := range ms.raw {
+			if !strings.HasPrefix(ms.keys(t, i)[lockName], l.Token()+"?") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // handedOver waits until the key of each of the masters in holds a grant
 // record: a release handed it to the waiter.
 func (ms *masters) handedOver(t *testing.T, in []int) {
@@ -181,14 +195,7 @@ func TestHoldOnGrantsOnRealServers(t *testing.T) {
 			require.NoError(t, err)
 			// TryLock returns at a quorum: its last call may still be on
 			// its way, and B's acquire could take that master first.
-			waitFor(t, "A's key on every master", func() bool {
-				for i := range ms.raw {
-					if !strings.HasPrefix(ms.keys(t, i)[lockName], lease.Token()+"?") {
-						return false
-					}
-				}
-				return true
-			})
+			ms.heldEverywhere(t, lease)
 			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			got := lockAsync(lctx, b)
@@ -257,14 +264,7 @@ func TestALateYesCountsAsFreeOnRealServers(t *testing.T) {
 	a := newMutex(t, ac, redlock.WithTTL(time.Hour))
 	lease, err := a.TryLock(ctx)
 	require.NoError(t, err)
-	waitFor(t, "A's key on every master", func() bool {
-		for i := range ms.raw {
-			if !strings.HasPrefix(ms.keys(t, i)[lockName], lease.Token()+"?") {
-				return false
-			}
-		}
-		return true
-	})
+	ms.heldEverywhere(t, lease)
 	for _, i := range []int{2, 3} {
 		require.NoError(t, ms.raw[i].Del(ctx, lockName).Err())
 	}
@@ -458,7 +458,7 @@ func TestExtendDoesNotCountAHandedKeyOnRealServers(t *testing.T) {
 			lease, err := a.TryLock(ctx)
 			require.NoError(t, err)
 			mine := func(i int, l *redlock.Lease) bool { return strings.HasPrefix(ms.keys(t, i)[lockName], l.Token()+"?") }
-			waitFor(t, "A's key on every master", func() bool { return mine(0, lease) && mine(1, lease) && mine(2, lease) })
+			ms.heldEverywhere(t, lease)
 			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			got := lockAsync(lctx, b)
@@ -537,7 +537,7 @@ func extendAfterRollback(t *testing.T, knob bool) bool {
 	lease, err := a.TryLock(ctx)
 	require.NoError(t, err)
 	mine := func(i int, l *redlock.Lease) bool { return strings.HasPrefix(ms.keys(t, i)[lockName], l.Token()+"?") }
-	waitFor(t, "A's key on every master", func() bool { return mine(0, lease) && mine(1, lease) && mine(2, lease) })
+	ms.heldEverywhere(t, lease)
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	got := lockAsync(lctx, b)
