@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,23 +65,30 @@ func reconfigCmd(ctx context.Context, args []string, e *env) int {
 		return exitOK
 	}
 	sub := args[0]
+	if !slices.Contains([]string{"init", "set", "status", "repair", "recover"}, sub) {
+		shown := fmt.Sprintf(" %q", bounded(sub))
+		if strings.ContainsAny(sub, "@/?=") {
+			shown = "" // a URL may hold a password: never echo it
+		}
+		fmt.Fprintf(e.stderr, "quorumlock reconfig: unknown subcommand%s (want init, set, status, repair or recover)\n", shown)
+		return exitUsage
+	}
 	fs := flag.NewFlagSet("quorumlock reconfig "+sub, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
 	nf := addNodeFlags(fs)
 	file := fs.String("config-file", "", "the file holding the current configuration, which clients load (required)")
 	keyTTL := fs.Duration("max-key-ttl", 0, "init: the longest key life of any lock: its TTL plus its lock-delay (required for init)")
 	drift := fs.Float64("drift-factor", 0.01, "init: the largest drift factor of any client")
 	fromMasters := fs.Bool("from-masters", false, "recover: recover the newest configuration a master holds when it is later than the file's")
 	joint := fs.Bool("joint", false, "set: change the masters in two steps through joint mode instead of one master per step")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "quorumlock reconfig %s: %s\n", sub, fmt.Sprintf(format, a...))
 		return exitUsage
+	}
+	if help, err := parseFlags(fs, args[1:], reconfigUsage, e.stdout); help {
+		return exitOK
+	} else if err != nil {
+		return usageErr("%v", err)
 	}
 	if *file == "" {
 		return usageErr("--config-file is required")

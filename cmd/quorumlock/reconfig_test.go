@@ -442,6 +442,32 @@ func TestReconfigRecoverFromMasters(t *testing.T) {
 	run("quorumlock reconfig status --config-file masters.conf", exitOK)
 }
 
+// TestReconfigUsageErrors: a bad subcommand or flag is one line on stderr
+// naming it, exit 64, checked before the masters are looked for; a
+// subcommand that looks like a URL is not echoed (it may hold a password);
+// -h prints the usage on stdout, exit 0.
+func TestReconfigUsageErrors(t *testing.T) {
+	t.Setenv(envNodes, "")
+	t.Setenv(envNodesFile, "")
+	for _, tc := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"reconfig", "bogus", "--config-file", "x"}, `quorumlock reconfig: unknown subcommand "bogus" (want init, set, status, repair or recover)`},
+		{[]string{"reconfig", "redis://:Secret-pw-7@10.0.0.9:6379"}, "quorumlock reconfig: unknown subcommand (want"},
+		{[]string{"reconfig", "set", "--bogus"}, "quorumlock reconfig set: flag provided but not defined: -bogus"},
+		{[]string{"reconfig", "init", "--max-key-ttl", "soon"}, `quorumlock reconfig init: invalid value "soon" for flag -max-key-ttl`},
+	} {
+		code, out, stderr := runMain(t, tc.args...)
+		if code != exitUsage || out != "" || !strings.HasPrefix(stderr, tc.say) || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "Secret-pw-7") {
+			t.Errorf("%q: exit %d, want %d and one line on stderr starting %q; stdout %q, stderr:\n%s", tc.args, code, exitUsage, tc.say, out, stderr)
+		}
+	}
+	if code, out, stderr := runMain(t, "reconfig", "set", "-h"); code != exitOK || !strings.Contains(out, "usage: quorumlock reconfig") || !strings.Contains(out, "-joint") || stderr != "" {
+		t.Errorf("reconfig set -h: exit %d, stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
 // TestReconfigInitRefusesAKeyLife: a longest key life init cannot use is
 // a usage error naming it.
 func TestReconfigInitRefusesAKeyLife(t *testing.T) {
