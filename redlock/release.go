@@ -160,6 +160,29 @@ func refusedRelease(err error, final bool) bool {
 	return errors.As(err, &reply) && (final || !serverBusy(reply.Error()))
 }
 
+// unrun reports whether err is a Redis error reply that says the command
+// did not run, so that it changed nothing: the server is busy (serverBusy:
+// out of memory, refusing writes, loading, ...; inside one of our scripts,
+// Redis refuses the script's first write and lets every later one run, so
+// such a reply means that none ran), or a master's configuration check
+// (redisnode's config_check.lua: QLCONFIG, raised before the script
+// changes anything) refused the call. A vote so answered needs no release
+// and leaves no copy that could apply later: without this, each attempt
+// rolled back such a master and requeued its waiter, and fenced Lock calls
+// of three clients with one master out of memory or without the current
+// configuration record took the lock about once in 8 seconds
+// (TestOutOfMemoryMasterDoesNotStallFencedLocks).
+func unrun(err error) bool {
+	var reply interface {
+		error
+		RedisError()
+	}
+	if !errors.As(err, &reply) {
+		return false
+	}
+	return serverBusy(reply.Error()) || strings.HasPrefix(reply.Error(), "QLCONFIG ")
+}
+
 // serverBusy reports whether a Redis error reply says that the command did
 // not run for a while only: the server is loading its data, running a long
 // script, out of memory, refusing writes after a failed save (MISCONF),

@@ -582,6 +582,9 @@ func (c *Client) runCall(ctx, shared context.Context, i int, cl *call, o op) err
 		yes, err = o.do(cctx, i, m)
 	}
 	if err != nil {
+		// A vote the server refused before it changed anything was
+		// answered: it needs no release and leaves no late copy.
+		cl.replied = o.vote && unrun(err) && !c.cfg.knobs.ErrorReplyMayApply
 		return err
 	}
 	cl.replied = true

@@ -32,6 +32,7 @@ var knobVars = map[string]*atomic.Bool{
 	"NoLockDelay":         &knobs.NoLockDelay,
 	"NoLockDelayStretch":  &knobs.NoLockDelayStretch,
 	"NoBusyRetry":         &knobs.NoBusyRetry,
+	"ErrorReplyMayApply":  &knobs.ErrorReplyMayApply,
 	"RequeueSendsUnsent":  &knobs.RequeueSendsUnsent,
 	"HeldVoteUnreleased":  &knobs.HeldVoteUnreleased,
 	"NoFairRequeue":       &knobs.NoFairRequeue,

@@ -210,6 +210,12 @@ var (
 	// one handed out before (docs/reconfig.md, "Fence tokens across the
 	// change").
 	NoConfigStamp atomic.Bool
+	// ErrorReplyMayApply: a vote answered with an error reply that says it
+	// did not run (OOM, MISCONF, READONLY, LOADING, a failed configuration
+	// check: QLCONFIG) counts as unanswered, so each attempt rolls that
+	// master back and requeues its waiter, and fenced Lock calls of three
+	// clients stall while one master is out of memory (a liveness defect).
+	ErrorReplyMayApply atomic.Bool
 	// NoConfigRun: the configuration check trusts a master's record
 	// whatever server run wrote it, so a master that came back with an
 	// older record (an older snapshot, a lost AOF tail, a replica that
@@ -245,6 +251,7 @@ type Set struct {
 	HeldVoteUnreleased bool
 	BareTagNames       bool
 	NoBusyRetry        bool
+	ErrorReplyMayApply bool
 
 	NoGrantHold         bool
 	NoGrantCurrentValue bool
@@ -281,6 +288,7 @@ func Load() Set {
 		HeldVoteUnreleased: HeldVoteUnreleased.Load(),
 		BareTagNames:       BareTagNames.Load(),
 		NoBusyRetry:        NoBusyRetry.Load(),
+		ErrorReplyMayApply: ErrorReplyMayApply.Load(),
 
 		NoGrantHold:         NoGrantHold.Load(),
 		NoGrantCurrentValue: NoGrantCurrentValue.Load(),
