@@ -163,8 +163,9 @@ func refusedRelease(err error, final bool) bool {
 // unrun reports whether err is a Redis error reply that says the command
 // did not run, so that it changed nothing: the server is busy (serverBusy:
 // out of memory, refusing writes, loading, ...; inside one of our scripts,
-// Redis refuses the script's first write and lets every later one run, so
-// such a reply means that none ran), or a master's configuration check
+// Redis raises OOM only at the script's first write and MISCONF, READONLY
+// or NOREPLICAS at every write, so such a reply means that none ran), or a
+// master's configuration check
 // (redisnode's config_check.lua: QLCONFIG, raised before the script
 // changes anything) refused the call. A vote so answered needs no release
 // and leaves no copy that could apply later: without this, each attempt
