@@ -68,21 +68,7 @@ func TestOutOfMemoryMasterDoesNotStallFencedLocks(t *testing.T) {
 			// answered, and the OOM master's replies are refusals only.
 			c := realClient(t, ms.nodes, redlock.WithObserver(rec), redlock.WithNodeTimeout(20*time.Second))
 			cs = append(cs, c)
-			// The client identifies every master first (a lock of another
-			// name): a vote still waiting for its node's first
-			// identification when its attempt is decided is never sent.
-			other, err := c.NewMutex("other", redlock.WithTTL(time.Minute))
-			require.NoError(t, err)
-			ol, err := other.TryLock(ctx)
-			require.NoError(t, err)
-			require.NoError(t, ol.Unlock(ctx))
-			waitFor(t, "the client's first calls to every master", func() bool {
-				n := 0
-				for _, v := range rec.votes(redlock.OpAcquire) {
-					n += v
-				}
-				return n == len(ms.nodes)
-			})
+			identifyAll(t, c, rec, len(ms.nodes))
 			m := newMutex(t, c, redlock.WithTTL(time.Minute), redlock.WithFencing())
 			wg.Go(func() {
 				for range times {

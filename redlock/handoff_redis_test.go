@@ -283,17 +283,7 @@ func TestALateYesCountsAsFreeOnRealServers(t *testing.T) {
 			rec.log(t)
 		}
 	})
-	// B's client identifies every master first (a lock of another name),
-	// so that no call of B's attempts waits for a first identification (a
-	// call that does may be overtaken by the next attempt, and never sent).
-	other, err := bc.NewMutex("other")
-	require.NoError(t, err)
-	ol, err := other.TryLock(ctx)
-	require.NoError(t, err)
-	require.NoError(t, ol.Unlock(ctx))
-	waitFor(t, "B's client's first calls to every master", func() bool {
-		return len(rec.yes(redlock.OpAcquire)) == 4
-	})
+	identifyAll(t, bc, rec, len(ms.nodes))
 
 	b := newMutex(t, bc, redlock.WithTTL(time.Hour), redlock.WithRetryBackoff(time.Hour, time.Hour))
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -73,6 +73,28 @@ func (ms *masters) pause(t *testing.T, i int) (resume func()) {
 	return resume
 }
 
+// identifyAll has c, observed by rec, contact each of its n masters once (a
+// TryLock and Unlock of another lock name) and waits until rec saw the n
+// acquire calls: a vote still waiting for its node's first identification
+// when its attempt is decided is never sent, which a test that counts its
+// calls cannot have.
+func identifyAll(t *testing.T, c *redlock.Client, rec *recorder, n int) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := c.NewMutex("other", redlock.WithTTL(time.Minute))
+	require.NoError(t, err)
+	l, err := other.TryLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	waitFor(t, "the client's first calls to every master", func() bool {
+		calls := 0
+		for _, v := range rec.votes(redlock.OpAcquire) {
+			calls += v
+		}
+		return calls >= n
+	})
+}
+
 // realClient uses 1s node timeouts: under -race on a loaded 2-core machine a
 // first call (dial, script load) can take longer than the 50ms default.
 // Tests about timeouts pass their own, which override these.
