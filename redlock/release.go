@@ -153,11 +153,22 @@ func refusedRelease(err error, final bool) bool {
 	if errors.Is(err, ErrNodeDenied) {
 		return true
 	}
+	reply, ok := replyText(err)
+	return ok && (final || !serverBusy(reply))
+}
+
+// replyText returns the text of the Redis error reply err carries (an
+// error with a RedisError method, go-redis's mark of one) and whether it
+// carries one.
+func replyText(err error) (string, bool) {
 	var reply interface {
 		error
 		RedisError()
 	}
-	return errors.As(err, &reply) && (final || !serverBusy(reply.Error()))
+	if !errors.As(err, &reply) {
+		return "", false
+	}
+	return reply.Error(), true
 }
 
 // unrun reports whether err is a Redis error reply that says the command
@@ -165,23 +176,16 @@ func refusedRelease(err error, final bool) bool {
 // out of memory, refusing writes, loading, ...; inside one of our scripts,
 // Redis raises OOM only at the script's first write and MISCONF, READONLY
 // or NOREPLICAS at every write, so such a reply means that none ran), or a
-// master's configuration check
-// (redisnode's config_check.lua: QLCONFIG, raised before the script
-// changes anything) refused the call. A vote so answered needs no release
-// and leaves no copy that could apply later: without this, each attempt
-// rolled back such a master and requeued its waiter, and fenced Lock calls
-// of three clients with one master out of memory or without the current
-// configuration record took the lock about once in 8 seconds
-// (TestOutOfMemoryMasterDoesNotStallFencedLocks).
+// master's configuration check (redisnode's config_check.lua: QLCONFIG,
+// raised before the script changes anything) refused the call. A vote so
+// answered needs no release and leaves no copy that could apply later:
+// without this, each attempt rolled back such a master and requeued its
+// waiter, and fenced Lock calls of three clients with one master out of
+// memory or without the current configuration record took the lock about
+// once in 8 seconds (TestOutOfMemoryMasterDoesNotStallFencedLocks).
 func unrun(err error) bool {
-	var reply interface {
-		error
-		RedisError()
-	}
-	if !errors.As(err, &reply) {
-		return false
-	}
-	return serverBusy(reply.Error()) || strings.HasPrefix(reply.Error(), "QLCONFIG ")
+	reply, ok := replyText(err)
+	return ok && (serverBusy(reply) || strings.HasPrefix(reply, "QLCONFIG "))
 }
 
 // serverBusy reports whether a Redis error reply says that the command did
